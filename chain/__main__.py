@@ -1,0 +1,3 @@
+from chain.cli import main
+
+main()
