@@ -1,0 +1,99 @@
+"""The runner/app contract: exit codes and the environment the runner gives.
+
+The runner starts the app in the user's working directory with:
+
+``MAX_ITER``            total iterations; the app exits 0 when the counter reaches it
+``CKPT_PATH``           the progress counter the submitter reads (a plain integer)
+``CHECKPOINT_EVERY``    checkpoint every this many iterations
+``CHAIN_DEADLINE``      epoch seconds at which the stop signal comes (optional)
+``CHAIN_STOP_SIGNAL``   ``TERM`` or ``INT``: the signal the runner will send
+``CHAIN_SHELL_HELPERS`` directory holding ``chain.sh`` and ``chain.R`` (optional)
+``SLURM_JOB_ID``        the runner's job (optional)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+__all__ = ["AppEnv", "ExitCode", "shell_helpers_dir"]
+
+
+class ExitCode(IntEnum):
+    """The app's side of the runner contract."""
+
+    DONE = 0
+    """Every iteration is done: counter == MAX_ITER."""
+    TEMPFAIL = 75
+    """EX_TEMPFAIL: checkpointed and stopped on a termination warning."""
+    STOPPED = 99
+    """Checkpointed and stopped voluntarily (stop signal or deadline)."""
+
+
+def shell_helpers_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``chain.sh`` and ``chain.R`` live: ``$CHAIN_SHELL_HELPERS`` when
+    set, else the ``shell`` directory shipped inside the ``chain`` package."""
+    env = os.environ if environ is None else environ
+    given = env.get("CHAIN_SHELL_HELPERS")
+    if given:
+        return Path(given)
+    return Path(__file__).resolve().parent.parent / "shell"
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None) -> int:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        if default is None:
+            raise ValueError(f"{name} is not set")
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    if value < 0:
+        raise ValueError(f"{name}={raw!r} is negative")
+    return value
+
+
+@dataclass(frozen=True)
+class AppEnv:
+    """The contract variables, parsed.  Defaults make a run by hand work."""
+
+    max_iter: int
+    ckpt_path: Path
+    checkpoint_every: int
+    deadline: float | None
+    stop_signal: str
+    shell_helpers: Path
+    job_id: str | None
+
+    @classmethod
+    def from_environ(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        max_iter: int | None = None,
+        ckpt_path: str = "state_iter.txt",
+        checkpoint_every: int = 20,
+    ) -> AppEnv:
+        """Parse the environment; the keyword arguments are the defaults used
+        when a variable is absent (``max_iter=None`` makes MAX_ITER required).
+        Raises ``ValueError`` for a value that is present but malformed."""
+        env = os.environ if environ is None else environ
+        raw_deadline = (env.get("CHAIN_DEADLINE") or "").strip()
+        try:
+            deadline = float(raw_deadline) if raw_deadline else None
+        except ValueError:
+            raise ValueError(f"CHAIN_DEADLINE={raw_deadline!r} is not a number") from None
+        return cls(
+            max_iter=_int(env, "MAX_ITER", max_iter),
+            ckpt_path=Path(env.get("CKPT_PATH") or ckpt_path),
+            checkpoint_every=max(1, _int(env, "CHECKPOINT_EVERY", checkpoint_every)),
+            deadline=deadline,
+            stop_signal=(env.get("CHAIN_STOP_SIGNAL") or "TERM").strip().upper().removeprefix("SIG"),
+            shell_helpers=shell_helpers_dir(env),
+            job_id=env.get("SLURM_JOB_ID") or None,
+        )

@@ -1,0 +1,120 @@
+"""Pure parsers of Slurm client output (squeue, sacct, scontrol, sbatch).
+
+Each takes the literal text a command printed and returns records; they are
+tested on literal output and then run against the real cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from chain.backends.base import JobInfo, JobState
+
+SQUEUE_FORMAT = "%i|%T|%r|%j|%S|%e"
+SACCT_FIELDS = "JobIDRaw,State,ExitCode,JobName,Start,End"
+
+
+def parse_slurm_timestamp(text: str) -> float | None:
+    """``2026-11-29T08:01:02`` (local time) -> epoch; ``Unknown``/``N/A`` -> None."""
+    value = text.strip()
+    if not value or value in {"Unknown", "N/A", "None", "NONE", "(null)"}:
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def parse_exit_code(text: str) -> tuple[int | None, int | None]:
+    """``3:0`` -> (3, None); ``0:15`` -> (0, 15)."""
+    match = re.fullmatch(r"\s*(\d+):(\d+)\s*", text)
+    if not match:
+        return None, None
+    code, sig = int(match.group(1)), int(match.group(2))
+    return code, (sig or None)
+
+
+def parse_squeue(text: str) -> dict[str, JobInfo]:
+    """Output of ``squeue -h --states=all -o '%i|%T|%r|%j|%S|%e'``."""
+    jobs: dict[str, JobInfo] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 6 or not parts[0]:
+            continue
+        job_id, state, reason, name, start, end = parts[:6]
+        jobs[job_id] = JobInfo(
+            job_id=job_id,
+            state=JobState.parse(state),
+            reason="" if reason in {"None", "(null)"} else reason,
+            name=name,
+            start=parse_slurm_timestamp(start),
+            end=parse_slurm_timestamp(end),
+            source="squeue",
+        )
+    return jobs
+
+
+def parse_sacct(text: str) -> dict[str, JobInfo]:
+    """Output of ``sacct -X -n -P -o JobIDRaw,State,ExitCode,JobName,Start,End``.
+
+    sacct reports an exit status of 128 or more minus 128 (a job exiting 137
+    shows ``9:0``): the code is kept as printed, callers that need the real
+    status read the runner's own record or scontrol.
+    """
+    jobs: dict[str, JobInfo] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 3 or not parts[0] or "." in parts[0]:
+            continue
+        job_id, state_text, exit_text = parts[:3]
+        name = parts[3] if len(parts) > 3 else ""
+        start = parse_slurm_timestamp(parts[4]) if len(parts) > 4 else None
+        end = parse_slurm_timestamp(parts[5]) if len(parts) > 5 else None
+        code, sig = parse_exit_code(exit_text)
+        by = re.search(r"CANCELLED by (\S+)", state_text)
+        jobs[job_id] = JobInfo(
+            job_id=job_id,
+            state=JobState.parse(state_text),
+            exit_code=code,
+            signal=sig,
+            name=name,
+            start=start,
+            end=end,
+            cancelled_by=by.group(1) if by else None,
+            source="sacct",
+        )
+    return jobs
+
+
+def parse_scontrol(text: str) -> dict[str, JobInfo]:
+    """Output of ``scontrol show job ID`` (multi-line or ``-o`` one-line)."""
+    jobs: dict[str, JobInfo] = {}
+    for block in re.split(r"\n\s*\n", text.strip()):
+        fields = dict(re.findall(r"(\w+)=(\S*)", block))
+        job_id = fields.get("JobId")
+        if not job_id:
+            continue
+        code, sig = parse_exit_code(fields.get("ExitCode", ""))
+        reason = fields.get("Reason", "")
+        jobs[job_id] = JobInfo(
+            job_id=job_id,
+            state=JobState.parse(fields.get("JobState", "")),
+            exit_code=code,
+            signal=sig,
+            reason="" if reason == "None" else reason,
+            name=fields.get("JobName", ""),
+            start=parse_slurm_timestamp(fields.get("StartTime", "")),
+            end=parse_slurm_timestamp(fields.get("EndTime", "")),
+            source="scontrol",
+        )
+    return jobs
+
+
+def parse_sbatch_parsable(text: str) -> str:
+    """``sbatch --parsable`` prints ``ID`` or ``ID;cluster``."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    job_id = line.split(";")[0].strip()
+    if not job_id.isdigit():
+        raise ValueError(f"sbatch printed no job id: {text.strip()[:200]!r}")
+    return job_id

@@ -1,0 +1,201 @@
+"""The chain's decision: what a runner's outcome means for the chain.
+
+Pure: state + outcome -> next action. No I/O, no clock. The submitter feeds
+it facts (the runner's own record, Slurm's final state, the counter before
+and after) and carries out what it returns.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, replace
+
+from chain.backends.base import JobState
+from chain.errors import CheckpointError
+
+# The runner's exit contract (the seed's, plus EX_TEMPFAIL from seed 000).
+EXIT_DONE = 0
+EXIT_NO_ADVANCE = 1
+EXIT_TEMPFAIL = 75
+EXIT_CHECKPOINTED = 99
+EXIT_TIMEOUT_ADVANCED = 124
+CONTINUE_CODES = frozenset({EXIT_CHECKPOINTED, EXIT_TIMEOUT_ADVANCED, EXIT_TEMPFAIL})
+# Slurm ended the runner but the app may have checkpointed before it did.
+CONTINUE_STATES = frozenset({JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL})
+
+
+class ChainState(str, enum.Enum):
+    PENDING = "pending"  # submitted, submitter not started yet
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"  # a runner failed
+    STOPPED = "stopped"  # the chain stopped itself: no progress, bad checkpoint
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED)
+
+
+class Verdict(str, enum.Enum):
+    CONTINUE = "continue"  # submit the next runner
+    COMPLETE = "complete"  # run the hooks, chain completed
+    STOP = "stop"  # chain ends with ``state`` and ``reason``
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Facts about one ended runner.
+
+    ``exit_code`` is the runner's own exit code from its record when it wrote
+    one, else Slurm's. ``slurm_state`` is Slurm's final state when the
+    submitter asked (it must, when the runner was signalled from outside).
+    """
+
+    exit_code: int | None
+    slurm_state: JobState | None
+    iter_before: int
+    iter_after: int
+    recorded: bool = True  # the runner wrote its final record
+    cancelled_by_chain: bool = False  # the chain's own machinery cancelled it
+    detail: str = ""  # the runner's own account ("app exited 3", ...)
+
+    @property
+    def advanced(self) -> bool:
+        return self.iter_after > self.iter_before
+
+
+@dataclass(frozen=True)
+class Policy:
+    max_iter: int
+    retries: int = 0
+    max_no_progress: int = 2
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the decision remembers between runners."""
+
+    no_progress: int = 0
+    retries_used: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: str
+    progress: Progress
+    state: ChainState = ChainState.RUNNING
+
+
+def decide(outcome: Outcome, policy: Policy, progress: Progress) -> Decision:
+    """Map a runner outcome to the chain's next step."""
+    counter = f"{outcome.iter_before}->{outcome.iter_after}"
+    state = outcome.slurm_state
+    code = outcome.exit_code
+
+    if state is JobState.CANCELLED and not outcome.cancelled_by_chain:
+        return Decision(Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED)
+    if state is JobState.OUT_OF_MEMORY:
+        return _failure(outcome, policy, progress, f"runner ran out of memory (counter {counter})")
+
+    if code == EXIT_DONE and (state is None or state is JobState.COMPLETED):
+        if outcome.iter_after >= policy.max_iter:
+            return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Progress())
+        return Decision(
+            Verdict.STOP,
+            f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER {policy.max_iter}",
+            progress,
+            ChainState.FAILED,
+        )
+
+    continuing = (state in CONTINUE_STATES) or (
+        code in CONTINUE_CODES and state in (None, JobState.COMPLETED, JobState.FAILED)
+    )
+    if outcome.cancelled_by_chain and state is JobState.CANCELLED:
+        continuing = True
+    if continuing:
+        if outcome.advanced:
+            why = _continue_reason(code, state)
+            return Decision(Verdict.CONTINUE, f"{why} ({counter})", replace(progress, no_progress=0))
+        stalled = progress.no_progress + 1
+        if stalled >= policy.max_no_progress:
+            return Decision(
+                Verdict.STOP,
+                f"no progress: the counter stayed at {outcome.iter_after} for {stalled} runners",
+                replace(progress, no_progress=stalled),
+                ChainState.STOPPED,
+            )
+        return Decision(
+            Verdict.CONTINUE,
+            f"{_continue_reason(code, state)} without checkpoint advance ({counter})",
+            replace(progress, no_progress=stalled),
+        )
+
+    if code == EXIT_NO_ADVANCE and outcome.recorded and state in (None, JobState.FAILED):
+        return _failure(outcome, policy, progress, f"stopped at the deadline without checkpoint advance ({counter})")
+    if not outcome.recorded:
+        what = state.value if state else "ended"
+        return _failure(
+            outcome, policy, progress,
+            f"runner {what} without a record (exit {code if code is not None else '?'}, counter {counter})",
+        )
+    detail = f": {outcome.detail}" if outcome.detail else ""
+    return _failure(outcome, policy, progress, f"runner failed with exit code {code}{detail} (counter {counter})")
+
+
+def _continue_reason(code: int | None, state: JobState | None) -> str:
+    if state in CONTINUE_STATES and state is not None:
+        return f"runner ended {state.value}"
+    if state is JobState.CANCELLED:
+        return "runner cancelled by the chain"
+    return {
+        EXIT_CHECKPOINTED: "app checkpointed (99)",
+        EXIT_TIMEOUT_ADVANCED: "runner deadline, checkpoint advanced (124)",
+        EXIT_TEMPFAIL: "app stopped on a termination warning (75)",
+    }.get(code or 0, f"runner exit {code}")
+
+
+def _failure(outcome: Outcome, policy: Policy, progress: Progress, reason: str) -> Decision:
+    """A failure stops the chain unless the retry budget allows another runner."""
+    if progress.retries_used < policy.retries:
+        used = progress.retries_used + 1
+        return Decision(
+            Verdict.CONTINUE,
+            f"retry {used}/{policy.retries} after: {reason}",
+            replace(progress, retries_used=used),
+        )
+    return Decision(Verdict.STOP, reason, progress, ChainState.FAILED)
+
+
+class Step(str, enum.Enum):
+    """What the submitter does at the top of its loop."""
+
+    ADOPT = "adopt"  # a runner of this chain is still live: wait for it
+    FINISH = "finish"  # counter reached MAX_ITER: hooks, then completed
+    SUBMIT = "submit"  # submit the next runner
+
+
+def next_step(counter: int, max_iter: int, live_runner: bool) -> Step:
+    if live_runner:
+        return Step.ADOPT
+    if counter >= max_iter:
+        return Step.FINISH
+    return Step.SUBMIT
+
+
+_INTEGER = re.compile(r"\s*(\d+)\s*")
+
+
+def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
+    """The checkpoint counter, strictly: one non-negative integer, nothing else.
+
+    The seed's ``tr -cd 0-9`` read ``v2 iter 10`` as 210 and an unreadable
+    file as 0 (restarting the work); this refuses both.
+    """
+    match = _INTEGER.fullmatch(text)
+    if not match:
+        shown = text.strip()[:40]
+        raise CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {shown!r}")
+    return int(match.group(1))

@@ -1,0 +1,112 @@
+"""Render the submitter and runner sbatch scripts from Jinja templates.
+
+``jinja_env`` is the one place the environment is built: StrictUndefined
+(a missing value is an error, not an empty string), the package's templates
+with an optional user directory in front, and ``q`` (shell quoting) as the
+filter every value goes through.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from chain.errors import ConfigError
+from chain.settings import Settings
+from chain.timefmt import format_sbatch_time
+
+RUNNER_TEMPLATE = "runner.sbatch.j2"
+SUBMITTER_TEMPLATE = "submitter.sbatch.j2"
+
+
+def builtin_template_dir() -> Path:
+    """The shipped templates: ``chain/templates`` in an installed wheel (the
+    top-level ``templates/`` is packaged there), ``templates/`` beside the
+    package in a source checkout or editable install."""
+    installed = Path(__file__).resolve().parent / "templates"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:
+    search: list[str] = []
+    if user_dir:
+        path = Path(user_dir).expanduser()
+        if not path.is_dir():
+            raise ConfigError(f"template directory {path} does not exist")
+        search.append(str(path))
+    search.append(str(builtin_template_dir()))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(search),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+    env.filters["q"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+@dataclass(frozen=True)
+class Scripts:
+    submitter: str
+    runner: str
+
+
+def render_scripts(
+    settings: Settings,
+    *,
+    chain_id: str,
+    chain_dir: Path,
+    workdir: Path,
+    python: str | None = None,
+) -> Scripts:
+    """Both scripts exactly as ``chain submit`` submits them."""
+    env = jinja_env(settings.template_dir or None)
+    logs = chain_dir / "logs"
+    common = {
+        "s": settings,
+        "chain_id": chain_id,
+        "chain_dir": str(chain_dir),
+        "workdir": str(workdir),
+        "python": python or sys.executable,
+        "modules": settings.module_list,
+    }
+    try:
+        runner = env.get_template(RUNNER_TEMPLATE).render(
+            **common,
+            job_name=f"{chain_id}.runner",
+            output=str(logs / "runner-%j.out"),
+            sbatch_time=format_sbatch_time(settings.runner_seconds),
+            extra_args=shlex.split(settings.runner_sbatch_args),
+        )
+        submitter = env.get_template(SUBMITTER_TEMPLATE).render(
+            **common,
+            job_name=submitter_job_name(chain_id),
+            output=str(logs / "submitter-%j.out"),
+            sbatch_time=format_sbatch_time(settings.submitter_seconds),
+            extra_args=shlex.split(settings.submitter_sbatch_args),
+        )
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"template {exc.filename or exc.name}:{exc.lineno}: {exc.message}") from None
+    except jinja2.TemplateNotFound as exc:
+        raise ConfigError(f"template {exc.name} not found") from None
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"template error: {exc.message}") from None
+    return Scripts(submitter=submitter, runner=runner)
+
+
+def submitter_job_name(chain_id: str) -> str:
+    """One name for every submitter of a chain: ``--dependency=singleton`` on
+    it keeps two submitters of one chain from ever running at once."""
+    return f"{chain_id}.submitter"
+
+
+def runner_job_name(chain_id: str, seq: int) -> str:
+    """Unique per runner, so a timed-out sbatch can be looked up by name."""
+    return f"{chain_id}.r{seq}"

@@ -1,0 +1,76 @@
+"""Retry policy for transient scheduler failures (one place, every backend).
+
+A policy is a small object built from tenacity strategies; tests inject a
+fake ``sleep`` so no test really waits.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, TypeVar
+
+import tenacity
+
+from chain.errors import SchedulerError
+
+T = TypeVar("T")
+
+# Messages of Slurm clients that mean "try again" (read from Slurm's source).
+TRANSIENT_MARKERS = (
+    "Socket timed out on send/recv operation",
+    "Zero Bytes were transmitted or received",
+    "Unable to contact slurm controller",
+    "Slurm backup controller in standby mode",
+    "Transport endpoint is not connected",
+    "Connection refused",
+    "Resource temporarily unavailable",
+    "slurm_persist_conn_open_without_init",
+    "Slurm temporarily unable to accept job",
+    "Communication connection failure",
+    "Slurmctld is busy",
+    "Job submit/allocate failed: Socket timed out",
+)
+
+
+class TransientError(SchedulerError):
+    """A scheduler request that may succeed if repeated."""
+
+
+def is_transient(message: str) -> bool:
+    return any(marker.lower() in message.lower() for marker in TRANSIENT_MARKERS)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded, jittered exponential backoff on TransientError.
+
+    ``attempts`` and ``max_delay`` bound the whole effort: a controller down
+    longer than that is the caller's problem (the submitter keeps waiting on
+    its own schedule, so a long outage costs no work).
+    """
+
+    attempts: int = 8
+    max_delay: float = 300.0
+    initial: float = 1.0
+    maximum: float = 60.0
+    sleep: Callable[[float], None] = field(default=time.sleep)
+
+    def call(self, fn: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            if on_retry is not None and state.outcome is not None:
+                exc = state.outcome.exception()
+                on_retry(f"attempt {state.attempt_number} failed: {exc}")
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(TransientError),
+            stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay),
+            wait=tenacity.wait_random_exponential(multiplier=self.initial, max=self.maximum),
+            sleep=self.sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        return retrying(fn)
+
+
+NO_RETRY = RetryPolicy(attempts=1)

@@ -1,0 +1,296 @@
+"""Settings: one table of fields, resolved as flag > environment > file > default.
+
+Pure except for reading the TOML file. Every seed setting keeps the seed's
+environment variable name (``MAX_ITER=600 chain submit`` works as
+``MAX_ITER=600 sbatch checkpoint_submitter.sh`` did); the others are
+``CHAIN_<NAME>``. The TOML file uses the field names (``max_iter = 600``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import shlex
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from chain.errors import ConfigError
+from chain.timefmt import parse_slurm_time
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class LaunchMode(str, enum.Enum):
+    DIRECT = "direct"
+    SRUN = "srun"
+
+
+class BackendName(str, enum.Enum):
+    AUTO = "auto"
+    SLURM = "slurm"
+    LOCAL = "local"
+    PYSLURM = "pyslurm"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a chain needs, validated. Times are kept as the user wrote
+    them (Slurm syntax) and exposed in seconds by properties."""
+
+    app_cmd: str = ""
+    max_iter: int = 500
+    ckpt_path: str = "state_iter.txt"
+    checkpoint_every: int = 20
+    runner_time: str = "00:03:00"
+    runner_margin: int = 60
+    submitter_time: str = "3:30"
+    submitter_margin: int = 60
+    launch_mode: LaunchMode = LaunchMode.DIRECT
+    srun_args: str = "-n 1"
+    modules: str = ""
+    stop_signal: str = "TERM"
+    partition: str = ""
+    qos: str = ""
+    account: str = ""
+    runner_mem: str = "512M"
+    submitter_mem: str = "256M"
+    cpus_per_task: int = 1
+    ntasks: int = 1
+    job_name: str = "chain"
+    runner_sbatch_args: str = ""
+    submitter_sbatch_args: str = ""
+    retries: int = 0
+    hooks: tuple[str, ...] = ()
+    poll_max: int = 300
+    backend: BackendName = BackendName.AUTO
+    template_dir: str = ""
+
+    @property
+    def runner_seconds(self) -> int:
+        return parse_slurm_time(self.runner_time, what="runner time")
+
+    @property
+    def submitter_seconds(self) -> int:
+        return parse_slurm_time(self.submitter_time, what="submitter time")
+
+    @property
+    def module_list(self) -> list[str]:
+        return self.modules.replace(",", " ").split()
+
+    @property
+    def srun_argv(self) -> list[str]:
+        return shlex.split(self.srun_args)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["launch_mode"] = self.launch_mode.value
+        out["backend"] = self.backend.value
+        out["hooks"] = list(self.hooks)
+        return out
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    env: str
+    convert: Callable[[Any, str], Any]
+    help: str
+
+
+def _int(minimum: int) -> Callable[[Any, str], int]:
+    def convert(value: Any, what: str) -> int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{what} must be an integer, got {value!r}")
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+            number = int(value.strip())
+        else:
+            raise ConfigError(f"{what} must be an integer, got {value!r}")
+        if number < minimum:
+            raise ConfigError(f"{what} must be at least {minimum}, got {number}")
+        return number
+
+    return convert
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a string, got {value!r}")
+    if "\n" in value or "\0" in value:
+        raise ConfigError(f"{what} must be a single line")
+    return value
+
+
+def _time(value: Any, what: str) -> str:
+    text = _str(value, what) if not isinstance(value, int) else str(value)
+    parse_slurm_time(text, what=what)
+    return text.strip()
+
+
+def _enum(kind: type[enum.Enum]) -> Callable[[Any, str], Any]:
+    def convert(value: Any, what: str) -> Any:
+        try:
+            return kind(str(value).strip().lower())
+        except ValueError:
+            choices = "|".join(str(m.value) for m in kind)
+            raise ConfigError(f"{what} must be one of {choices}, got {value!r}") from None
+
+    return convert
+
+
+def _signal_name(value: Any, what: str) -> str:
+    name = _str(value, what).strip().upper().removeprefix("SIG")
+    if name not in signal.Signals.__members__ and f"SIG{name}" not in signal.Signals.__members__:
+        raise ConfigError(f"{what} {value!r} is not a signal name (e.g. TERM, INT, USR1)")
+    if name in {"KILL", "STOP"}:
+        raise ConfigError(f"{what} {value!r} cannot be caught: the app could not checkpoint")
+    return name
+
+
+def _shell_words(value: Any, what: str) -> str:
+    text = _str(value, what)
+    try:
+        shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"{what} {text!r}: {exc}") from None
+    return text
+
+
+def _hooks(value: Any, what: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        # environment: one hook command per line or ';;'-separated
+        items = [part.strip() for part in value.replace(";;", "\n").splitlines()]
+        return tuple(item for item in items if item)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(v for v in value if v.strip())
+    raise ConfigError(f"{what} must be a list of command strings, got {value!r}")
+
+
+def _job_name(value: Any, what: str) -> str:
+    text = _str(value, what).strip()
+    if not text or any(c.isspace() for c in text) or len(text) > 64:
+        raise ConfigError(f"{what} {value!r} must be 1-64 characters without spaces")
+    return text
+
+
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("app_cmd", "APP_CMD", _str, "shell command that runs the app"),
+    FieldSpec("max_iter", "MAX_ITER", _int(1), "stop when the checkpoint counter reaches this"),
+    FieldSpec("ckpt_path", "CKPT_PATH", _str, "file holding the app's checkpoint counter"),
+    FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", _int(1), "app checkpoints every N iterations"),
+    FieldSpec("runner_time", "RUNNER_TIME_LIMIT", _time, "runner wall time (Slurm --time syntax)"),
+    FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", _int(0), "seconds before the runner's end to send the stop signal"),
+    FieldSpec("submitter_time", "SUBMITTER_TIME_LIMIT", _time, "submitter wall time (Slurm --time syntax)"),
+    FieldSpec("submitter_margin", "SUBMITTER_MARGIN_SEC", _int(0), "seconds before the submitter's end to restart itself"),
+    FieldSpec("launch_mode", "LAUNCH_MODE", _enum(LaunchMode), "run the app directly or via srun"),
+    FieldSpec("srun_args", "SRUN_ARGS", _shell_words, "arguments to srun in srun mode"),
+    FieldSpec("modules", "MODULE_LIST", _str, "modules loaded before the app (space or comma separated)"),
+    FieldSpec("stop_signal", "CHAIN_STOP_SIGNAL", _signal_name, "signal sent to the app before the wall time (R needs INT)"),
+    FieldSpec("partition", "CHAIN_PARTITION", _str, "Slurm partition of both jobs"),
+    FieldSpec("qos", "CHAIN_QOS", _str, "Slurm QOS of both jobs"),
+    FieldSpec("account", "CHAIN_ACCOUNT", _str, "Slurm account of both jobs"),
+    FieldSpec("runner_mem", "CHAIN_RUNNER_MEM", _str, "runner --mem"),
+    FieldSpec("submitter_mem", "CHAIN_SUBMITTER_MEM", _str, "submitter --mem"),
+    FieldSpec("cpus_per_task", "CHAIN_CPUS_PER_TASK", _int(1), "runner --cpus-per-task"),
+    FieldSpec("ntasks", "CHAIN_NTASKS", _int(1), "runner --ntasks"),
+    FieldSpec("job_name", "CHAIN_JOB_NAME", _job_name, "prefix of the jobs' names"),
+    FieldSpec("runner_sbatch_args", "CHAIN_RUNNER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the runner"),
+    FieldSpec("submitter_sbatch_args", "CHAIN_SUBMITTER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the submitter"),
+    FieldSpec("retries", "CHAIN_RETRIES", _int(0), "runner failures tolerated before the chain stops"),
+    FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes"),
+    FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries"),
+    FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "auto, slurm, local or pyslurm"),
+    FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones"),
+)
+FIELD_BY_NAME = {spec.name: spec for spec in FIELDS}
+CONFIG_FILE_NAME = "chain.toml"
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML config; unknown keys and unreadable files are ConfigErrors."""
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    if "chain" in data and isinstance(data["chain"], dict) and len(data) == 1:
+        data = data["chain"]  # allow a [chain] table
+    unknown = sorted(set(data) - set(FIELD_BY_NAME))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown key {unknown[0]!r}")
+    return data
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    file_values: Mapping[str, Any],
+    base: Settings | None = None,
+    *,
+    file_label: str = "config file",
+) -> Settings:
+    """Merge the layers (flag > environment > file > base) and validate.
+
+    ``base`` is the defaults, or a stored chain's settings on ``--resume``.
+    """
+    values: dict[str, Any] = {}
+    start = base or Settings()
+    for spec in FIELDS:
+        if flags.get(spec.name) is not None:
+            values[spec.name] = spec.convert(flags[spec.name], f"--{spec.name.replace('_', '-')}")
+        elif spec.env in environ:
+            values[spec.name] = spec.convert(environ[spec.env], spec.env)
+        elif spec.name in file_values:
+            values[spec.name] = spec.convert(file_values[spec.name], f"{file_label}: {spec.name}")
+        else:
+            values[spec.name] = getattr(start, spec.name)
+    settings = Settings(**values)
+    validate(settings)
+    return settings
+
+
+def validate(settings: Settings) -> None:
+    """Cross-field checks (one-line ConfigError on the first problem)."""
+    if not settings.app_cmd.strip():
+        raise ConfigError("no app command: set --app-cmd, APP_CMD or app_cmd in chain.toml")
+    runner = settings.runner_seconds
+    if settings.runner_margin >= runner:
+        raise ConfigError(
+            f"runner margin {settings.runner_margin}s must be smaller than the runner time {runner}s"
+        )
+    submitter = settings.submitter_seconds
+    if settings.submitter_margin >= submitter:
+        raise ConfigError(
+            f"submitter margin {settings.submitter_margin}s must be smaller than "
+            f"the submitter time {submitter}s"
+        )
+
+
+def from_json(data: Mapping[str, Any]) -> Settings:
+    """Settings stored in a chain directory (validated again, never trusted)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("stored settings are not a JSON object")
+    unknown = sorted(set(data) - set(FIELD_BY_NAME))
+    if unknown:
+        raise ConfigError(f"stored settings: unknown key {unknown[0]!r}")
+    values = {k: FIELD_BY_NAME[k].convert(v, f"stored {k}") for k, v in data.items()}
+    settings = dataclasses.replace(Settings(), **values)
+    validate(settings)
+    return settings
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Settings)]
+

@@ -1,0 +1,255 @@
+"""The chain directory: layout, atomic JSON records, the append-only logs.
+
+Everything the chain keeps on disk is JSON written atomically (temp file,
+fsync, rename) and validated on load; nothing is sourced or evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+from chain.decision import ChainState, parse_counter
+from chain.errors import ChainDirError, CheckpointError
+
+STATE_VERSION = 1
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ChainDirError(f"cannot read {what} {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ChainDirError(f"{what} {path} is corrupt: {exc.msg} at line {exc.lineno}") from None
+
+
+@dataclass
+class ChainStatus:
+    """``state.json``: the chain's current state, owned by the submitter."""
+
+    chain_id: str
+    state: ChainState = ChainState.PENDING
+    reason: str = ""
+    created: float = 0.0
+    updated: float = 0.0
+    workdir: str = ""
+    backend: str = ""
+    submitter_cycle: int = 0
+    submitter_job_id: str = ""
+    runner_seq: int = 0  # sequence number of the current/last runner
+    runner_job_id: str = ""  # "" while being submitted
+    runner_live: bool = False  # the current runner has not been judged yet
+    runner_submitted: float = 0.0
+    iter_before: int = 0  # counter when the current runner was submitted
+    no_progress: int = 0
+    retries_used: int = 0
+    iteration: int = 0  # last counter the submitter read
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    hooks_done: bool = False
+    completed_at: float = 0.0
+    version: int = STATE_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> "ChainStatus":
+        if not isinstance(data, dict):
+            raise ChainDirError(f"state file {path} is corrupt: not a JSON object")
+        known = {f.name: f for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                continue  # newer writer: ignore what we do not know
+            kwargs[key] = value
+        if not isinstance(kwargs.get("chain_id"), str) or not kwargs["chain_id"]:
+            raise ChainDirError(f"state file {path} is corrupt: no chain_id")
+        try:
+            kwargs["state"] = ChainState(kwargs.get("state", "pending"))
+        except ValueError:
+            raise ChainDirError(f"state file {path} is corrupt: bad state {data.get('state')!r}") from None
+        status = cls(**kwargs)
+        for f in fields(cls):
+            value = getattr(status, f.name)
+            expected = {"int": int, "float": (int, float), "str": str, "bool": bool}.get(str(f.type))
+            if expected is not None and (not isinstance(value, expected) or (
+                expected is int and isinstance(value, bool)
+            )):
+                raise ChainDirError(f"state file {path} is corrupt: {f.name} is {value!r}")
+        return status
+
+
+@dataclass(frozen=True)
+class ChainDir:
+    """Paths of one chain directory. The app runs in ``workdir``."""
+
+    root: Path
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.root / "settings.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "chain.log"
+
+    @property
+    def runners_log(self) -> Path:
+        return self.root / "runners.jsonl"
+
+    @property
+    def worker_ids(self) -> Path:
+        return self.root / "worker_ids.txt"
+
+    @property
+    def records(self) -> Path:
+        return self.root / "runners"
+
+    @property
+    def slurm_logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def scripts(self) -> Path:
+        return self.root / "scripts"
+
+    @property
+    def cancel_file(self) -> Path:
+        return self.root / "cancel-requested"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "report"
+
+    def record_file(self, job_id: str) -> Path:
+        return self.records / f"{job_id}.json"
+
+    def create(self) -> None:
+        try:
+            for d in (self.root, self.records, self.slurm_logs, self.scripts):
+                d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ChainDirError(f"cannot create chain directory {self.root}: {exc.strerror}") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise ChainDirError(f"chain directory {self.root} is not writable")
+
+    # --- state -------------------------------------------------------------
+    def load_status(self) -> ChainStatus | None:
+        try:
+            data = read_json(self.state_file, "state file")
+        except FileNotFoundError:
+            return None
+        return ChainStatus.from_json(data, self.state_file)
+
+    def save_status(self, status: ChainStatus) -> None:
+        status.updated = time.time()
+        write_json_atomic(self.state_file, status.to_json())
+
+    # --- runner records ------------------------------------------------------
+    def read_record(self, job_id: str) -> dict[str, Any] | None:
+        """The runner's own record, or None if it wrote none (yet)."""
+        try:
+            data = read_json(self.record_file(job_id), "runner record")
+        except (FileNotFoundError, ChainDirError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def append_runner(self, entry: dict[str, Any]) -> None:
+        """One line per judged runner; a single O_APPEND write."""
+        line = json.dumps(entry, sort_keys=True) + "\n"
+        fd = os.open(self.runners_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def iter_runners(self) -> Iterator[dict[str, Any]]:
+        try:
+            with self.runners_log.open(encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a torn last line after a crash
+                    if isinstance(entry, dict):
+                        yield entry
+        except FileNotFoundError:
+            return
+
+    def last_runner(self) -> dict[str, Any] | None:
+        """Last judged runner (reads only the file's tail)."""
+        try:
+            with self.runners_log.open("rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - 65536))
+                lines = fh.read().decode("utf-8", "replace").splitlines()
+        except FileNotFoundError:
+            return None
+        for line in reversed(lines):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict):
+                return entry
+        return None
+
+    def add_worker_id(self, job_id: str) -> None:
+        with self.worker_ids.open("a", encoding="utf-8") as fh:
+            fh.write(f"{job_id}\n")
+
+    def log(self, message: str) -> None:
+        """Timestamped line appended to chain.log (and echoed to stdout)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        line = f"[{stamp}] {message}"
+        print(line, flush=True)
+        with self.log_file.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def read_counter(path: Path) -> int:
+    """The checkpoint counter: missing file -> 0, anything but an integer -> error."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint counter {path}: {exc.strerror}") from None
+    return parse_counter(text, path=str(path))
