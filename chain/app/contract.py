@@ -13,6 +13,7 @@ The runner starts the app in the user's working directory with:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -81,13 +82,18 @@ class AppEnv:
     ) -> AppEnv:
         """Parse the environment; the keyword arguments are the defaults used
         when a variable is absent (``max_iter=None`` makes MAX_ITER required).
-        Raises ``ValueError`` for a value that is present but malformed."""
+        Raises ``ValueError`` for a malformed integer (an unparseable
+        ``CHAIN_DEADLINE`` is logged and ignored)."""
         env = os.environ if environ is None else environ
         raw_deadline = (env.get("CHAIN_DEADLINE") or "").strip()
         try:
             deadline = float(raw_deadline) if raw_deadline else None
         except ValueError:
-            raise ValueError(f"CHAIN_DEADLINE={raw_deadline!r} is not a number") from None
+            # Same rule as StopMonitor: a deadline we cannot read is no deadline.
+            logging.getLogger("chain.app.contract").warning(
+                "ignoring unparseable CHAIN_DEADLINE=%r", raw_deadline
+            )
+            deadline = None
         return cls(
             max_iter=_int(env, "MAX_ITER", max_iter),
             ckpt_path=Path(env.get("CKPT_PATH") or ckpt_path),

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import re
@@ -48,6 +47,7 @@ from chain.app.atomic import (
     write_bytes_atomic,
     write_counter,
 )
+from chain.app.ckptfile import CorruptCheckpoint, encode, read_header, split
 from chain.app.serial import JsonSerializer, Serializer
 
 __all__ = [
@@ -61,8 +61,6 @@ __all__ = [
 
 log = logging.getLogger("chain.app.store")
 
-_MAGIC = b"CHAINCKPT1\n"
-_MAX_HEADER = 1 << 20  # the header holds the run's config; a MiB is plenty
 _NAME_RE = re.compile(r"ckpt-(\d{12})\.(ckpt|d)")
 
 
@@ -78,10 +76,6 @@ class CheckpointKind(Enum):
 
     FILE = "ckpt"
     DIR = "d"
-
-
-class CorruptCheckpoint(ValueError):
-    """A published checkpoint whose content does not match its own header."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +163,7 @@ class CheckpointStore:
             header = manifest.get("meta", {})
         else:
             try:
-                header = _read_header(path)
+                header = read_header(path)
             except (OSError, CorruptCheckpoint) as exc:
                 log.warning("ignoring %s: %s", path, exc)
                 return None
@@ -244,9 +238,8 @@ class CheckpointStore:
             length=len(payload),
             sha256=hashlib.sha256(payload).hexdigest(),
         )
-        head = json.dumps(header, sort_keys=True).encode("utf-8")
         path = self.root / _name(step, CheckpointKind.FILE)
-        write_bytes_atomic(path, _MAGIC + head + b"\n" + payload, durable=self.durable)
+        write_bytes_atomic(path, encode(header, payload), durable=self.durable)
         return self._committed(path, step, CheckpointKind.FILE, metric, header)
 
     def save_dir(
@@ -330,7 +323,7 @@ class CheckpointStore:
         if loader is not None:
             return loader(info.path)
         data = info.path.read_bytes()
-        header, payload = _split(data, info.path)
+        header, payload = split(data, info.path)
         if header.get("serializer") != self.serializer.name:
             raise ValueError(
                 f"{info.path.name}: written with serializer {header.get('serializer')!r},"
@@ -384,7 +377,7 @@ class CheckpointStore:
             try:
                 state = self.load(info, loader)
             except CorruptCheckpoint as exc:
-                why = f"{info.path.name}: corrupt ({exc}); quarantined"
+                why = f"corrupt: {exc}; quarantined"
                 log.warning("resume: %s, falling back to the previous checkpoint", why)
                 with contextlib.suppress(OSError):
                     self.quarantine(info)
@@ -420,37 +413,6 @@ class CheckpointStore:
 def _check_step(step: int) -> None:
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**12:
         raise ValueError(f"step must be an int in [0, 1e12), got {step!r}")
-
-
-def _read_header(path: Path) -> dict[str, Any]:
-    with open(path, "rb") as fh:
-        magic = fh.read(len(_MAGIC))
-        line = fh.readline(_MAX_HEADER)
-    if magic != _MAGIC:
-        raise CorruptCheckpoint(f"{path.name}: not a chain checkpoint (bad magic)")
-    return _parse_header(line, path)
-
-
-def _parse_header(line: bytes, path: Path) -> dict[str, Any]:
-    if not line.endswith(b"\n"):
-        raise CorruptCheckpoint(f"{path.name}: truncated header")
-    try:
-        header = json.loads(line)
-    except ValueError as exc:
-        raise CorruptCheckpoint(f"{path.name}: bad header: {exc}") from exc
-    if not isinstance(header, dict):
-        raise CorruptCheckpoint(f"{path.name}: header is not an object")
-    return header
-
-
-def _split(data: bytes, path: Path) -> tuple[dict[str, Any], bytes]:
-    if not data.startswith(_MAGIC):
-        raise CorruptCheckpoint(f"{path.name}: not a chain checkpoint (bad magic)")
-    nl = data.find(b"\n", len(_MAGIC))
-    if nl < 0:
-        raise CorruptCheckpoint(f"{path.name}: truncated header")
-    header = _parse_header(data[len(_MAGIC) : nl + 1], path)
-    return header, data[nl + 1 :]
 
 
 def _remove(path: Path) -> None:
