@@ -25,7 +25,7 @@ from pathlib import Path
 
 __all__ = ["RunLog", "configure_logging"]
 
-LOG_FORMAT = "%(asctime)s.%(msecs)03d %(name)s %(levelname)s %(message)s"
+LOG_FORMAT = "%(asctime)s.%(msecs)03dZ %(name)s %(levelname)s %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
