@@ -87,7 +87,7 @@ def render_scripts(
         )
         submitter = env.get_template(SUBMITTER_TEMPLATE).render(
             **common,
-            job_name=submitter_job_name(chain_id),
+            job_name=submitter_job_name(chain_id, 0),
             output=str(logs / "submitter-%j.out"),
             sbatch_time=format_sbatch_time(settings.submitter_seconds),
             extra_args=shlex.split(settings.submitter_sbatch_args),
@@ -101,10 +101,11 @@ def render_scripts(
     return Scripts(submitter=submitter, runner=runner)
 
 
-def submitter_job_name(chain_id: str) -> str:
-    """One name for every submitter of a chain: ``--dependency=singleton`` on
-    it keeps two submitters of one chain from ever running at once."""
-    return f"{chain_id}.submitter"
+def submitter_job_name(chain_id: str, cycle: int) -> str:
+    """Unique per submitter cycle (a timed-out sbatch is looked up by name);
+    a successor waits with ``--dependency=afterany:<predecessor>``, so two
+    submitters of one chain never run at once."""
+    return f"{chain_id}.s{cycle}"
 
 
 def runner_job_name(chain_id: str, seq: int) -> str:

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import fcntl
 import getpass
+import hashlib
 import json
 import os
 import signal
@@ -34,7 +35,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
+
+from chain.errors import SchedulerError
 
 POLL = 0.1  # seconds between looks at the spool / the job: local files, cheap
 # A record still without a supervisor this long after submit lost its submitter
@@ -182,20 +185,29 @@ class Spool:
     def log_path(self, job_id: str) -> Path:
         return self.jobs / f"{job_id}.supervisor.log"
 
-    def allocate_id(self) -> str:
-        """Next job id: decimal, unique within the spool, safe across processes."""
+    def create(self, make: Callable[[str], JobRecord]) -> JobRecord:
+        """Allocate the next id and store ``make(id)`` with its name marker.
+
+        All under the counter's flock: ids are unique across processes, and
+        every id below the counter already has its record and marker, so a
+        later singleton can never miss an earlier job that is still being
+        submitted.
+        """
         self.ensure()
         with open(self.root / "counter", "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
             fh.seek(0)
             text = fh.read().strip()
-            next_id = (int(text) if text else 0) + 1
+            job_id = str((int(text) if text else 0) + 1)
             fh.seek(0)
             fh.truncate()
-            fh.write(f"{next_id}\n")
+            fh.write(f"{job_id}\n")
             fh.flush()
             os.fsync(fh.fileno())
-        return str(next_id)
+            record = make(job_id)
+            self.write(record)
+            self.add_name(record.name, job_id)
+        return record
 
     @contextlib.contextmanager
     def locked(self, job_id: str) -> Iterator[None]:
@@ -207,11 +219,14 @@ class Spool:
     def read(self, job_id: str) -> JobRecord | None:
         if not job_id.isdigit():  # ids index files: refuse anything path-like
             return None
+        path = self.record_path(job_id)
         try:
-            data = json.loads(self.record_path(job_id).read_text())
+            data = json.loads(path.read_text())
+            return JobRecord.from_json(data)
         except FileNotFoundError:
             return None
-        return JobRecord.from_json(data)
+        except (ValueError, TypeError) as exc:
+            raise SchedulerError(f"local backend: corrupt job record {path}: {exc}") from exc
 
     def write(self, record: JobRecord) -> None:
         """Atomic: readers see the old or the new record, never half of one."""
@@ -225,7 +240,10 @@ class Spool:
         os.replace(tmp, path)
 
     def name_dir(self, name: str) -> Path:
-        return self.names / urllib.parse.quote(name, safe="")
+        quoted = urllib.parse.quote(name, safe="")
+        if len(quoted) > 200:  # file names stop at 255 bytes
+            quoted = quoted[:100] + "-" + hashlib.sha256(name.encode()).hexdigest()
+        return self.names / quoted
 
     def add_name(self, name: str, job_id: str) -> None:
         directory = self.name_dir(name)
@@ -318,13 +336,16 @@ def parse_dependency(text: str) -> list[list[tuple[str, list[str]]]]:
     return groups
 
 
-def _term_verdict(spool: Spool, me: JobRecord, kind: str, ids: list[str]) -> Verdict:
+def _term_verdict(
+    spool: Spool, me: JobRecord, kind: str, ids: list[str], ended: set[str]
+) -> Verdict:
     if kind == "singleton":
         for other_id in spool.ids_by_name(me.name):
-            if int(other_id) < int(me.job_id):
+            if int(other_id) < int(me.job_id) and other_id not in ended:
                 other = spool.refresh(other_id)
                 if other is not None and other.active:
                     return "wait"
+                ended.add(other_id)  # ended jobs stay ended: read each once
         return "ok"
     verdicts: list[Verdict] = []
     for dep_id in ids:
@@ -350,11 +371,13 @@ def _all(verdicts: list[Verdict]) -> Verdict:
     return "wait" if "wait" in verdicts else "ok"
 
 
-def dependency_verdict(spool: Spool, me: JobRecord) -> Verdict:
+def dependency_verdict(spool: Spool, me: JobRecord, ended: set[str] | None = None) -> Verdict:
+    """Can ``me`` start? ``ended`` caches ids known finished between calls."""
     if not me.dependency:
         return "ok"
+    ended = set() if ended is None else ended
     alternatives = [
-        _all([_term_verdict(spool, me, kind, ids) for kind, ids in terms])
+        _all([_term_verdict(spool, me, kind, ids, ended) for kind, ids in terms])
         for terms in parse_dependency(me.dependency)
     ]
     if "ok" in alternatives:
@@ -403,6 +426,7 @@ class Supervisor:
         self.job_id = job_id
         self.term_received = False  # SIGTERM: a cancel request (or a shutdown)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.ended: set[str] = set()  # singleton peers seen finished
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
         self.term_received = True
@@ -436,7 +460,7 @@ class Supervisor:
             if self.term_received:
                 self._finish_pending_on_term()
                 return False
-            verdict = dependency_verdict(self.spool, record)
+            verdict = dependency_verdict(self.spool, record, self.ended)
             if verdict == "ok":
                 return True
             reason = "Dependency" if verdict == "wait" else "DependencyNeverSatisfied"

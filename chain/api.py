@@ -1,0 +1,300 @@
+"""Library calls behind the CLI: submit, resume, render, status, cancel.
+
+The CLI only adapts these; every user error is a ChainError.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from chain import settings as settings_mod
+from chain.backends import choose_backend, make_backend
+from chain.backends.base import Backend, JobInfo
+from chain.decision import ChainState
+from chain.errors import ChainDirError, ConfigError, SchedulerError
+from chain.render import Scripts, render_scripts, submitter_job_name
+from chain.settings import Settings
+from chain.state import ChainDir, ChainStatus, read_json, write_json_atomic
+from chain.submitter import RUNNER_SCRIPT, SUBMITTER_SCRIPT
+
+
+def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
+    raw = str(value) if value else os.environ.get("CHAIN_DIR", ".chain")
+    if not raw.strip() or "\n" in raw or "\0" in raw:
+        raise ConfigError(f"--chain-dir {raw!r} is not a usable path")
+    path = Path(raw).expanduser()
+    return (path if path.is_absolute() else cwd / path).resolve()
+
+
+def load_settings(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    config: Path | None,
+    cwd: Path,
+    base: Settings | None = None,
+) -> Settings:
+    """Resolve settings: flag > environment > file > base (defaults or stored)."""
+    file_values: dict[str, Any] = {}
+    label = "config file"
+    if config is not None:
+        file_values = settings_mod.read_config_file(config)
+        label = str(config)
+    elif (cwd / settings_mod.CONFIG_FILE_NAME).is_file():
+        path = cwd / settings_mod.CONFIG_FILE_NAME
+        file_values = settings_mod.read_config_file(path)
+        label = str(path)
+    return settings_mod.resolve(flags, environ, file_values, base, file_label=label)
+
+
+def stored_settings(chain: ChainDir) -> Settings:
+    try:
+        data = read_json(chain.settings_file, "settings file")
+    except FileNotFoundError:
+        raise ChainDirError(f"{chain.root} holds no chain settings (settings.json missing)") from None
+    try:
+        return settings_mod.from_json(data)
+    except ConfigError as exc:
+        raise ChainDirError(f"{chain.settings_file} is invalid: {exc}") from None
+
+
+def check_app(settings: Settings, workdir: Path) -> None:
+    """The app's program must exist (unless modules will provide it)."""
+    try:
+        words = shlex.split(settings.app_cmd)
+    except ValueError as exc:
+        raise ConfigError(f"--app-cmd {settings.app_cmd!r}: {exc}") from None
+    if not words:
+        raise ConfigError("no app command: set --app-cmd, APP_CMD or app_cmd in chain.toml")
+    program = words[0]
+    if "=" in program and not program.startswith(("/", ".")):
+        return  # VAR=value cmd ...: leave it to the shell
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else workdir / program
+        if not path.exists():
+            raise ConfigError(f"app {program!r} does not exist")
+        if not os.access(path, os.X_OK):
+            raise ConfigError(f"app {program!r} is not executable")
+        return
+    if settings.module_list or shutil.which(program):
+        return
+    kind = subprocess.run(["bash", "-c", 'type -t -- "$1"', "_", program],
+                          capture_output=True, text=True, check=False).stdout.strip()
+    if kind not in ("builtin", "keyword", "function"):
+        raise ConfigError(f"app command {program!r} not found on PATH")
+
+
+def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) -> Scripts:
+    return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    chain_id: str
+    job_id: str
+    backend: str
+    why: str
+    chain_dir: Path
+
+
+def submit(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    config: Path | None,
+    chain_dir: Path,
+    workdir: Path,
+    resume: bool = False,
+) -> Submitted:
+    """Start a new chain in ``chain_dir``, or resume a stopped one."""
+    chain = ChainDir(chain_dir)
+    existing = chain.load_status() if chain.state_file.exists() else None
+    if chain_dir.exists() and not chain_dir.is_dir():
+        raise ChainDirError(f"chain directory {chain_dir} is not a directory")
+    base: Settings | None = None
+    if resume:
+        if existing is None:
+            raise ChainDirError(f"nothing to resume: {chain_dir} holds no chain")
+        base = stored_settings(chain)
+        if existing.state is ChainState.COMPLETED and flags.get("max_iter") is None \
+                and "MAX_ITER" not in environ:
+            raise ChainDirError(f"chain {existing.chain_id} is already completed (raise --max-iter to extend it)")
+    elif existing is not None:
+        if not existing.state.ended:
+            raise ChainDirError(
+                f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "
+                "see chain status, or chain cancel"
+            )
+        raise ChainDirError(
+            f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; "
+            "continue it with chain submit --resume, or use another --chain-dir"
+        )
+    settings = load_settings(flags, environ, config, workdir, base)
+    check_app(settings, workdir)
+    requested = settings.backend.value
+    if resume and flags.get("backend") is None and "CHAIN_BACKEND" not in environ and existing:
+        requested = existing.backend or requested
+    name, why = choose_backend(requested, chain_dir)
+    backend = make_backend(name, chain_dir)
+    if resume and existing is not None:
+        _refuse_live_submitter(backend, existing)
+    chain_id = existing.chain_id if existing else f"{settings.job_name}-{secrets.token_hex(3)}"
+    # Validate everything (templates included) before anything is written.
+    stored = Settings(**{**settings.__dict__, "backend": settings_mod.BackendName(name)})
+    scripts = render(stored, chain_id, chain_dir, workdir)
+    chain.create()
+    _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
+    _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
+    write_json_atomic(chain.settings_file, stored.to_json())
+    if existing is not None:
+        status = existing
+        status.submitter_cycle += 1
+        status.state = ChainState.PENDING
+        status.reason = ""
+        status.no_progress = 0
+        status.retries_used = 0
+        status.hooks = [] if existing.state is ChainState.COMPLETED else status.hooks
+        status.hooks_done = False
+        chain.cancel_file.unlink(missing_ok=True)
+    else:
+        status = ChainStatus(chain_id=chain_id, created=time.time(), workdir=str(workdir), backend=name)
+    status.backend = name
+    status.workdir = str(workdir)
+    chain.save_status(status)
+    job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
+                            job_name=submitter_job_name(chain_id, status.submitter_cycle), cwd=workdir)
+    status.submitter_job_id = job_id
+    chain.save_status(status)
+    chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
+              f"on {name} ({why})")
+    return Submitted(chain_id, job_id, name, why, chain_dir)
+
+
+def _write_script(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755 & ~_umask())
+    os.replace(tmp, path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _refuse_live_submitter(backend: Backend, status: ChainStatus) -> None:
+    ids = [status.submitter_job_id] if status.submitter_job_id else []
+    for cycle in range(max(0, status.submitter_cycle - 1), status.submitter_cycle + 2):
+        ids += backend.find_by_name(submitter_job_name(status.chain_id, cycle))
+    live = [i for i, info in backend.query(sorted(set(ids))).items() if info.state.active]
+    if live:
+        raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
+                            "nothing to resume")
+
+
+def open_chain(chain_dir: Path) -> tuple[ChainDir, ChainStatus]:
+    chain = ChainDir(chain_dir)
+    if not chain_dir.exists():
+        raise ChainDirError(f"no chain in {chain_dir} (directory does not exist)")
+    status = chain.load_status()
+    if status is None:
+        raise ChainDirError(f"no chain in {chain_dir} (no state.json)")
+    return chain, status
+
+
+def status_report(chain_dir: Path, *, live: bool = True, history: int | None = None) -> dict[str, Any]:
+    """Everything ``chain status`` shows, as one JSON-able dict."""
+    chain, status = open_chain(chain_dir)
+    settings = stored_settings(chain)
+    runners = list(chain.iter_runners())
+    if history is not None:
+        runners = runners[-history:] if history else []
+    current = chain.read_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
+    slurm: dict[str, JobInfo] = {}
+    scheduler_error = ""
+    if live and not status.state.ended:
+        ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "") if i]
+        try:
+            slurm = make_backend(status.backend or "slurm", chain_dir).query(ids)
+        except SchedulerError as exc:
+            scheduler_error = str(exc)
+    iteration = status.iteration
+    try:
+        from chain.state import read_counter
+
+        iteration = read_counter(Path(status.workdir) / settings.ckpt_path)
+    except Exception:  # the status view must not fail on a bad counter
+        pass
+
+    def job_state(job_id: str) -> str:
+        info = slurm.get(job_id)
+        return info.state.value if info else ""
+
+    report: dict[str, Any] = {
+        "chain_id": status.chain_id,
+        "state": status.state.value,
+        "reason": status.reason,
+        "iteration": iteration,
+        "max_iter": settings.max_iter,
+        "backend": status.backend,
+        "submitter_cycle": status.submitter_cycle,
+        "submitter_job_id": status.submitter_job_id,
+        "submitter_state": job_state(status.submitter_job_id),
+        "runner_job_id": status.runner_job_id if status.runner_live else "",
+        "runner_state": job_state(status.runner_job_id) if status.runner_live else "",
+        "current_runner": current,
+        "runners": [
+            {k: r.get(k) for k in ("job_id", "seq", "state", "exit_code", "iter_before", "iter_after",
+                                   "verdict", "reason", "start", "end")}
+            for r in runners
+        ],
+        "runner_count": len(runners),
+        "hooks": status.hooks,
+        "created": status.created,
+        "updated": status.updated,
+        "completed_at": status.completed_at or None,
+        "workdir": status.workdir,
+        "chain_dir": str(chain.root),
+        "log": str(chain.log_file),
+    }
+    if scheduler_error:
+        report["scheduler_error"] = scheduler_error
+    return report
+
+
+def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:
+    """Stop the submitter and the runner (the app gets SIGTERM and may
+    checkpoint), and mark the chain cancelled."""
+    chain, status = open_chain(chain_dir)
+    if status.state.ended:
+        return f"chain {status.chain_id} already {status.state.value}"
+    backend = make_backend(status.backend or "slurm", chain_dir)
+    chain.cancel_file.write_text(f"{time.time()}\n", encoding="utf-8")
+    submitters = {status.submitter_job_id} if status.submitter_job_id else set()
+    for cycle in range(max(0, status.submitter_cycle - 1), status.submitter_cycle + 2):
+        submitters.update(backend.find_by_name(submitter_job_name(status.chain_id, cycle)))
+    for job in sorted(submitters):
+        backend.cancel(job)
+    if status.runner_live and status.runner_job_id:
+        backend.cancel(status.runner_job_id)
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        infos = backend.query(sorted(submitters))
+        if not any(i.state.active for i in infos.values()):
+            break
+        time.sleep(0.5)
+    status = chain.load_status() or status
+    if not status.state.ended:
+        status.state = ChainState.CANCELLED
+        status.reason = "cancelled by chain cancel"
+        chain.save_status(status)
+    chain.log(f"chain {status.chain_id} cancelled")
+    return f"chain {status.chain_id} cancelled"

@@ -1,0 +1,304 @@
+"""The ``chain`` command line: adapts library calls, maps errors to exit codes.
+
+Every ChainError becomes one line on stderr and its class's exit code
+(``chain.errors``); click's usage errors become one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import typer.core
+
+try:  # typer >= 0.26 vendors its own click
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer uses click itself
+    import click  # type: ignore[no-redef]
+if not hasattr(click.exceptions, "NoArgsIsHelpError"):  # pragma: no cover - click < 8.2
+    click.exceptions.NoArgsIsHelpError = click.exceptions.UsageError  # type: ignore[attr-defined,misc]
+
+from chain import __version__
+from chain.errors import ChainError
+
+class ChainGroup(typer.core.TyperGroup):
+    """Maps errors to one line and an exit code, for the console script and
+    for CliRunner alike (both go through ``main``)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except ChainError as exc:
+            typer.echo(f"chain: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Exit as exc:
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("chain: aborted", err=True)
+            sys.exit(130)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            typer.echo(exc.format_message())
+            sys.exit(0)
+        except click.exceptions.ClickException as exc:
+            typer.echo(f"chain: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            if os.environ.get("CHAIN_DEBUG"):
+                raise
+            typer.echo(f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)",
+                       err=True)
+            sys.exit(70)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+app = typer.Typer(
+    cls=ChainGroup,
+    name="chain",
+    help="Run a long computation on Slurm as a self-driving chain of checkpointed jobs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+ChainDirOpt = typer.Option(None, "--chain-dir", help="Chain directory [default: .chain, or $CHAIN_DIR].")
+
+
+def _cwd() -> Path:
+    return Path.cwd()
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"chain {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """chain: submitter/runner job chains for Slurm (and a local stand-in)."""
+
+
+def _settings_flags(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+@app.command()
+def submit(
+    max_iter: Optional[str] = typer.Option(None, "--max-iter", help="Stop when the counter reaches this [MAX_ITER, 500]."),
+    app_cmd: Optional[str] = typer.Option(None, "--app-cmd", help="Shell command running the app [APP_CMD]."),
+    ckpt_path: Optional[str] = typer.Option(None, "--ckpt-path", help="Counter file the app writes [CKPT_PATH, state_iter.txt]."),
+    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="App checkpoints every N iterations [CHECKPOINT_EVERY, 20]."),
+    runner_time: Optional[str] = typer.Option(None, "--runner-time", help="Runner wall time, Slurm syntax [RUNNER_TIME_LIMIT, 00:03:00]."),
+    runner_margin: Optional[str] = typer.Option(None, "--runner-margin", help="Seconds before the runner's end to signal the app [RUNNER_MARGIN_SEC, 60]."),
+    submitter_time: Optional[str] = typer.Option(None, "--submitter-time", help="Submitter wall time [SUBMITTER_TIME_LIMIT, 3:30]."),
+    submitter_margin: Optional[str] = typer.Option(None, "--submitter-margin", help="Seconds before its end the submitter restarts [SUBMITTER_MARGIN_SEC, 60]."),
+    launch_mode: Optional[str] = typer.Option(None, "--launch-mode", help="direct or srun [LAUNCH_MODE, direct]."),
+    srun_args: Optional[str] = typer.Option(None, "--srun-args", help="Arguments to srun [SRUN_ARGS, -n 1]."),
+    modules: Optional[str] = typer.Option(None, "--modules", help="Modules to load before the app [MODULE_LIST]."),
+    stop_signal: Optional[str] = typer.Option(None, "--stop-signal", help="Signal sent to the app before the end: TERM, or INT for R [CHAIN_STOP_SIGNAL]."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition [CHAIN_PARTITION]."),
+    qos: Optional[str] = typer.Option(None, "--qos", help="Slurm QOS [CHAIN_QOS]."),
+    account: Optional[str] = typer.Option(None, "--account", help="Slurm account [CHAIN_ACCOUNT]."),
+    runner_mem: Optional[str] = typer.Option(None, "--runner-mem", help="Runner --mem [CHAIN_RUNNER_MEM, 512M]."),
+    submitter_mem: Optional[str] = typer.Option(None, "--submitter-mem", help="Submitter --mem [CHAIN_SUBMITTER_MEM, 256M]."),
+    cpus_per_task: Optional[str] = typer.Option(None, "--cpus-per-task", help="Runner --cpus-per-task [CHAIN_CPUS_PER_TASK, 1]."),
+    ntasks: Optional[str] = typer.Option(None, "--ntasks", help="Runner --ntasks [CHAIN_NTASKS, 1]."),
+    job_name: Optional[str] = typer.Option(None, "--job-name", help="Prefix of the jobs' names [CHAIN_JOB_NAME, chain]."),
+    runner_sbatch_args: Optional[str] = typer.Option(None, "--runner-sbatch-args", help="Extra sbatch arguments of the runner."),
+    submitter_sbatch_args: Optional[str] = typer.Option(None, "--submitter-sbatch-args", help="Extra sbatch arguments of the submitter."),
+    retries: Optional[str] = typer.Option(None, "--retries", help="Runner failures tolerated before the chain stops [CHAIN_RETRIES, 0]."),
+    hook: Optional[list[str]] = typer.Option(None, "--hook", help="Command run when the chain completes (repeatable)."),
+    poll_max: Optional[str] = typer.Option(None, "--poll-max", help="Longest wait between Slurm queries, seconds [300]."),
+    template_dir: Optional[str] = typer.Option(None, "--template-dir", help="Directory of templates overriding the built-in ones."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="auto, slurm, local or pyslurm [CHAIN_BACKEND, auto]."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML settings file [default: ./chain.toml if present]."),
+    chain_dir: Optional[str] = ChainDirOpt,
+    resume: bool = typer.Option(False, "--resume", help="Continue the stopped chain in --chain-dir from its checkpoint."),
+    wait: bool = typer.Option(False, "--wait", help="Stay and show progress until the chain ends."),
+) -> None:
+    """Submit a new chain (or --resume a stopped one); prints the chain id and job id."""
+    from chain import api
+
+    cwd = _cwd()
+    flags = _settings_flags(
+        max_iter=max_iter, app_cmd=app_cmd, ckpt_path=ckpt_path, checkpoint_every=checkpoint_every,
+        runner_time=runner_time, runner_margin=runner_margin, submitter_time=submitter_time,
+        submitter_margin=submitter_margin, launch_mode=launch_mode, srun_args=srun_args, modules=modules,
+        stop_signal=stop_signal, partition=partition, qos=qos, account=account, runner_mem=runner_mem,
+        submitter_mem=submitter_mem, cpus_per_task=cpus_per_task, ntasks=ntasks, job_name=job_name,
+        runner_sbatch_args=runner_sbatch_args, submitter_sbatch_args=submitter_sbatch_args,
+        retries=retries, hooks=list(hook) if hook else None, poll_max=poll_max,
+        template_dir=template_dir, backend=backend,
+    )
+    result = api.submit(flags, os.environ, config=config, chain_dir=api.chain_dir_path(chain_dir, cwd),
+                        workdir=cwd, resume=resume)
+    typer.echo(f"chain {result.chain_id}: submitter job {result.job_id} on {result.backend} ({result.why})")
+    typer.echo(f"chain directory: {result.chain_dir}")
+    if wait:
+        _watch(result.chain_dir, interval=1.0)
+
+
+@app.command()
+def render(
+    max_iter: Optional[str] = typer.Option(None, "--max-iter"),
+    app_cmd: Optional[str] = typer.Option(None, "--app-cmd"),
+    runner_time: Optional[str] = typer.Option(None, "--runner-time"),
+    runner_margin: Optional[str] = typer.Option(None, "--runner-margin"),
+    submitter_time: Optional[str] = typer.Option(None, "--submitter-time"),
+    submitter_margin: Optional[str] = typer.Option(None, "--submitter-margin"),
+    modules: Optional[str] = typer.Option(None, "--modules"),
+    partition: Optional[str] = typer.Option(None, "--partition"),
+    template_dir: Optional[str] = typer.Option(None, "--template-dir"),
+    config: Optional[Path] = typer.Option(None, "--config"),
+    chain_dir: Optional[str] = ChainDirOpt,
+    out: Optional[Path] = typer.Option(None, "--out", help="Write submitter.sbatch and runner.sbatch here."),
+) -> None:
+    """Print both sbatch scripts exactly as `chain submit` would submit them
+    (other settings come from the environment and chain.toml)."""
+    from chain import api
+
+    cwd = _cwd()
+    flags = _settings_flags(max_iter=max_iter, app_cmd=app_cmd, runner_time=runner_time,
+                            runner_margin=runner_margin, submitter_time=submitter_time,
+                            submitter_margin=submitter_margin, modules=modules, partition=partition,
+                            template_dir=template_dir)
+    directory = api.chain_dir_path(chain_dir, cwd)
+    settings = api.load_settings(flags, os.environ, config, cwd)
+    scripts = api.render(settings, f"{settings.job_name}-xxxxxx", directory, cwd)
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "submitter.sbatch").write_text(scripts.submitter, encoding="utf-8")
+            (out / "runner.sbatch").write_text(scripts.runner, encoding="utf-8")
+        except OSError as exc:
+            raise ChainError(f"cannot write to {out}: {exc.strerror}") from None
+        typer.echo(f"wrote {out / 'submitter.sbatch'} and {out / 'runner.sbatch'}")
+        return
+    typer.echo("# ---- submitter.sbatch ----")
+    typer.echo(scripts.submitter, nl=False)
+    typer.echo("# ---- runner.sbatch ----")
+    typer.echo(scripts.runner, nl=False)
+
+
+@app.command()
+def status(
+    chain_dir: Optional[str] = ChainDirOpt,
+    as_json: bool = typer.Option(False, "--json", help="One JSON object."),
+    watch: bool = typer.Option(False, "--watch", help="Refresh until the chain ends."),
+    history: int = typer.Option(10, "--history", help="Runners listed in the table."),
+) -> None:
+    """State, progress, submitter and runner jobs, recent outcomes."""
+    from chain import api
+
+    directory = api.chain_dir_path(chain_dir, _cwd())
+    if watch:
+        _watch(directory, interval=2.0)
+        return
+    if as_json:
+        typer.echo(json.dumps(api.status_report(directory), indent=1, default=str))
+        return
+    from chain.status_view import print_status
+
+    print_status(api.status_report(directory), history=history)
+
+
+def _watch(directory: Path, interval: float) -> None:
+    from chain import api
+    from chain.status_view import print_status
+
+    while True:
+        report = api.status_report(directory)
+        if sys.stdout.isatty():
+            typer.echo("\x1b[2J\x1b[H", nl=False)
+        print_status(report, history=5)
+        if report["state"] in ("completed", "failed", "stopped", "cancelled"):
+            return
+        time.sleep(interval)
+
+
+@app.command()
+def cancel(chain_dir: Optional[str] = ChainDirOpt) -> None:
+    """Stop the submitter and runner (the app gets SIGTERM to checkpoint)."""
+    from chain import api
+
+    typer.echo(api.cancel(api.chain_dir_path(chain_dir, _cwd())))
+
+
+@app.command()
+def report(
+    chain_dir: Optional[str] = ChainDirOpt,
+    quiet: bool = typer.Option(False, "--quiet", help="Only write the files."),
+) -> None:
+    """Usage table (CSV) and progress plot (PNG), mid-chain or after."""
+    from chain import api
+    from chain.report import make_report
+
+    paths = make_report(api.chain_dir_path(chain_dir, _cwd()), echo=not quiet)
+    for path in paths:
+        typer.echo(f"wrote {path}")
+
+
+@app.command("shell-helpers")
+def shell_helpers() -> None:
+    """Print the directory holding chain.sh and chain.R (source them in apps)."""
+    from chain.runner import shell_helpers_dir
+
+    typer.echo(str(shell_helpers_dir()))
+
+
+@app.command("_submitter", hidden=True)
+def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
+    from chain import api
+    from chain.backends import make_backend
+    from chain.state import ChainDir
+    from chain.submitter import Submitter
+
+    path = Path(chain_dir)
+    chain = ChainDir(path)
+    settings = api.stored_settings(chain)
+    status_ = chain.load_status()
+    if status_ is None:
+        raise ChainError(f"no chain in {path}")
+    backend = make_backend(status_.backend, path)
+    job_id = os.environ.get("SLURM_JOB_ID", "")
+    code = Submitter(chain, settings, backend, Path(status_.workdir), job_id).run()
+    raise typer.Exit(code)
+
+
+@app.command("_runner", hidden=True)
+def _runner(
+    chain_dir: str = typer.Option(..., "--chain-dir"),
+    preflight_error: Optional[str] = typer.Option(None, "--preflight-error"),
+) -> None:
+    from chain import api, runner
+    from chain.backends import make_backend
+    from chain.state import ChainDir
+
+    path = Path(chain_dir)
+    chain = ChainDir(path)
+    settings = api.stored_settings(chain)
+    status_ = chain.load_status()
+    if status_ is None:
+        raise ChainError(f"no chain in {path}")
+    code = runner.run(
+        chain, settings, make_backend(status_.backend, path),
+        job_id=os.environ.get("SLURM_JOB_ID", "0"), job_name=os.environ.get("SLURM_JOB_NAME", ""),
+        workdir=Path(status_.workdir), preflight_error=preflight_error,
+    )
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Console entry point: one line per error, never a traceback."""
+    app(prog_name="chain")

@@ -1,0 +1,81 @@
+"""Completion hooks: built-in analytics, the seed's scripts, user commands.
+
+Each runs once per chain (a record per hook in state.json survives submitter
+restarts); a failing hook is logged and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from chain.settings import Settings
+from chain.state import ChainDir, ChainStatus
+
+# The seed's convention: these scripts in the working directory run if present.
+SEED_SCRIPTS = ("aggregate_usage.py", "plot_progress.py")
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str
+    argv: list[str]
+
+
+def plan_hooks(settings: Settings, workdir: Path, python: str = sys.executable) -> list[Hook]:
+    hooks = [Hook("report", [python, "-m", "chain", "report", "--quiet"])]
+    for script in SEED_SCRIPTS:
+        hooks.append(Hook(script, [python, script]))
+    for i, cmd in enumerate(settings.hooks, start=1):
+        hooks.append(Hook(f"hook-{i}", ["bash", "-c", cmd]))
+    return hooks
+
+
+def run_hooks(
+    chain: ChainDir,
+    status: ChainStatus,
+    settings: Settings,
+    workdir: Path,
+    *,
+    save: Callable[[ChainStatus], None],
+    timeout: float = 3600.0,
+) -> None:
+    """Run every hook not yet run; record each result in ``status.hooks``."""
+    done = {h.get("name") for h in status.hooks}
+    for hook in plan_hooks(settings, workdir):
+        if hook.name in done:
+            continue
+        if hook.name in SEED_SCRIPTS and not (workdir / hook.name).is_file():
+            chain.log(f"hook {hook.name}: not found in {workdir}; skipped")
+            status.hooks.append({"name": hook.name, "skipped": True, "rc": None})
+            save(status)
+            continue
+        argv = list(hook.argv)
+        if hook.name == "report":
+            argv += ["--chain-dir", str(chain.root)]
+        log_path = chain.slurm_logs / f"hook-{hook.name}.log"
+        started = time.time()
+        chain.log(f"hook {hook.name}: running {' '.join(argv)}")
+        entry: dict[str, Any] = {"name": hook.name, "argv": argv, "log": str(log_path), "started": started}
+        try:
+            with log_path.open("a", encoding="utf-8") as log:
+                env = dict(os.environ, CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id)
+                proc = subprocess.run(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                                      env=env, timeout=timeout, check=False)
+            entry["rc"] = proc.returncode
+        except subprocess.TimeoutExpired:
+            entry["rc"] = 124
+            entry["error"] = f"timed out after {timeout:.0f}s"
+        except OSError as exc:
+            entry["rc"] = 127
+            entry["error"] = exc.strerror or str(exc)
+        entry["ended"] = time.time()
+        verdict = "ok" if entry["rc"] == 0 else f"FAILED (exit {entry['rc']}, see {log_path})"
+        chain.log(f"hook {hook.name}: {verdict}")
+        status.hooks.append(entry)
+        save(status)

@@ -1,0 +1,38 @@
+"""When the submitter asks Slurm about its runner: a small pure policy.
+
+The outcome normally arrives through the runner's own record file (a local
+stat, no Slurm call). Slurm is asked only to catch a runner that died
+without writing one: rarely while the runner is far from its end, more often
+near it. With the defaults a 24-hour runner costs 12 queries an hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    file_interval: float = 0.25  # seconds between looks at the record file
+    slurm_min: float = 10.0  # never ask Slurm more often than this
+    slurm_max: float = 300.0  # never wait longer than this between asks
+
+    def next_slurm_query(self, now: float, expected_end: float | None) -> float:
+        """Epoch time of the next Slurm query after one made at ``now``.
+
+        ``expected_end`` is the runner's planned end from its start record,
+        None while it is pending (then the longest interval applies).
+        """
+        if expected_end is None:
+            return now + self.slurm_max
+        remaining = expected_end - now
+        if remaining <= 0:
+            return now + self.slurm_min
+        # Halve the distance to the expected end, within the bounds, and look
+        # just after the end itself if that comes sooner.
+        step = min(self.slurm_max, max(self.slurm_min, remaining / 2))
+        return now + min(step, remaining + self.slurm_min)
+
+    def handoff_delays(self) -> list[float]:
+        """Backoff while waiting for an ended runner's job to leave the queue."""
+        return [0.1, 0.2, 0.3, 0.5, 1.0, 1.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 15.0]

@@ -1,0 +1,82 @@
+"""``chain status`` for people: a rich panel, progress bar and runner table."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+
+from chain.timefmt import format_duration
+
+_STATE_STYLE = {
+    "completed": "bold green",
+    "running": "bold cyan",
+    "pending": "yellow",
+    "failed": "bold red",
+    "stopped": "bold red",
+    "cancelled": "magenta",
+}
+
+
+def _clock(ts: Any) -> str:
+    return time.strftime("%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) and ts else "-"
+
+
+def print_status(report: dict[str, Any], *, history: int = 10, console: Console | None = None) -> None:
+    out = console or Console(highlight=False)
+    state = report["state"]
+    out.print(f"chain [bold]{report['chain_id']}[/]  [{_STATE_STYLE.get(state, '')}]{state}[/]"
+              f"  ({report['backend']} backend)")
+    if report.get("reason"):
+        out.print(f"reason: {report['reason']}")
+    done, total = int(report["iteration"]), int(report["max_iter"])
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(ProgressBar(total=max(total, 1), completed=min(done, total), width=40),
+                f"{done}/{total} ({100 * done / max(total, 1):.0f}%)")
+    out.print(bar)
+    extra = report.get("metrics") or {}
+    if extra:
+        parts = []
+        if extra.get("rate_per_hour"):
+            parts.append(f"rate {extra['rate_per_hour']:.1f} it/h")
+        if extra.get("eta_seconds") is not None:
+            parts.append(f"ETA {format_duration(extra['eta_seconds'])}")
+        if extra.get("efficiency") is not None:
+            parts.append(f"efficiency {100 * extra['efficiency']:.0f}%")
+        if parts:
+            out.print("  ".join(parts))
+    sub_state = f" ({report['submitter_state']})" if report.get("submitter_state") else ""
+    out.print(f"submitter: cycle {report['submitter_cycle']}, job {report['submitter_job_id'] or '-'}{sub_state}")
+    if report.get("runner_job_id"):
+        current = report.get("current_runner") or {}
+        phase = current.get("status", "submitted")
+        slurm = f" ({report['runner_state']})" if report.get("runner_state") else ""
+        out.print(f"runner: job {report['runner_job_id']}{slurm}, {phase}"
+                  + (f", stop signal at {_clock(current.get('stop_at'))}" if current.get("stop_at") else ""))
+    if report.get("scheduler_error"):
+        out.print(f"[yellow]scheduler: {report['scheduler_error']}[/]")
+    runners = report.get("runners") or []
+    if runners and history:
+        table = Table(title=f"runners (last {min(history, len(runners))} of {report.get('runner_count', len(runners))})",
+                      title_justify="left")
+        for col in ("#", "job", "state", "exit", "counter", "start", "wall", "verdict / reason"):
+            table.add_column(col)
+        for r in runners[-history:]:
+            wall = (r["end"] - r["start"]) if isinstance(r.get("end"), (int, float)) and isinstance(
+                r.get("start"), (int, float)) else None
+            table.add_row(str(r.get("seq", "")), str(r.get("job_id", "")), str(r.get("state") or "-"),
+                          str(r.get("exit_code", "")), f"{r.get('iter_before')}->{r.get('iter_after')}",
+                          _clock(r.get("start")), format_duration(wall),
+                          f"{r.get('verdict', '')}: {r.get('reason', '')}")
+        out.print(table)
+    for hook in report.get("hooks") or []:
+        if hook.get("skipped"):
+            continue
+        ok = "ok" if hook.get("rc") == 0 else f"[red]failed (exit {hook.get('rc')})[/]"
+        out.print(f"hook {hook.get('name')}: {ok}  log: {hook.get('log', '-')}")
+    for path in report.get("outputs") or []:
+        out.print(f"output: {path}")
+    out.print(f"log: {report['log']}")

@@ -1,0 +1,265 @@
+"""The submitter: the chain's driver, running as a Slurm job.
+
+Submits one runner at a time, learns its outcome from the runner's own record
+(asking Slurm rarely, see ``policy``), decides with ``decision.decide``,
+restarts itself before its own wall-time margin (the successor adopts the
+live runner: never a second one), and runs the hooks at MAX_ITER.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from chain.backends.base import Backend, JobInfo, JobState
+from chain.decision import ChainState, Decision, Outcome, Policy, Progress, Step, Verdict, decide, next_step
+from chain.errors import ChainError, CheckpointError
+from chain.hooks import run_hooks
+from chain.policy import PollPolicy
+from chain.render import runner_job_name, submitter_job_name
+from chain.settings import Settings
+from chain.state import ChainDir, ChainStatus, read_counter
+
+RUNNER_SCRIPT = "runner.sbatch"
+SUBMITTER_SCRIPT = "submitter.sbatch"
+
+
+class _Restart(Exception):
+    """The submitter reached its margin while waiting."""
+
+
+@dataclass
+class Submitter:
+    chain: ChainDir
+    settings: Settings
+    backend: Backend
+    workdir: Path
+    job_id: str
+    poll: PollPolicy = field(default_factory=PollPolicy)
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self) -> None:
+        self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, self.settings.poll_max),
+                               float(self.settings.poll_max))
+        self.deadline = float("inf")
+
+    # --- entry -----------------------------------------------------------------
+    def run(self) -> int:
+        status = self.chain.load_status()
+        if status is None:
+            raise ChainError(f"no chain in {self.chain.root}")
+        if status.state.ended:
+            self.chain.log(f"submitter {self.job_id}: chain already {status.state.value}; nothing to do")
+            return 0
+        start = self.clock()
+        status.state = ChainState.RUNNING
+        status.submitter_job_id = self.job_id
+        self.chain.save_status(status)
+        self._log_start(status)
+        try:
+            own_end = self.backend.end_time(self.job_id)
+        except ChainError:
+            own_end = None
+        limit_end = start + self.settings.submitter_seconds
+        end = min(own_end, limit_end) if own_end else limit_end
+        self.deadline = end - self.settings.submitter_margin
+        try:
+            return self._loop(status)
+        except _Restart:
+            self._restart(status)
+            return 0
+
+    def _log_start(self, status: ChainStatus) -> None:
+        s = self.settings
+        self.chain.log(
+            f"submitter {self.job_id} cycle {status.submitter_cycle} start on {self.backend.name}: "
+            f"MAX_ITER={s.max_iter} CKPT_PATH={s.ckpt_path} APP_CMD={s.app_cmd!r} "
+            f"RUNNER_TIME_LIMIT={s.runner_time} RUNNER_MARGIN_SEC={s.runner_margin} "
+            f"SUBMITTER_TIME_LIMIT={s.submitter_time} SUBMITTER_MARGIN_SEC={s.submitter_margin} "
+            f"LAUNCH_MODE={s.launch_mode.value} MODULE_LIST={s.modules!r} retries={s.retries}"
+        )
+
+    # --- the loop ----------------------------------------------------------------
+    def _loop(self, status: ChainStatus) -> int:
+        while True:
+            if self.chain.cancel_file.exists():
+                return self._finish_cancelled(status)
+            if status.runner_live:
+                outcome = self._wait(status)
+                decision = decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
+                                  Progress(status.no_progress, status.retries_used))
+                self._judge(status, outcome, decision)
+                if decision.verdict is Verdict.STOP:
+                    return self._stop(status, decision.state, decision.reason)
+                continue
+            try:
+                counter = read_counter(self.workdir / self.settings.ckpt_path)
+            except CheckpointError as exc:
+                return self._stop(status, ChainState.STOPPED, str(exc))
+            status.iteration = counter
+            step = next_step(counter, self.settings.max_iter, live_runner=False)
+            if step is Step.FINISH:
+                return self._complete(status)
+            if self.clock() >= self.deadline:
+                raise _Restart()
+            self._submit_runner(status, counter)
+
+    def _submit_runner(self, status: ChainStatus, counter: int) -> None:
+        seq = status.runner_seq + 1
+        # Intention first: a crash between here and sbatch is resolved on
+        # restart by looking the runner up by its unique name.
+        status.runner_seq = seq
+        status.runner_job_id = ""
+        status.runner_live = True
+        status.iter_before = counter
+        status.runner_submitted = self.clock()
+        self.chain.save_status(status)
+        job_id = self.backend.submit(self.chain.scripts / RUNNER_SCRIPT,
+                                     job_name=runner_job_name(status.chain_id, seq), cwd=self.workdir)
+        status.runner_job_id = job_id
+        self.chain.save_status(status)
+        self.chain.add_worker_id(job_id)
+        self.chain.log(f"submitted runner {seq}: job {job_id} (counter {counter}/{self.settings.max_iter})")
+
+    # --- waiting for the runner ------------------------------------------------------
+    def _wait(self, status: ChainStatus) -> Outcome:
+        if not status.runner_job_id:
+            found = self.backend.find_by_name(runner_job_name(status.chain_id, status.runner_seq))
+            if not found:
+                self.chain.log(f"runner {status.runner_seq} was never submitted; submitting it now")
+                status.runner_live = False
+                status.runner_seq -= 1
+                return self._wait_after_resubmit(status)
+            status.runner_job_id = found[-1]
+            self.chain.save_status(status)
+            self.chain.add_worker_id(found[-1])
+        job_id = status.runner_job_id
+        self.chain.log(f"waiting for runner {status.runner_seq} (job {job_id})")
+        next_query = self.clock()  # ask once at adoption: the runner may be long gone
+        while True:
+            record = self.chain.read_record(job_id)
+            if record is not None and record.get("status") == "ended":
+                info = self._until_gone(job_id)
+                return self._outcome(status, record, info)
+            now = self.clock()
+            if now >= next_query:
+                info = self.backend.query([job_id]).get(job_id)
+                if info is None or info.state.finished:
+                    record = self.chain.read_record(job_id)
+                    if record is not None and record.get("status") == "ended":
+                        continue
+                    return self._outcome(status, record, info)
+                started = record.get("end_planned") if record else None
+                next_query = self.poll.next_slurm_query(now, float(started) if started else None)
+            if now >= self.deadline:
+                raise _Restart()
+            self.sleep(self.poll.file_interval)
+
+    def _wait_after_resubmit(self, status: ChainStatus) -> Outcome:
+        counter = read_counter(self.workdir / self.settings.ckpt_path)
+        self._submit_runner(status, counter)
+        return self._wait(status)
+
+    def _until_gone(self, job_id: str) -> JobInfo | None:
+        """The runner recorded its end; wait (briefly) for its job to leave
+        the queue, so the next runner never overlaps it in squeue."""
+        info: JobInfo | None = None
+        for delay in self.poll.handoff_delays():
+            info = self.backend.query([job_id]).get(job_id)
+            if info is None or info.state.finished:
+                return info
+            self.sleep(delay)
+        return info
+
+    def _outcome(self, status: ChainStatus, record: dict[str, Any] | None, info: JobInfo | None) -> Outcome:
+        recorded = record is not None and record.get("status") == "ended"
+        if recorded and record is not None:
+            code = _int_or_none(record.get("exit_code"))
+            before = _int_or_none(record.get("iter_before"))
+            after = _int_or_none(record.get("iter_after"))
+            return Outcome(
+                exit_code=code,
+                slurm_state=info.state if info is not None and info.state.finished else None,
+                iter_before=status.iter_before if before is None else before,
+                iter_after=status.iter_before if after is None else after,
+                recorded=True,
+                cancelled_by_chain=self.chain.cancel_file.exists(),
+                detail=str(record.get("detail", "")),
+            )
+        try:
+            after = read_counter(self.workdir / self.settings.ckpt_path)
+        except CheckpointError:
+            after = status.iter_before
+        return Outcome(
+            exit_code=info.exit_code if info else None,
+            slurm_state=info.state if info else JobState.UNKNOWN,
+            iter_before=status.iter_before,
+            iter_after=after,
+            recorded=False,
+            cancelled_by_chain=self.chain.cancel_file.exists(),
+        )
+
+    def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
+        job_id = status.runner_job_id
+        last = self.chain.last_runner()
+        record = self.chain.read_record(job_id) or {}
+        if not (last and last.get("job_id") == job_id):  # not judged before a restart
+            self.chain.append_runner({
+                "job_id": job_id, "seq": status.runner_seq,
+                "state": outcome.slurm_state.value if outcome.slurm_state else "",
+                "exit_code": outcome.exit_code, "iter_before": outcome.iter_before,
+                "iter_after": outcome.iter_after, "verdict": decision.verdict.value,
+                "reason": decision.reason, "submitted": status.runner_submitted,
+                "start": record.get("start"), "end": record.get("end"),
+                "stop_to_exit": record.get("stop_to_exit"), "recorded": outcome.recorded,
+            })
+        self.chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
+        status.runner_live = False
+        status.iteration = outcome.iter_after
+        status.no_progress = decision.progress.no_progress
+        status.retries_used = decision.progress.retries_used
+        self.chain.save_status(status)
+
+    # --- endings ----------------------------------------------------------------------
+    def _complete(self, status: ChainStatus) -> int:
+        self.chain.log(f"counter {status.iteration} reached MAX_ITER={self.settings.max_iter}; running hooks")
+        run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status)
+        status.hooks_done = True
+        status.state = ChainState.COMPLETED
+        status.reason = f"reached MAX_ITER={self.settings.max_iter}"
+        status.completed_at = self.clock()
+        self.chain.save_status(status)
+        self.chain.log("chain completed")
+        return 0
+
+    def _stop(self, status: ChainStatus, state: ChainState, reason: str) -> int:
+        status.state = state
+        status.reason = reason
+        status.runner_live = False
+        self.chain.save_status(status)
+        self.chain.log(f"chain {state.value}: {reason}")
+        return 0 if state is ChainState.CANCELLED else 1
+
+    def _finish_cancelled(self, status: ChainStatus) -> int:
+        if status.runner_live and status.runner_job_id:
+            self.backend.cancel(status.runner_job_id)
+        return self._stop(status, ChainState.CANCELLED, "cancelled by chain cancel")
+
+    def _restart(self, status: ChainStatus) -> None:
+        status.submitter_cycle += 1
+        self.chain.save_status(status)
+        name = submitter_job_name(status.chain_id, status.submitter_cycle)
+        new_id = self.backend.submit(self.chain.scripts / SUBMITTER_SCRIPT, job_name=name,
+                                     dependency=f"afterany:{self.job_id}", cwd=self.workdir)
+        status.submitter_job_id = new_id
+        self.chain.save_status(status)
+        live = f"; it adopts runner job {status.runner_job_id}" if status.runner_live else ""
+        self.chain.log(f"submitter {self.job_id} near its margin: submitted successor {new_id} "
+                       f"(cycle {status.submitter_cycle}){live}")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
