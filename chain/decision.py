@@ -185,7 +185,7 @@ def next_step(counter: int, max_iter: int, live_runner: bool) -> Step:
     return Step.SUBMIT
 
 
-_INTEGER = re.compile(r"\s*(\d+)\s*")
+_INTEGER = re.compile(r"\s*([0-9]+)\s*", re.ASCII)
 
 
 def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:

@@ -83,14 +83,14 @@ def render_scripts(
             job_name=f"{chain_id}.runner",
             output=str(logs / "runner-%j.out"),
             sbatch_time=format_sbatch_time(settings.runner_seconds),
-            extra_args=shlex.split(settings.runner_sbatch_args),
+            extra_args=sbatch_directives(settings.runner_sbatch_args),
         )
         submitter = env.get_template(SUBMITTER_TEMPLATE).render(
             **common,
             job_name=submitter_job_name(chain_id, 0),
             output=str(logs / "submitter-%j.out"),
             sbatch_time=format_sbatch_time(settings.submitter_seconds),
-            extra_args=shlex.split(settings.submitter_sbatch_args),
+            extra_args=sbatch_directives(settings.submitter_sbatch_args),
         )
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"template {exc.filename or exc.name}:{exc.lineno}: {exc.message}") from None
@@ -99,6 +99,18 @@ def render_scripts(
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}") from None
     return Scripts(submitter=submitter, runner=runner)
+
+
+def sbatch_directives(args: str) -> list[str]:
+    """Extra sbatch arguments as one quoted ``#SBATCH`` line per option:
+    ``--constraint 'a|b' --gres=gpu:1`` -> ``--constraint 'a|b'``, ``--gres=gpu:1``."""
+    groups: list[list[str]] = []
+    for word in shlex.split(args):
+        if word.startswith("-") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return [" ".join(shlex.quote(w) for w in group) for group in groups]
 
 
 def submitter_job_name(chain_id: str, cycle: int) -> str:

@@ -110,7 +110,7 @@ def _int(minimum: int) -> Callable[[Any, str], int]:
             raise ConfigError(f"{what} must be an integer, got {value!r}")
         if isinstance(value, int):
             number = value
-        elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
             number = int(value.strip())
         else:
             raise ConfigError(f"{what} must be an integer, got {value!r}")

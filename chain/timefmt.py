@@ -14,7 +14,7 @@ _FORMATS = (
     "minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
     "days-hours:minutes or days-hours:minutes:seconds"
 )
-_NUM = r"(\d+)"
+_NUM = r"([0-9]+)"
 _PATTERNS: tuple[tuple[re.Pattern[str], tuple[int, ...]], ...] = (
     # (pattern, seconds per captured group)
     (re.compile(rf"^{_NUM}$"), (60,)),

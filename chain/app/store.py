@@ -417,7 +417,15 @@ def _check_step(step: int) -> None:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        # Unpublish first with one atomic rename: an rmtree killed half-way
+        # must not leave a directory that still looks complete (DONE present,
+        # shards gone) under its checkpoint name.
+        doomed = path.with_name(f"{TMP_PREFIX}del-{path.name}.{os.getpid()}")
+        try:
+            os.replace(path, doomed)
+        except OSError:
+            doomed = path
+        shutil.rmtree(doomed, ignore_errors=True)
     else:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -1,0 +1,104 @@
+import pytest
+
+from chain.backends.base import JobState
+from chain.decision import (
+    ChainState, Outcome, Policy, Progress, Step, Verdict, decide, next_step, parse_counter,
+)
+from chain.errors import CheckpointError
+
+POLICY = Policy(max_iter=100)
+
+
+def outcome(code, before=10, after=20, state=None, **kw):
+    return Outcome(exit_code=code, slurm_state=state, iter_before=before, iter_after=after, **kw)
+
+
+def test_done_at_max_iter_completes():
+    d = decide(outcome(0, 90, 100), POLICY, Progress())
+    assert d.verdict is Verdict.COMPLETE
+
+
+def test_done_below_max_iter_is_a_failure():
+    d = decide(outcome(0, 10, 50), POLICY, Progress())
+    assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "50 < MAX_ITER 100" in d.reason
+
+
+@pytest.mark.parametrize("code", [99, 124, 75])
+def test_checkpoint_codes_continue(code):
+    d = decide(outcome(code), POLICY, Progress(no_progress=1))
+    assert d.verdict is Verdict.CONTINUE and d.progress.no_progress == 0
+
+
+@pytest.mark.parametrize("state", [JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL])
+def test_slurm_ends_with_advance_continue(state):
+    d = decide(outcome(None, state=state, recorded=False), POLICY, Progress())
+    assert d.verdict is Verdict.CONTINUE
+
+
+def test_two_runners_without_advance_stop():
+    first = decide(outcome(99, 20, 20), POLICY, Progress())
+    assert first.verdict is Verdict.CONTINUE and first.progress.no_progress == 1
+    second = decide(outcome(99, 20, 20), POLICY, first.progress)
+    assert second.verdict is Verdict.STOP and second.state is ChainState.STOPPED
+    assert "no progress" in second.reason
+
+
+def test_deadline_without_advance_is_failure():
+    d = decide(outcome(1, 20, 20, state=JobState.FAILED), POLICY, Progress())
+    assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED
+    assert "without checkpoint advance" in d.reason
+
+
+def test_app_failure_stops_with_exit_code():
+    d = decide(outcome(3, detail="app exited 3"), POLICY, Progress())
+    assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "exit code 3" in d.reason
+
+
+def test_user_cancel_stops_cancelled():
+    d = decide(outcome(99, state=JobState.CANCELLED), POLICY, Progress())
+    assert d.verdict is Verdict.STOP and d.state is ChainState.CANCELLED and "user" in d.reason
+
+
+def test_chain_cancel_continues():
+    d = decide(outcome(99, state=JobState.CANCELLED, cancelled_by_chain=True), POLICY, Progress())
+    assert d.verdict is Verdict.CONTINUE
+
+
+def test_out_of_memory_stops():
+    d = decide(outcome(None, state=JobState.OUT_OF_MEMORY, recorded=False), POLICY, Progress())
+    assert d.verdict is Verdict.STOP and "memory" in d.reason
+
+
+def test_runner_died_without_record():
+    d = decide(outcome(9, 20, 20, state=JobState.FAILED, recorded=False), POLICY, Progress())
+    assert d.verdict is Verdict.STOP and "without a record" in d.reason
+
+
+def test_retry_budget():
+    policy = Policy(max_iter=100, retries=2)
+    p = Progress()
+    for used in (1, 2):
+        d = decide(outcome(3), policy, p)
+        assert d.verdict is Verdict.CONTINUE and d.progress.retries_used == used
+        assert f"retry {used}/2" in d.reason
+        p = d.progress
+    assert decide(outcome(3), policy, p).verdict is Verdict.STOP
+
+
+def test_next_step():
+    assert next_step(5, 10, live_runner=True) is Step.ADOPT
+    assert next_step(10, 10, live_runner=False) is Step.FINISH
+    assert next_step(11, 10, live_runner=False) is Step.FINISH
+    assert next_step(9, 10, live_runner=False) is Step.SUBMIT
+
+
+@pytest.mark.parametrize("text, value", [("0", 0), ("42\n", 42), ("  7 ", 7)])
+def test_counter_strict(text, value):
+    assert parse_counter(text) == value
+
+
+@pytest.mark.parametrize("text", ["v2 iter 10", "", "abc", "-3", "1.5", "10 20", "١٢"])
+def test_counter_rejects_anything_else(text):
+    # the seed's tr -cd 0-9 read "v2 iter 10" as 210
+    with pytest.raises(CheckpointError):
+        parse_counter(text)

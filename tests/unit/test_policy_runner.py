@@ -1,0 +1,51 @@
+"""Pure pieces of the submitter's polling and the runner's schedule."""
+
+import pytest
+
+from chain.policy import PollPolicy
+from chain.runner import classify_exit, plan_schedule, runner_seq
+
+
+def test_poll_is_rare_far_from_the_end_and_dense_near_it():
+    p = PollPolicy(slurm_min=10, slurm_max=300)
+    assert p.next_slurm_query(0, None) == 300  # pending: longest interval
+    assert p.next_slurm_query(0, 86400) == 300  # far from the end
+    assert p.next_slurm_query(0, 100) == 50  # halve the distance
+    assert p.next_slurm_query(0, 12) == 10  # never below the minimum
+    assert p.next_slurm_query(100, 90) == 110  # past the end: minimum
+
+
+def test_poll_budget_for_a_24_hour_runner():
+    """At most 12 Slurm queries per runner-hour while the runner runs."""
+    p = PollPolicy()
+    end = 24 * 3600.0
+    t, queries = 0.0, 0
+    while t < end:
+        t = p.next_slurm_query(t, end)
+        queries += 1
+    assert queries / 24 <= 12
+
+
+def test_schedule_uses_the_earlier_end():
+    plan = plan_schedule(start=1000, limit=30, margin=10, slurm_end=None)
+    assert (plan.end, plan.stop_at) == (1030, 1020)
+    assert plan.stop_at < plan.kill_at <= plan.end
+    # Slurm's end (rounded up to a minute) is later: the configured limit rules
+    assert plan_schedule(1000, 30, 10, slurm_end=1060).end == 1030
+    # Slurm's end is earlier (job started late in its window): it rules
+    assert plan_schedule(1000, 3600, 60, slurm_end=1500).stop_at == 1440
+
+
+@pytest.mark.parametrize("app_rc, we_stopped, advanced, expected", [
+    (0, False, True, 0), (0, True, True, 0),
+    (99, False, True, 99), (75, False, False, 75), (3, False, False, 3),
+    (99, True, True, 124), (143, True, True, 124), (137, True, False, 1), (99, True, False, 1),
+])
+def test_exit_contract(app_rc, we_stopped, advanced, expected):
+    assert classify_exit(app_rc, we_stopped, advanced) == expected
+
+
+def test_runner_seq_from_job_name():
+    assert runner_seq("chain-abc.r12") == 12
+    assert runner_seq("chain-abc.s3") is None
+    assert runner_seq("") is None

@@ -1,0 +1,102 @@
+from pathlib import Path
+
+import pytest
+
+from chain.errors import ConfigError
+from chain.settings import (
+    FIELDS, BackendName, LaunchMode, Settings, from_json, read_config_file, resolve,
+)
+
+APP = {"app_cmd": "python3 app.py"}
+
+
+def test_defaults_follow_the_seed():
+    s = resolve(APP, {}, {})
+    assert (s.max_iter, s.ckpt_path, s.checkpoint_every) == (500, "state_iter.txt", 20)
+    assert (s.runner_time, s.runner_margin, s.submitter_time, s.submitter_margin) == ("00:03:00", 60, "3:30", 60)
+    assert s.launch_mode is LaunchMode.DIRECT and s.srun_args == "-n 1"
+    # site-specific seed defaults (anaconda module, centos7 partition) are empty
+    assert s.modules == "" and s.partition == ""
+    assert s.stop_signal == "TERM" and s.backend is BackendName.AUTO
+
+
+def test_precedence_flag_env_file_default():
+    file_values = {"max_iter": 10, "ckpt_path": "file.txt", "checkpoint_every": 3}
+    env = {"MAX_ITER": "20", "CKPT_PATH": "env.txt"}
+    s = resolve({**APP, "max_iter": "30"}, env, file_values)
+    assert s.max_iter == 30  # flag
+    assert s.ckpt_path == "env.txt"  # environment beats file
+    assert s.checkpoint_every == 3  # file beats default
+    assert s.runner_margin == 60  # default
+
+
+def test_seed_environment_names():
+    env = {"APP_CMD": "x", "MAX_ITER": "7", "CKPT_PATH": "c", "CHECKPOINT_EVERY": "2",
+           "RUNNER_TIME_LIMIT": "0:30", "RUNNER_MARGIN_SEC": "10", "SUBMITTER_TIME_LIMIT": "2",
+           "SUBMITTER_MARGIN_SEC": "20", "LAUNCH_MODE": "srun", "SRUN_ARGS": "-n 2", "MODULE_LIST": "a b"}
+    s = resolve({}, env, {})
+    assert s.runner_seconds == 30 and s.submitter_seconds == 120
+    assert s.launch_mode is LaunchMode.SRUN and s.srun_argv == ["-n", "2"] and s.module_list == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"max_iter": "0"}, "at least 1"),
+        ({"max_iter": "-5"}, "at least 1"),
+        ({"max_iter": "ten"}, "integer"),
+        ({"runner_time": "1:2:3:4"}, "not a Slurm time"),
+        ({"runner_time": "1", "runner_margin": "60"}, "must be smaller"),
+        ({"runner_time": "0:30", "runner_margin": "45"}, "must be smaller"),
+        ({"submitter_time": "1", "submitter_margin": "90"}, "must be smaller"),
+        ({"launch_mode": "mpirun"}, "direct|srun"),
+        ({"stop_signal": "KILL"}, "cannot be caught"),
+        ({"stop_signal": "BOGUS"}, "not a signal"),
+        ({"app_cmd": ""}, "no app command"),
+        ({"app_cmd": "   "}, "no app command"),
+        ({"srun_args": "-n 'unterminated"}, "quotation"),
+        ({"job_name": "has space"}, "without spaces"),
+        ({"backend": "kubernetes"}, "auto|slurm|local|pyslurm"),
+        ({"ckpt_path": "a\nb"}, "single line"),
+    ],
+)
+def test_bad_values_are_one_line_errors(flags, message):
+    with pytest.raises(ConfigError) as err:
+        resolve({**APP, **flags}, {}, {})
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_config_file_unknown_key(tmp_path: Path):
+    cfg = tmp_path / "chain.toml"
+    cfg.write_text('max_iter = 5\nmax_iters = 6\n')
+    with pytest.raises(ConfigError, match="unknown key 'max_iters'"):
+        read_config_file(cfg)
+
+
+def test_config_file_wrong_type(tmp_path: Path):
+    cfg = tmp_path / "chain.toml"
+    cfg.write_text('max_iter = "many"\n')
+    with pytest.raises(ConfigError, match="integer"):
+        resolve(APP, {}, read_config_file(cfg))
+
+
+def test_config_file_syntax_error(tmp_path: Path):
+    cfg = tmp_path / "chain.toml"
+    cfg.write_text('max_iter = \n')
+    with pytest.raises(ConfigError, match="chain.toml"):
+        read_config_file(cfg)
+
+
+def test_config_file_chain_table_and_hooks(tmp_path: Path):
+    cfg = tmp_path / "chain.toml"
+    cfg.write_text('[chain]\napp_cmd = "true"\nhooks = ["echo a", "echo b"]\n')
+    s = resolve({}, {}, read_config_file(cfg))
+    assert s.hooks == ("echo a", "echo b")
+
+
+def test_every_field_has_an_env_name_and_roundtrips():
+    names = [f.env for f in FIELDS]
+    assert len(names) == len(set(names))
+    s = resolve({**APP, "hooks": ["x"], "launch_mode": "srun"}, {}, {})
+    assert from_json(s.to_json()) == s
+    assert {f.name for f in FIELDS} == set(Settings.__dataclass_fields__)
