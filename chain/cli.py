@@ -119,7 +119,7 @@ def submit(
     submitter_sbatch_args: Optional[str] = typer.Option(None, "--submitter-sbatch-args", help="Extra sbatch arguments of the submitter."),
     retries: Optional[str] = typer.Option(None, "--retries", help="Runner failures tolerated before the chain stops [CHAIN_RETRIES, 0]."),
     hook: Optional[list[str]] = typer.Option(None, "--hook", help="Command run when the chain completes (repeatable)."),
-    poll_max: Optional[str] = typer.Option(None, "--poll-max", help="Longest wait between Slurm queries, seconds [300]."),
+    poll_max: Optional[str] = typer.Option(None, "--poll-max", help="Longest wait between Slurm queries, seconds [330]."),
     template_dir: Optional[str] = typer.Option(None, "--template-dir", help="Directory of templates overriding the built-in ones."),
     backend: Optional[str] = typer.Option(None, "--backend", help="auto, slurm, local or pyslurm [CHAIN_BACKEND, auto]."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML settings file [default: ./chain.toml if present]."),

@@ -68,7 +68,7 @@ class Settings:
     submitter_sbatch_args: str = ""
     retries: int = 0
     hooks: tuple[str, ...] = ()
-    poll_max: int = 300
+    poll_max: int = 330
     backend: BackendName = BackendName.AUTO
     template_dir: str = ""
 
