@@ -39,7 +39,7 @@ def check_state(step: int, kind: CheckpointKind, state: object) -> None:
 
 @pytest.mark.timeout(300)
 def test_sigkill_during_saves_never_loses_a_loadable_checkpoint(tmp_path: Path) -> None:
-    rng = random.Random(1)
+    rng = random.Random(20240611)
     root, counter = tmp_path / "ck", tmp_path / "counter"
     env = child_env()
     progressed = 0
