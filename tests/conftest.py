@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -35,6 +35,7 @@ def dev_cluster(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """Run scripts/dev-cluster with ARGS, capturing its output."""
     return subprocess.run(
         ["bash", str(DEV_CLUSTER), *args],
+        check=False,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
 
 def run(*cmd: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        cmd, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
     )
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -49,7 +49,9 @@ def daemon_pids(cluster: SlurmCluster) -> dict[str, int]:
     return pids
 
 
-def dev_cluster(cluster: SlurmCluster, verb: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def dev_cluster(
+    cluster: SlurmCluster, verb: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
     return run("bash", str(cluster.script), verb, timeout=timeout, check=False)
 
 
@@ -123,8 +125,9 @@ def test_up_down_up_cycle_twice(slurm_cluster: SlurmCluster) -> None:
 def test_failed_job_state_and_exit_code(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     script = tmp_path / "exit3.sh"
     script.write_text("#!/bin/bash\necho about to fail\nexit 3\n")
-    job = submit("-J", "dc-exit3", "--chdir", str(tmp_path), "-o", str(tmp_path / "%j.out"),
-                 str(script))
+    job = submit(
+        "-J", "dc-exit3", "--chdir", str(tmp_path), "-o", str(tmp_path / "%j.out"), str(script)
+    )
 
     def scontrol_final() -> str | None:
         out = run("scontrol", "show", "job", job).stdout
@@ -136,8 +139,11 @@ def test_failed_job_state_and_exit_code(slurm_cluster: SlurmCluster, tmp_path: P
     def sacct_final() -> str | None:
         out = run("sacct", "-X", "-n", "-P", "-j", job, "-o", "JobIDRaw,State,ExitCode").stdout
         line = out.strip()
-        return line if line.startswith(f"{job}|") and "RUNNING" not in line \
-            and "PENDING" not in line else None
+        return (
+            line
+            if line.startswith(f"{job}|") and "RUNNING" not in line and "PENDING" not in line
+            else None
+        )
 
     assert poll(f"sacct record of job {job}", sacct_final, timeout=60) == f"{job}|FAILED|3:0"
     assert (tmp_path / f"{job}.out").read_text() == "about to fail\n"
@@ -146,11 +152,23 @@ def test_failed_job_state_and_exit_code(slurm_cluster: SlurmCluster, tmp_path: P
 @pytest.mark.timeout(180)
 def test_four_single_cpu_jobs_run_at_once(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     jobs = [
-        submit("-J", f"dc-slot{i}", "-n", "1", "--mem=512M", "--chdir", str(tmp_path),
-               "-o", "/dev/null", "--wrap", "sleep 60")
+        submit(
+            "-J",
+            f"dc-slot{i}",
+            "-n",
+            "1",
+            "--mem=512M",
+            "--chdir",
+            str(tmp_path),
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 60",
+        )
         for i in range(4)
     ]
     try:
+
         def all_running() -> bool:
             out = run("squeue", "-h", "--states=all", "-j", ",".join(jobs), "-o", "%i|%T").stdout
             states = dict(line.split("|") for line in out.split())
