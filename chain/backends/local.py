@@ -25,9 +25,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import chain
 from chain.backends.base import Backend, JobInfo, JobState

@@ -32,10 +32,11 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Literal
 
 from chain.errors import SchedulerError
 
@@ -86,7 +87,7 @@ class JobRecord:
     extra: dict[str, Any] = field(default_factory=dict)  # fields of newer versions
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "JobRecord":
+    def from_json(cls, data: dict[str, Any]) -> JobRecord:
         names = {f.name for f in dataclasses.fields(cls)}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
@@ -441,16 +442,6 @@ class Supervisor:
             self._crash(exc)
             raise
 
-    def _update(self, **changes: Any) -> JobRecord | None:
-        with self.spool.locked(self.job_id):
-            record = self.spool.read(self.job_id)
-            if record is None:
-                return None
-            for key, value in changes.items():
-                setattr(record, key, value)
-            self.spool.write(record)
-            return record
-
     def _wait_dependencies(self) -> bool:
         """Poll until runnable; False when the job ended while pending."""
         while True:
@@ -490,9 +481,10 @@ class Supervisor:
             record.end = None if record.time_limit is None else record.start + record.time_limit
             try:
                 mode = "ab" if record.open_mode == "append" else "wb"
-                out = open(record.stdout, mode)
-                err = out if record.stderr == record.stdout else open(record.stderr, mode)
-                with out, err:
+                with contextlib.ExitStack() as files:
+                    out = files.enter_context(open(record.stdout, mode))
+                    err = (out if record.stderr == record.stdout
+                           else files.enter_context(open(record.stderr, mode)))
                     self.proc = subprocess.Popen(
                         ["bash", record.batch_script],
                         cwd=record.work_dir,
@@ -561,13 +553,12 @@ class Supervisor:
 
     def _crash(self, exc: BaseException) -> None:
         """Best effort: never leave a job RUNNING behind a dead supervisor."""
-        with contextlib.suppress(Exception):
-            with self.spool.locked(self.job_id):
-                record = self.spool.read(self.job_id)
-                if record is not None and record.active:
-                    kill_job_group(record, signal.SIGKILL)
-                    record.finish("NODE_FAIL", reason=f"supervisor error: {exc!r}")
-                    self.spool.write(record)
+        with contextlib.suppress(Exception), self.spool.locked(self.job_id):
+            record = self.spool.read(self.job_id)
+            if record is not None and record.active:
+                kill_job_group(record, signal.SIGKILL)
+                record.finish("NODE_FAIL", reason=f"supervisor error: {exc!r}")
+                self.spool.write(record)
 
 
 def _exited(proc: subprocess.Popen[bytes]) -> tuple[int, int] | None:
