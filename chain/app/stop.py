@@ -135,7 +135,11 @@ class StopMonitor:
     or ``/etc/podinfo``.  ``deadline``: epoch seconds; default
     ``$CHAIN_DEADLINE``.  ``stale_grace_seconds``: how far in the past a
     termination warning may lie before it counts as stale (default 0: any
-    past instant is stale).  ``clock``: epoch seconds, injectable for tests.
+    past instant is stale).  ``warning_margin_seconds``: added to the lead for
+    the podinfo instants only (default 60, the guide's ``2 * C + 60``): the
+    deadline is exact, but a warning reaches the container late (the kubelet
+    refreshes the files about 2 minutes into the notice) and names only the
+    earliest possible stop.  ``clock``: epoch seconds, injectable for tests.
     """
 
     def __init__(
@@ -145,6 +149,7 @@ class StopMonitor:
         deadline: float | None = None,
         signals: Iterable[signal.Signals] | None = None,
         stale_grace_seconds: float = 0.0,
+        warning_margin_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
         environ: dict[str, str] | None = None,
     ) -> None:
@@ -160,6 +165,7 @@ class StopMonitor:
             signals = wanted
         self.signals = tuple(signals)
         self.stale_grace_seconds = stale_grace_seconds
+        self.warning_margin_seconds = warning_margin_seconds
         self._clock = clock
         self._received: int | None = None  # the one flag the handler sets
         self._previous: dict[signal.Signals, Any] = {}
@@ -229,8 +235,14 @@ class StopMonitor:
     # ------------------------------------------------------------------ status
 
     def status(self, lead_seconds: float) -> StopStatus:
-        """Read every source now and say what is pending."""
+        """Read every source now and say what is pending.
+
+        ``lead_seconds`` is how long a save needs (e.g. two measured saves);
+        the deadline counts when it is that close, a podinfo instant when it
+        is within ``lead_seconds + warning_margin_seconds``.
+        """
         now = self._clock()
+        warn_lead = lead_seconds + self.warning_margin_seconds
         reasons: set[StopReason] = set()
         if self._received is not None:
             reasons.add(StopReason.SIGNAL)
@@ -247,7 +259,7 @@ class StopMonitor:
             else:
                 warning_present = True
                 message = self._read("termination-warning-message")
-                if until <= lead_seconds:
+                if until <= warn_lead:
                     reasons.add(StopReason.TERMINATION_WARNING)
 
         guarantee_expired = False
@@ -256,7 +268,7 @@ class StopMonitor:
             until = guaranteed.timestamp() - now
             if until < 0:
                 guarantee_expired = True
-            elif until <= lead_seconds:
+            elif until <= warn_lead:
                 reasons.add(StopReason.GUARANTEE_ENDING)
 
         return StopStatus(
