@@ -15,7 +15,9 @@
 #   chain_read_counter(path)          0 when absent; error unless a plain integer
 #   chain_guard(expr)                 evaluate expr; an interrupt sets the stop flag
 #   chain_stop_requested()            TRUE once the stop signal arrived
-#   chain_stop_status(lead)           list(expected, reasons, exit, warning_present)
+#   chain_stop_status(lead)           list(expected, reasons, exit, warning_present);
+#                                     podinfo instants count within lead plus
+#                                     CHAIN_WARNING_MARGIN (default 60) seconds
 #   chain_stop_expected(lead)         chain_stop_status(lead)$expected
 #   chain_now()                       epoch seconds with 3 decimals, as a string
 
@@ -103,6 +105,10 @@ chain_guard <- function(expr) {
 
 chain_stop_status <- function(lead = 0) {
   now <- as.numeric(Sys.time())
+  margin <- suppressWarnings(as.numeric(Sys.getenv("CHAIN_WARNING_MARGIN", "60")))
+  if (is.na(margin)) margin <- 60
+  # Warnings reach the pod late and name only the earliest stop: look further ahead.
+  warn_lead <- lead + margin
   reasons <- character(0)
   exit <- NULL
   if (isTRUE(.chain$stop)) {
@@ -119,13 +125,13 @@ chain_stop_status <- function(lead = 0) {
   at <- .chain_podinfo_instant("termination-warning-at")
   if (!is.na(at) && at >= now) {  # an instant in the past is stale
     warning_present <- TRUE
-    if (at - now <= lead) {
+    if (at - now <= warn_lead) {
       reasons <- c(reasons, "termination-warning")
       if (is.null(exit)) exit <- CHAIN_EXIT_TEMPFAIL
     }
   }
   until <- .chain_podinfo_instant("guaranteed-until")
-  if (!is.na(until) && until >= now && until - now <= lead) {
+  if (!is.na(until) && until >= now && until - now <= warn_lead) {
     reasons <- c(reasons, "guarantee-ending")  # a reason to save, not to stop
   }
   list(expected = length(reasons) > 0, reasons = reasons, exit = exit, warning_present = warning_present)

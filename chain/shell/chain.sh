@@ -13,7 +13,10 @@
 #   chain_sleep SECONDS            a sleep the stop signal interrupts at once
 #   chain_stop_expected [LEAD]     true when a checkpoint should be written now:
 #                                  stop signal, $CHAIN_DEADLINE within LEAD seconds,
-#                                  or a podinfo warning; sets CHAIN_STOP_REASON,
+#                                  or a podinfo instant within LEAD plus
+#                                  $CHAIN_WARNING_MARGIN (default 60) seconds
+#                                  (warnings arrive late and name only the
+#                                  earliest stop); sets CHAIN_STOP_REASON,
 #                                  CHAIN_STOP_EXIT (99, 75 or empty: save and go
 #                                  on) and CHAIN_WARNING_PRESENT (0/1)
 #   chain_now                      epoch seconds with 3 decimals
@@ -139,8 +142,10 @@ _chain_instant_ms() {
 }
 
 chain_stop_expected() {
-    local lead_ms now dl at
+    local lead_ms warn_ms now dl at
     lead_ms=$(_chain_to_ms "${1:-0}") || lead_ms=0
+    warn_ms=$(_chain_to_ms "${CHAIN_WARNING_MARGIN:-60}") || warn_ms=60000
+    warn_ms=$(( lead_ms + warn_ms ))
     now=$(chain_now_ms)
     CHAIN_STOP_REASON=""
     CHAIN_STOP_EXIT=""
@@ -159,12 +164,12 @@ chain_stop_expected() {
     # Re-read on every call: a warning can be withdrawn at any time.
     if at=$(_chain_instant_ms "$podinfo/termination-warning-at") && (( at >= now )); then
         CHAIN_WARNING_PRESENT=1           # (an instant in the past is stale)
-        if (( at - now <= lead_ms )); then
+        if (( at - now <= warn_ms )); then
             CHAIN_STOP_REASON="${CHAIN_STOP_REASON:+$CHAIN_STOP_REASON }termination-warning"
             CHAIN_STOP_EXIT=${CHAIN_STOP_EXIT:-$CHAIN_EXIT_TEMPFAIL}
         fi
     fi
-    if at=$(_chain_instant_ms "$podinfo/guaranteed-until") && (( at >= now && at - now <= lead_ms )); then
+    if at=$(_chain_instant_ms "$podinfo/guaranteed-until") && (( at >= now && at - now <= warn_ms )); then
         # The guarantee ending is a reason to save, not to stop.
         CHAIN_STOP_REASON="${CHAIN_STOP_REASON:+$CHAIN_STOP_REASON }guarantee-ending"
     fi

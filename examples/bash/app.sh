@@ -29,6 +29,7 @@ log_event() {  # EVENT ITERATION [EXIT_CODE]
 
 i=$(chain_read_counter "$CKPT_PATH") || exit 1
 committed=$i
+urgent=0
 chain_install_traps
 log_event start "$i"
 
@@ -52,9 +53,12 @@ while (( i < MAX_ITER )); do
             echo "stopping at iteration $i: $CHAIN_STOP_REASON" >&2
             finish "$CHAIN_STOP_EXIT"
         fi
-        if (( i != committed )); then
-            commit  # the guarantee is ending: save now, keep going
+        if (( ! urgent && i != committed )); then
+            commit  # the guarantee is ending: save once now, keep going
         fi
+        urgent=1
+    else
+        urgent=0    # re-armed: a new episode saves again
     fi
     chain_sleep "$ITER_SECONDS"     # the "computation" of iteration i+1
     if (( CHAIN_STOP )); then

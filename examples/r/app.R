@@ -35,6 +35,7 @@ log_event <- function(event, iteration, code = NULL) {
 
 i <- chain_read_counter(ckpt_path)
 committed <- i
+urgent <- FALSE
 log_event("start", i)
 
 commit <- function() {
@@ -59,7 +60,9 @@ while (i < max_iter) {
       message("stopping at iteration ", i, ": ", paste(status$reasons, collapse = " "))
       finish(status$exit)
     }
-    if (status$expected && i != committed) suspendInterrupts(commit())
+    # Save once per episode (e.g. the guarantee ending), re-armed when it clears.
+    if (status$expected && !urgent && i != committed) suspendInterrupts(commit())
+    urgent <- status$expected
     Sys.sleep(iter_seconds)  # the "computation" of iteration i + 1
     # Reached only if not interrupted: count the iteration and save atomically.
     suspendInterrupts({
