@@ -1,0 +1,199 @@
+"""Pure chain metrics: rate, ETA, efficiency, the iteration log, work redone.
+
+No I/O here: callers read the chain's records and ``iterations.log`` and pass
+their contents in, so every function is tested on literal data.
+
+A *runner* is a dict with the keys the runner record (``runners/<id>.json``)
+or the submitter's judgement (a line of ``runners.jsonl``) carry: ``start``,
+``end``, ``iter_before``, ``iter_after`` and, if the runner stopped the app,
+``stop_sent`` (record) or ``stop_to_exit`` (both). Missing or ``None`` values
+are tolerated everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+RECENT_RUNNERS = 5  # the rate is measured over the last few runners
+EVENTS = ("start", "iter", "ckpt", "exit")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+# --- one runner ------------------------------------------------------------------
+
+def runner_wall(runner: Mapping[str, Any]) -> float | None:
+    """Seconds from the runner's start to its end (its own clock), or None."""
+    start, end = _num(runner.get("start")), _num(runner.get("end"))
+    if start is None or end is None:
+        return None
+    return max(0.0, end - start)
+
+
+def useful_seconds(runner: Mapping[str, Any]) -> float:
+    """Time the app computed: start until the stop signal, or until it exited
+    when it ended by itself (done, voluntary checkpoint, crash). 0 for a
+    runner that never ran the app (superseded, preflight failure, no record).
+    """
+    start, end = _num(runner.get("start")), _num(runner.get("end"))
+    if start is None or end is None or runner.get("superseded"):
+        return 0.0
+    cut = _num(runner.get("stop_sent"))
+    if cut is None:
+        stop_to_exit = _num(runner.get("stop_to_exit"))
+        cut = end - stop_to_exit if stop_to_exit is not None else end
+    return max(0.0, min(cut, end) - start)
+
+
+def advance(runner: Mapping[str, Any]) -> int:
+    before, after = _int(runner.get("iter_before")), _int(runner.get("iter_after"))
+    if before is None or after is None:
+        return 0
+    return max(0, after - before)
+
+
+# --- the chain -------------------------------------------------------------------
+
+def rate_per_hour(runners: list[dict[str, Any]], iteration: int, now: float,
+                  recent: int = RECENT_RUNNERS) -> float | None:
+    """Iterations per wall-clock hour over the last ``recent`` finished runners.
+
+    The wall time runs from the end of the runner before the window (or the
+    first runner's submission/start) to the last runner's end, so queue waits
+    and handoffs between runners count. A live runner (no ``end``) whose
+    counter already moved (``iteration`` > its ``iter_before``) is included
+    up to ``now``. None when nothing advanced yet.
+    """
+    done = sorted((r for r in runners if runner_wall(r) is not None),
+                  key=lambda r: float(r["start"]))
+    window = done[-recent:]
+    total = sum(advance(r) for r in window)
+    begin = end = None
+    if window:
+        first = window[0]
+        previous = done[-len(window) - 1] if len(done) > len(window) else None
+        begin = _num(previous.get("end")) if previous else None
+        if begin is None:
+            begin = _num(first.get("submitted")) or _num(first["start"])
+        end = _num(window[-1]["end"])
+    live = [r for r in runners if _num(r.get("start")) is not None and _num(r.get("end")) is None]
+    if live:
+        current = max(live, key=lambda r: float(r["start"]))
+        before = _int(current.get("iter_before"))
+        if before is not None and iteration > before and now > float(current["start"]):
+            total += iteration - before
+            if begin is None:
+                begin = _num(current.get("submitted")) or float(current["start"])
+            end = now
+    if begin is None or end is None or end <= begin or total <= 0:
+        return None
+    return total * 3600.0 / (end - begin)
+
+
+def efficiency(runners: list[dict[str, Any]]) -> float | None:
+    """Useful compute / allocated time (runner wall time) over all finished runners."""
+    allocated = sum(runner_wall(r) or 0.0 for r in runners)
+    if allocated <= 0:
+        return None
+    useful = sum(min(useful_seconds(r), runner_wall(r) or 0.0) for r in runners)
+    return useful / allocated
+
+
+def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float) -> dict[str, Any]:
+    """``rate_per_hour``, ``eta_seconds``, ``efficiency`` for ``chain status``.
+
+    ``runners``: runner records or runners.jsonl entries (or both merged, as
+    ``chain.usage.load_runners`` returns them); ``iteration``: the current
+    counter; ``now``: epoch seconds. Unknown values are None; the ETA is 0
+    once the counter reached ``max_iter``.
+    """
+    rate = rate_per_hour(runners, iteration, now)
+    remaining = max(0, max_iter - iteration)
+    if remaining == 0:
+        eta: float | None = 0.0
+    elif rate:
+        eta = remaining * 3600.0 / rate
+    else:
+        eta = None
+    return {"rate_per_hour": rate, "eta_seconds": eta, "efficiency": efficiency(runners)}
+
+
+# --- the iteration log -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IterEvent:
+    """One line of ``iterations.log``: ``<epoch> <event> <iteration> <job|-> <pid> [code]``."""
+
+    time: float
+    event: str
+    iteration: int
+    job: str  # "-" outside Slurm
+    pid: int
+    code: int | None = None
+
+
+def parse_iteration_log(text: str) -> list[IterEvent]:
+    """Every well-formed line, in file order; torn or foreign lines are skipped."""
+    events: list[IterEvent] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 5 or parts[1] not in EVENTS:
+            continue
+        try:
+            code = int(parts[5]) if len(parts) > 5 else None
+            events.append(IterEvent(float(parts[0]), parts[1], int(parts[2]), parts[3], int(parts[4]), code))
+        except ValueError:
+            continue
+    return events
+
+
+@dataclass(frozen=True)
+class Redone:
+    """Iterations computed more than once (after a restart from an older checkpoint)."""
+
+    iterations: int  # iteration computations beyond the first of each number
+    seconds: float  # time those computations took (gap to the process's previous event)
+    by_job: dict[str, int]  # redone iterations per job id (the job that redid them)
+    restarts: int  # app starts that went back behind what had been computed
+
+
+def work_redone(events: Iterable[IterEvent]) -> Redone:
+    """Pure: from the iteration log, the iterations computed again.
+
+    An ``iter N`` event for an N already computed by an earlier event is a
+    recomputation: the work between the last committed checkpoint and the
+    fault was lost and done again.
+    """
+    seen: set[int] = set()
+    highest = 0
+    last_time: dict[int, float] = {}
+    by_job: dict[str, int] = {}
+    count, seconds, restarts = 0, 0.0, 0
+    for ev in events:
+        previous = last_time.get(ev.pid)
+        last_time[ev.pid] = ev.time
+        if ev.event == "start":
+            if ev.iteration < highest:
+                restarts += 1
+            continue
+        if ev.event != "iter":
+            continue
+        if ev.iteration in seen:
+            count += 1
+            by_job[ev.job] = by_job.get(ev.job, 0) + 1
+            if previous is not None:
+                seconds += max(0.0, ev.time - previous)
+        seen.add(ev.iteration)
+        highest = max(highest, ev.iteration)
+    return Redone(iterations=count, seconds=seconds, by_job=by_job, restarts=restarts)

@@ -1,0 +1,175 @@
+"""The progress plot: iteration vs wall-clock time across the whole chain.
+
+``progress_data`` (pure) turns the iteration log and the runner records into
+the series that ``render_progress`` draws; tests check the series against the
+log and the PNG separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: the report runs inside a batch job
+
+from matplotlib.figure import Figure  # noqa: E402  (after the backend choice)
+
+from chain.metrics import IterEvent, advance, rate_per_hour, runner_wall  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One app run: its points (time, iteration) from its start and iter events."""
+
+    job: str
+    times: list[float]
+    iterations: list[int]
+
+
+@dataclass(frozen=True)
+class Span:
+    job: str
+    seq: int | None
+    start: float
+    end: float
+
+
+@dataclass
+class ProgressData:
+    chain_id: str
+    max_iter: int
+    source: str  # "iterations.log" or "runner records"
+    segments: list[Segment] = field(default_factory=list)
+    checkpoints: list[tuple[float, int]] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)  # runner allocations
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # no runner running
+    rate_per_hour: float | None = None
+
+    @property
+    def t0(self) -> float:
+        starts = [s.times[0] for s in self.segments if s.times]
+        starts += [s.start for s in self.spans] + [g[0] for g in self.gaps]
+        return min(starts) if starts else 0.0
+
+
+def _spans(runners: list[dict[str, Any]]) -> list[Span]:
+    spans = []
+    for r in runners:
+        if runner_wall(r) is not None:
+            seq = r.get("seq")
+            spans.append(Span(str(r.get("job_id", "")), seq if isinstance(seq, int) else None,
+                              float(r["start"]), float(r["end"])))
+    return sorted(spans, key=lambda s: s.start)
+
+
+def _gaps(spans: list[Span], runners: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """Intervals from the first submission to the last end with no runner running."""
+    if not spans:
+        return []
+    submitted = [float(r["submitted"]) for r in runners
+                 if isinstance(r.get("submitted"), (int, float)) and r["submitted"]]
+    cursor = min([spans[0].start, *submitted])
+    gaps = []
+    for span in spans:
+        if span.start > cursor:
+            gaps.append((cursor, span.start))
+        cursor = max(cursor, span.end)
+    return gaps
+
+
+def progress_data(events: list[IterEvent], runners: list[dict[str, Any]], *, max_iter: int,
+                  chain_id: str, now: float | None = None) -> ProgressData:
+    """Pure: the plotted series.
+
+    With an iteration log: one segment per app process (its ``start`` event,
+    then each ``iter`` event, in log order) and the ``ckpt`` events. Without
+    one: a segment per runner from (start, iter_before) to (end, iter_after).
+    """
+    spans = _spans(runners)
+    data = ProgressData(chain_id=chain_id, max_iter=max_iter, spans=spans, gaps=_gaps(spans, runners),
+                        source="iterations.log" if events else "runner records")
+    if events:
+        by_pid: dict[tuple[str, int], Segment] = {}
+        for ev in events:
+            if ev.event == "ckpt":
+                data.checkpoints.append((ev.time, ev.iteration))
+            if ev.event not in ("start", "iter"):
+                continue
+            key = (ev.job, ev.pid)
+            if ev.event == "start" or key not in by_pid:
+                by_pid[key] = Segment(ev.job, [], [])
+                data.segments.append(by_pid[key])
+            by_pid[key].times.append(ev.time)
+            by_pid[key].iterations.append(ev.iteration)
+    else:
+        for r in sorted((r for r in runners if runner_wall(r) is not None), key=lambda r: float(r["start"])):
+            before, after = r.get("iter_before"), r.get("iter_after")
+            if isinstance(before, int) and isinstance(after, int):
+                data.segments.append(Segment(str(r.get("job_id", "")), [float(r["start"]), float(r["end"])],
+                                             [before, after]))
+    current = max([0, *(i for s in data.segments for i in s.iterations)])
+    last = max([s.end for s in spans], default=0.0)
+    data.rate_per_hour = rate_per_hour(runners, current, now if now is not None else last)
+    if data.rate_per_hour is None and data.segments:
+        # No finished runner yet: the log's own span.
+        first, final = data.segments[0].times[0], data.segments[-1].times[-1]
+        done = sum(advance({"iter_before": s.iterations[0], "iter_after": s.iterations[-1]})
+                   for s in data.segments)
+        if final > first and done:
+            data.rate_per_hour = done * 3600.0 / (final - first)
+    return data
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    if seconds < 600:
+        return "s", 1.0
+    if seconds < 36000:
+        return "min", 60.0
+    return "h", 3600.0
+
+
+def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
+    """Draw ``data`` to a PNG at ``path`` (no global pyplot state is used)."""
+    fig = Figure(figsize=(9, 5), dpi=dpi)
+    ax = fig.add_subplot(1, 1, 1)
+    t0 = data.t0
+    ends = [t for s in data.segments for t in s.times] + [s.end for s in data.spans]
+    unit, scale = _time_unit((max(ends) - t0) if ends else 0.0)
+
+    def x(t: float) -> float:
+        return (t - t0) / scale
+
+    for i, span in enumerate(data.spans):
+        ax.axvspan(x(span.start), x(span.end), color="tab:blue" if i % 2 == 0 else "tab:cyan", alpha=0.12,
+                   label="runner allocation" if i == 0 else None)
+        ax.axvline(x(span.start), color="tab:blue", linewidth=0.6, alpha=0.5)
+        if len(data.spans) <= 30:
+            ax.annotate(f"r{span.seq}" if span.seq is not None else span.job, (x(span.start), 1.0),
+                        xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="left")
+    for i, (a, b) in enumerate(data.gaps):
+        ax.axvspan(x(a), x(b), facecolor="none", hatch="//", edgecolor="tab:red", alpha=0.35,
+                   linewidth=0, label="queue / handoff gap" if i == 0 else None)
+    for i, seg in enumerate(data.segments):
+        ax.plot([x(t) for t in seg.times], seg.iterations, color="tab:green", linewidth=1.4,
+                drawstyle="steps-post" if data.source == "iterations.log" else "default",
+                label="iteration" if i == 0 else None)
+    if data.checkpoints:
+        ax.plot([x(t) for t, _ in data.checkpoints], [i for _, i in data.checkpoints], linestyle="none",
+                marker=".", markersize=4, color="black", label="checkpoint")
+    rate = f"{data.rate_per_hour:,.1f} it/h" if data.rate_per_hour else "unknown"
+    ax.axhline(data.max_iter, color="tab:red", linestyle="--", linewidth=1,
+               label=f"MAX_ITER = {data.max_iter}")
+    ax.set_xlabel(f"wall-clock time since chain start ({unit})")
+    ax.set_ylabel("iteration (count)")
+    ax.set_ylim(0, max(data.max_iter, *(max(s.iterations) for s in data.segments if s.iterations), 1) * 1.05)
+    ax.set_xlim(left=0)
+    ax.set_title(f"chain {data.chain_id}: progress ({len(data.spans)} runners, rate {rate})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
