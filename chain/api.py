@@ -283,18 +283,33 @@ def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:
         submitters.update(backend.find_by_name(submitter_job_name(status.chain_id, cycle)))
     for job in sorted(submitters):
         backend.cancel(job)
-    if status.runner_live and status.runner_job_id:
-        backend.cancel(status.runner_job_id)
+    runner = status.runner_job_id if status.runner_live else ""
+    if runner:
+        backend.cancel(runner)  # Slurm sends SIGTERM first: the app can checkpoint
+    watched = sorted(submitters | ({runner} if runner else set()))
     deadline = time.time() + wait
     while time.time() < deadline:
-        infos = backend.query(sorted(submitters))
+        infos = backend.query(watched)
         if not any(i.state.active for i in infos.values()):
             break
         time.sleep(0.5)
     status = chain.load_status() or status
+    if status.runner_live and status.runner_job_id:
+        # The submitter was stopped before it could judge its runner.
+        record = chain.read_record(status.runner_job_id) or {}
+        last = chain.last_runner()
+        if not (last and last.get("job_id") == status.runner_job_id):
+            chain.append_runner({
+                "job_id": status.runner_job_id, "seq": status.runner_seq, "state": "CANCELLED",
+                "exit_code": record.get("exit_code"), "iter_before": record.get("iter_before", status.iter_before),
+                "iter_after": record.get("iter_after", status.iter_before), "verdict": "stop",
+                "reason": "cancelled by chain cancel", "submitted": status.runner_submitted,
+                "start": record.get("start"), "end": record.get("end"), "recorded": "exit_code" in record,
+            })
+        status.runner_live = False
     if not status.state.ended:
         status.state = ChainState.CANCELLED
         status.reason = "cancelled by chain cancel"
-        chain.save_status(status)
+    chain.save_status(status)
     chain.log(f"chain {status.chain_id} cancelled")
     return f"chain {status.chain_id} cancelled"

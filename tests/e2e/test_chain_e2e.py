@@ -1,0 +1,154 @@
+"""The engine end to end (issues 3 and 4), on the local backend and on Slurm.
+
+Each test runs a real chain of a real example app and checks the chain's
+own status, the app's iteration log and the scheduler's view of the jobs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from chain.backends import make_backend
+from conftest import IterLog, chain_cmd, copy_example, status, wait_ended
+
+APP_ENV = {"ITER_SECONDS": "0.4"}
+
+
+def _active_jobs(backend: str, chain_dir: Path, chain_id: str) -> tuple[list[str], list[str]]:
+    """(active runner job names, active submitter job names) of the chain."""
+    if backend == "slurm":
+        out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True,
+                             timeout=30).stdout
+        rows = [line.split("|") for line in out.splitlines() if line.startswith(chain_id + ".")]
+        active = [name for name, state in rows if state in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")]
+    else:
+        infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
+        active = [i.name for i in infos.values() if i.state.active and i.name.startswith(chain_id + ".")]
+    runners = [n for n in active if ".r" in n[len(chain_id):]]
+    submitters = [n for n in active if ".s" in n[len(chain_id):]]
+    return runners, submitters
+
+
+def test_chain_completes_with_self_restart_and_never_two_runners(backend: str, tmp_path: Path) -> None:
+    """≥3 runners of a 30 s limit to MAX_ITER; the submitter (45 s limit)
+    restarts itself while a runner runs; never two runners (or submitters) at
+    once; every iteration computed once beyond checkpoints; hooks ran once."""
+    copy_example("python", tmp_path)
+    (tmp_path / "plot_progress.py").write_text(
+        "open('plot_progress.ran', 'a').write('x\\n')\n")  # the seed's hook convention
+    out = chain_cmd("submit", "--backend", backend, "--max-iter", "120", "--app-cmd", "python3 app.py",
+                    "--checkpoint-every", "5", "--runner-time", "0:30", "--runner-margin", "10",
+                    "--submitter-time", "0:45", "--submitter-margin", "10", "--poll-max", "10",
+                    "--hook", "echo user-hook >> hooks.ran", cwd=tmp_path, env=APP_ENV)
+    chain_id = out.stdout.split()[1].rstrip(":")
+    chain_dir = tmp_path / ".chain"
+    overlaps: list[tuple[list[str], list[str]]] = []
+    samples = 0
+
+    def sample() -> None:
+        nonlocal samples
+        samples += 1
+        runners, submitters = _active_jobs(backend, chain_dir, chain_id)
+        if len(runners) > 1 or len(submitters) > 1:
+            overlaps.append((runners, submitters))
+
+    report = wait_ended(tmp_path, timeout=400, sample=sample)
+    log = (chain_dir / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert report["iteration"] == report["max_iter"] == 120
+    assert not overlaps, f"two runners or submitters of the chain at once: {overlaps}"
+    assert samples > 20
+    runners = report["runners"]
+    assert len(runners) >= 3
+    assert all(r["exit_code"] in (0, 99, 124) for r in runners)
+    assert runners[-1]["verdict"] == "complete" and all(r["verdict"] == "continue" for r in runners[:-1])
+    assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
+    assert report["submitter_cycle"] >= 1, "the submitter never restarted itself"
+    assert "it adopts runner job" in log, "no restart happened while a runner was live"
+    # hooks: built-in report, the seed's script, the user's command — each exactly once
+    assert (tmp_path / "plot_progress.ran").read_text() == "x\n"
+    assert (tmp_path / "hooks.ran").read_text() == "user-hook\n"
+    names = [h["name"] for h in report["hooks"]]
+    assert sorted(names) == sorted(set(names)) and "report" in names
+    assert log.count("hook report: running") == 1
+    iterlog = IterLog.read(tmp_path / "iterations.log")
+    iterlog.check_exactly_once_beyond_checkpoints(120)
+    assert len(iterlog.starts()) == len(runners)
+
+
+def _submit_quick(tmp_path: Path, backend: str, app_cmd: str, *extra: str) -> None:
+    chain_cmd("submit", "--backend", backend, "--max-iter", "50", "--app-cmd", app_cmd, "--runner-time", "0:30",
+              "--runner-margin", "10", "--poll-max", "10", *extra, cwd=tmp_path, env=APP_ENV)
+
+
+def test_app_failure_stops_the_chain(backend: str, tmp_path: Path) -> None:
+    _submit_quick(tmp_path, backend, "echo 3 > state_iter.txt; exit 3")
+    report = wait_ended(tmp_path, timeout=90)
+    assert report["state"] == "failed"
+    assert "exit code 3" in report["reason"]
+    assert len(report["runners"]) == 1
+
+
+def test_no_progress_stops_after_two_runners(backend: str, tmp_path: Path) -> None:
+    _submit_quick(tmp_path, backend, "echo 7 > state_iter.txt; exit 99")
+    report = wait_ended(tmp_path, timeout=90)
+    assert report["state"] == "stopped"
+    assert "no progress" in report["reason"]
+    # the first runner advanced 0->7; then two runners in a row left it at 7
+    assert [(r["iter_before"], r["iter_after"]) for r in report["runners"]] == [(0, 7), (7, 7), (7, 7)]
+
+
+def test_runner_cancelled_by_user_stops_within_a_poll_period(backend: str, tmp_path: Path) -> None:
+    copy_example("python", tmp_path)
+    _submit_quick(tmp_path, backend, "python3 app.py")
+    chain_dir = tmp_path / ".chain"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        report = status(tmp_path)
+        if report["runner_job_id"] and (report.get("current_runner") or {}).get("status") == "running":
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError(f"runner never started: {report}")
+    cancelled_at = time.time()
+    if backend == "slurm":
+        subprocess.run(["scancel", report["runner_job_id"]], check=True, timeout=30)
+    else:
+        make_backend("local", chain_dir).cancel(report["runner_job_id"])
+    report = wait_ended(tmp_path, timeout=60)
+    assert time.time() - cancelled_at < 10 + 30, "not within one polling period (plus Slurm's KillWait)"
+    assert report["state"] == "cancelled"
+    assert "cancelled by user" in report["reason"]
+    # the app got SIGTERM and checkpointed before the chain stopped
+    assert IterLog.read(tmp_path / "iterations.log").events[-1][1] == "exit"
+
+
+def test_bad_counter_stops_with_reason_and_resume_refuses_to_restart_from_zero(backend: str, tmp_path: Path) -> None:
+    (tmp_path / "state_iter.txt").write_text("v2 iter 10\n")  # the seed read this as 210
+    _submit_quick(tmp_path, backend, "true")
+    report = wait_ended(tmp_path, timeout=60)
+    assert report["state"] == "stopped"
+    assert "does not hold a plain integer" in report["reason"]
+    assert report["runners"] == []
+
+
+def test_cancel_command(backend: str, tmp_path: Path) -> None:
+    copy_example("python", tmp_path)
+    _submit_quick(tmp_path, backend, "python3 app.py")
+    deadline = time.time() + 90
+    while time.time() < deadline and not (tmp_path / "iterations.log").exists():
+        time.sleep(0.3)
+    out = chain_cmd("cancel", cwd=tmp_path, timeout=120)
+    assert "cancelled" in out.stdout
+    report = status(tmp_path)
+    assert report["state"] == "cancelled"
+    # nothing of the chain is left running
+    time.sleep(2)
+    runners, submitters = _active_jobs(backend, tmp_path / ".chain", report["chain_id"])
+    assert runners == [] and submitters == []
+    # and it can be resumed to completion from its checkpoint
+    chain_cmd("submit", "--resume", "--max-iter", "20", cwd=tmp_path, env=APP_ENV)
+    report = wait_ended(tmp_path, timeout=120)
+    assert report["state"] == "completed" and report["iteration"] == 20
