@@ -2,20 +2,24 @@
 progress counter, retention, stop signals, termination warnings, checkpoint
 intervals, asynchronous saves and run logs.  Standard library only.
 
-Typical step loop::
+Typical step loop (see examples/python/train.py for the full version)::
 
     env = AppEnv.from_environ()
     store = CheckpointStore("checkpoints", counter_path=env.ckpt_path)
-    restored = store.restore()
+    restored = store.restore()  # newest loadable; falls back, logs why
+    step = restored.info.step if restored else 0
+    meter = CostMeter()
     with StopMonitor() as monitor:
-        for step in range(start + 1, env.max_iter + 1):
-            train_step()
-            status = monitor.status(lead_seconds=2 * meter.worst + 60)
-            if step % env.checkpoint_every == 0 or monitor.urgent_save_due(status):
-                store.save(step, state)
-            if status.exit_code is not None:
+        while step < env.max_iter:
+            status = monitor.status(lead_seconds(meter.worst, margin=5))
+            if status.exit_code is not None:  # 99 signal/deadline, 75 warning
                 store.save(step, state)
                 raise SystemExit(status.exit_code)
+            step = train_step(state)
+            if step % env.checkpoint_every == 0 or monitor.urgent_save_due(status):
+                with meter.measure():
+                    store.save(step, state)  # counter written after, never ahead
+        store.save(step, state)  # exit 0: counter == MAX_ITER
 """
 
 from chain.app.asyncsave import AsyncSaver

@@ -72,7 +72,7 @@ class AsyncSaver:
         finally:
             self._pool.shutdown(wait=True)
 
-    def __enter__(self) -> AsyncSaver:
+    def __enter__(self) -> AsyncSaver:  # noqa: PYI034 - typing.Self needs 3.11
         return self
 
     def __exit__(
@@ -84,5 +84,5 @@ class AsyncSaver:
         # Already failing: still flush the save, but do not mask the error.
         try:
             self.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("asynchronous save failed while handling another error")

@@ -27,20 +27,20 @@ from typing import Any
 
 __all__ = [
     "DONE_MARKER",
+    "TMP_PREFIX",
     "CounterFormatError",
     "fsync_dir",
-    "write_bytes_atomic",
-    "write_text_atomic",
-    "write_json_atomic",
-    "write_counter",
-    "read_counter",
-    "sha256_file",
-    "write_done_marker",
-    "read_done_marker",
     "is_complete_dir",
     "publish_dir",
+    "read_counter",
+    "read_done_marker",
+    "sha256_file",
     "tmp_name",
-    "TMP_PREFIX",
+    "write_bytes_atomic",
+    "write_counter",
+    "write_done_marker",
+    "write_json_atomic",
+    "write_text_atomic",
 ]
 
 DONE_MARKER = "DONE"
@@ -122,8 +122,10 @@ def write_counter(path: str | os.PathLike[str], value: int) -> None:
     complete and durable: the submitter trusts this number, so it must never
     be ahead of the real checkpoint.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"progress counter must be a non-negative int, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"progress counter must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"progress counter must be non-negative, got {value}")
     write_text_atomic(path, f"{value}\n")
 
 
@@ -173,7 +175,7 @@ def read_done_marker(directory: Path) -> dict[str, Any] | None:
         return None
     obj = json.loads(text)
     if not isinstance(obj, dict):
-        raise ValueError(f"{directory / DONE_MARKER}: not a JSON object")
+        raise ValueError(f"{directory / DONE_MARKER}: not a JSON object")  # noqa: TRY004 - bad data
     return obj
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CorruptCheckpoint", "MAGIC", "encode", "parse_header", "read_header", "split"]
+__all__ = ["MAGIC", "CorruptCheckpoint", "encode", "parse_header", "read_header", "split"]
 
 MAGIC = b"CHAINCKPT1\n"
 _MAX_HEADER = 1 << 20  # the header holds the run's config; a MiB is plenty

@@ -99,7 +99,10 @@ class AppEnv:
             ckpt_path=Path(env.get("CKPT_PATH") or ckpt_path),
             checkpoint_every=max(1, _int(env, "CHECKPOINT_EVERY", checkpoint_every)),
             deadline=deadline,
-            stop_signal=(env.get("CHAIN_STOP_SIGNAL") or "TERM").strip().upper().removeprefix("SIG"),
+            stop_signal=(env.get("CHAIN_STOP_SIGNAL") or "TERM")
+            .strip()
+            .upper()
+            .removeprefix("SIG"),
             shell_helpers=shell_helpers_dir(env),
             job_id=env.get("SLURM_JOB_ID") or None,
         )

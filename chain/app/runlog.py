@@ -77,8 +77,15 @@ class RunLog:
 
     def event(self, name: str, **fields: object) -> str:
         """Append one line; return it (without the newline)."""
-        stamp = datetime.fromtimestamp(self._clock(), tz=timezone.utc).isoformat(timespec="milliseconds")
-        parts = [stamp.replace("+00:00", "Z"), f"job={self.job_id}", f"pid={os.getpid()}", f"event={name}"]
+        stamp = datetime.fromtimestamp(self._clock(), tz=timezone.utc).isoformat(
+            timespec="milliseconds"
+        )
+        parts = [
+            stamp.replace("+00:00", "Z"),
+            f"job={self.job_id}",
+            f"pid={os.getpid()}",
+            f"event={name}",
+        ]
         parts += [f"{k}={_value(v)}" for k, v in fields.items()]
         line = " ".join(parts)
         with open(self.path, "a", encoding="utf-8") as fh:
@@ -94,7 +101,9 @@ class RunLog:
         self, step: int, path: str | os.PathLike[str], warning_present: bool, **fields: object
     ) -> str:
         """A checkpoint of ``step`` was committed at ``path``."""
-        return self.event("checkpoint", step=step, path=os.fspath(path), warning=warning_present, **fields)
+        return self.event(
+            "checkpoint", step=step, path=os.fspath(path), warning=warning_present, **fields
+        )
 
     def stop(self, step: int, exit_code: int, reason: str, **fields: object) -> str:
         """The run is exiting with ``exit_code`` after committing ``step``."""

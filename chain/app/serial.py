@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Serializer", "JsonSerializer", "BytesSerializer"]
+__all__ = ["BytesSerializer", "JsonSerializer", "Serializer"]
 
 
 @runtime_checkable

@@ -154,8 +154,12 @@ class StopMonitor:
         environ: dict[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        self.podinfo = Path(podinfo if podinfo is not None else env.get("CHAIN_PODINFO") or DEFAULT_PODINFO)
-        self.deadline = deadline if deadline is not None else self._env_deadline(env.get("CHAIN_DEADLINE"))
+        self.podinfo = Path(
+            podinfo if podinfo is not None else env.get("CHAIN_PODINFO") or DEFAULT_PODINFO
+        )
+        self.deadline = (
+            deadline if deadline is not None else self._env_deadline(env.get("CHAIN_DEADLINE"))
+        )
         if signals is None:
             # Both, whatever the runner sends: a Ctrl-C by hand should save too.
             wanted = [signal.SIGTERM, signal.SIGINT]
@@ -199,7 +203,7 @@ class StopMonitor:
             signal.signal(sig, previous)
         self._previous.clear()
 
-    def __enter__(self) -> StopMonitor:
+    def __enter__(self) -> StopMonitor:  # noqa: PYI034 - typing.Self needs 3.11
         return self.install()
 
     def __exit__(

@@ -209,7 +209,9 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ saving
 
-    def _header(self, step: int, metric: float | None, meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _header(
+        self, step: int, metric: float | None, meta: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         return {
             "format": 1,
             "step": step,
@@ -260,7 +262,12 @@ class CheckpointStore:
         return self._committed(path, step, CheckpointKind.DIR, metric, header)
 
     def _committed(
-        self, path: Path, step: int, kind: CheckpointKind, metric: float | None, header: dict[str, Any]
+        self,
+        path: Path,
+        step: int,
+        kind: CheckpointKind,
+        metric: float | None,
+        header: dict[str, Any],
     ) -> CheckpointInfo:
         # The checkpoint is complete and durable: only now may the counter move.
         if self.counter_path is not None:
@@ -330,7 +337,9 @@ class CheckpointStore:
                 f" store uses {self.serializer.name!r}"
             )
         if len(payload) != header.get("length"):
-            raise CorruptCheckpoint(f"{info.path.name}: payload length {len(payload)} != {header.get('length')}")
+            raise CorruptCheckpoint(
+                f"{info.path.name}: payload length {len(payload)} != {header.get('length')}"
+            )
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
             raise CorruptCheckpoint(f"{info.path.name}: payload checksum mismatch")
         try:
@@ -362,7 +371,9 @@ class CheckpointStore:
         os.replace(info.path, target)
         return target
 
-    def restore(self, loader: Loader | None = None, *, sync_counter: bool = True) -> Restored | None:
+    def restore(
+        self, loader: Loader | None = None, *, sync_counter: bool = True
+    ) -> Restored | None:
         """Load the newest checkpoint that loads, falling back to older ones.
 
         Every skipped checkpoint is logged with the reason and listed in

@@ -24,6 +24,7 @@ def write_shards(step: int):  # type: ignore[no-untyped-def]
     def write(d):  # type: ignore[no-untyped-def]
         for k in range(3):
             (d / f"shard-{k}.bin").write_bytes(shard(step, k))
+
     return write
 
 

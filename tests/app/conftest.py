@@ -32,8 +32,12 @@ def podinfo(tmp_path: Path) -> Path:
     """An empty downward-API directory with the four files, all empty."""
     d = tmp_path / "podinfo"
     d.mkdir()
-    for name in ("guaranteed-until", "termination-warning-at", "termination-warning-risk",
-                 "termination-warning-message"):
+    for name in (
+        "guaranteed-until",
+        "termination-warning-at",
+        "termination-warning-risk",
+        "termination-warning-message",
+    ):
         (d / name).write_text("")
     return d
 

@@ -60,7 +60,7 @@ def test_cost_meter_measures_with_injected_clock(caplog: pytest.LogCaptureFixtur
 
 def test_step_and_wall_clock_schedules() -> None:
     steps = StepSchedule(5)
-    assert [s for s in range(0, 16) if steps.due(s)] == [5, 10, 15]
+    assert [s for s in range(16) if steps.due(s)] == [5, 10, 15]
     assert not StepSchedule(0).due(10)
     clock = FakeClock()
     wall = WallClockSchedule(900, clock)
@@ -150,9 +150,8 @@ def test_async_saver_error_surfaces_and_store_counter_order(tmp_path: Path) -> N
     def fail(_: object) -> None:
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
-        with AsyncSaver() as saver:
-            saver.submit(fail, None)
+    with pytest.raises(OSError), AsyncSaver() as saver:
+        saver.submit(fail, None)
     store = CheckpointStore(tmp_path / "ck", counter_path=tmp_path / "ctr", durable=False)
     with AsyncSaver() as saver:
         for step in (1, 2, 3):
@@ -171,7 +170,8 @@ def test_run_log_lines(tmp_path: Path) -> None:
     ts = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
     assert re.fullmatch(ts + r" job=4242 pid=\d+ event=start step=0", lines[0])
     assert re.fullmatch(
-        ts + r" job=4242 pid=\d+ event=checkpoint step=20 path=\S+ckpt-20\.ckpt warning=yes cost=0\.500",
+        ts
+        + r" job=4242 pid=\d+ event=checkpoint step=20 path=\S+ckpt-20\.ckpt warning=yes cost=0\.500",
         lines[1],
     )
     assert lines[2].endswith("event=exit step=20 code=99 reason=signal") and "job=4243" in lines[2]

@@ -22,8 +22,8 @@ import pytest
 
 from chain.app import CheckpointKind, CheckpointStore, read_counter
 
-from .conftest import PYTHON, child_env
 from ._writer import payload, shard
+from .conftest import PYTHON, child_env
 
 WRITER = Path(__file__).with_name("_writer.py")
 TRIALS = 40
@@ -46,7 +46,9 @@ def test_sigkill_during_saves_never_loses_a_loadable_checkpoint(tmp_path: Path) 
     for trial in range(TRIALS):
         proc = subprocess.Popen(
             [PYTHON, str(WRITER), str(root), str(counter), str(KEEP)],
-            stdout=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         assert proc.stdout is not None
         ready = proc.stdout.readline()
@@ -81,7 +83,9 @@ def test_restore_after_kills_continues_numbering(tmp_path: Path) -> None:
     for delay in (0.3, 0.3):
         proc = subprocess.Popen(
             [PYTHON, str(WRITER), str(root), str(counter), str(KEEP)],
-            stdout=subprocess.PIPE, text=True, env=child_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
         )
         assert proc.stdout is not None
         first = proc.stdout.readline()

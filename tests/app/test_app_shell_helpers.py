@@ -18,20 +18,37 @@ def iso(offset: float) -> str:
 
 def bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = f'set -euo pipefail; . "{HELPERS}/chain.sh"\n{script}'
-    return subprocess.run(["bash", "-c", full], cwd=cwd, env=child_env(**env),
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["bash", "-c", full],
+        cwd=cwd,
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def rscript(code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     if shutil.which("Rscript") is None:
         pytest.skip("Rscript not installed")
     full = f'source("{HELPERS}/chain.R")\n{code}'
-    return subprocess.run(["Rscript", "-e", full], cwd=cwd, env=child_env(**env),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["Rscript", "-e", full],
+        cwd=cwd,
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_bash_counter_roundtrip_and_garbage(tmp_path: Path) -> None:
-    r = bash('chain_read_counter c; chain_write_counter 17 c; chain_read_counter c; cat c; ls -A', tmp_path)
+    r = bash(
+        "chain_read_counter c; chain_write_counter 17 c; chain_read_counter c; cat c; ls -A",
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "17", "17", "c"]  # no temporary left behind
     (tmp_path / "c").write_text("v2 iter 10")
@@ -40,9 +57,11 @@ def test_bash_counter_roundtrip_and_garbage(tmp_path: Path) -> None:
 
 
 def test_r_counter_roundtrip_and_garbage(tmp_path: Path) -> None:
-    r = rscript('cat(chain_read_counter("c"), "\\n"); chain_write_counter(1234567, "c"); '
-                'cat(chain_read_counter("c"), "\\n"); cat(readLines("c"), list.files(all.files=TRUE, no.. = TRUE), "\\n")',
-                tmp_path)
+    r = rscript(
+        'cat(chain_read_counter("c"), "\\n"); chain_write_counter(1234567, "c"); '
+        'cat(chain_read_counter("c"), "\\n"); cat(readLines("c"), list.files(all.files=TRUE, no.. = TRUE), "\\n")',
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "1234567", "1234567", "c"]
     (tmp_path / "c").write_text("v2 iter 10")
@@ -57,7 +76,13 @@ CASES: dict[str, tuple[dict[str, str | float], int, bool, str, str]] = {
     "warning near": ({"termination-warning-at": 30.0}, 10, True, "75", "1"),
     "warning far": ({"termination-warning-at": 3600.0}, 10, False, "", "1"),
     "warning stale": ({"termination-warning-at": -120.0}, 10, False, "", "0"),
-    "unparseable": ({"termination-warning-at": "soon", "guaranteed-until": "x"}, 10, False, "", "0"),
+    "unparseable": (
+        {"termination-warning-at": "soon", "guaranteed-until": "x"},
+        10,
+        False,
+        "",
+        "0",
+    ),
     "guarantee near": ({"guaranteed-until": 30.0}, 10, True, "", "0"),
     "guarantee past": ({"guaranteed-until": -30.0}, 10, False, "", "0"),
 }
@@ -76,8 +101,11 @@ def podinfo_dir(tmp_path: Path, files: dict[str, str | float]) -> Path:
 def test_bash_stop_expected_podinfo_rules(tmp_path: Path, case: str) -> None:
     files, lead, expected, code, present = CASES[case]
     d = podinfo_dir(tmp_path, files)
-    r = bash(f'if chain_stop_expected {lead}; then e=1; else e=0; fi; echo "$e|$CHAIN_STOP_EXIT|$CHAIN_WARNING_PRESENT"',
-             tmp_path, CHAIN_PODINFO=str(d))
+    r = bash(
+        f'if chain_stop_expected {lead}; then e=1; else e=0; fi; echo "$e|$CHAIN_STOP_EXIT|$CHAIN_WARNING_PRESENT"',
+        tmp_path,
+        CHAIN_PODINFO=str(d),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"{int(expected)}|{code}|{present}"
 
@@ -86,9 +114,12 @@ def test_bash_stop_expected_podinfo_rules(tmp_path: Path, case: str) -> None:
 def test_r_stop_status_podinfo_rules(tmp_path: Path, case: str) -> None:
     files, lead, expected, code, present = CASES[case]
     d = podinfo_dir(tmp_path, files)
-    r = rscript(f's <- chain_stop_status({lead}); cat(as.integer(s$expected), "|", '
-                f'if (is.null(s$exit)) "" else s$exit, "|", as.integer(s$warning_present), "\\n", sep="")',
-                tmp_path, CHAIN_PODINFO=str(d))
+    r = rscript(
+        f's <- chain_stop_status({lead}); cat(as.integer(s$expected), "|", '
+        f'if (is.null(s$exit)) "" else s$exit, "|", as.integer(s$warning_present), "\\n", sep="")',
+        tmp_path,
+        CHAIN_PODINFO=str(d),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"{int(expected)}|{code}|{present}"
 
@@ -107,13 +138,21 @@ def test_bash_deadline_signal_and_withdrawn_warning(tmp_path: Path) -> None:
     """
     r = bash(script, tmp_path, CHAIN_PODINFO=str(d))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["1 termination-warning", "0", "1 deadline 99", "0",
-                                     "1 signal 99 TERM"]
+    assert r.stdout.splitlines() == [
+        "1 termination-warning",
+        "0",
+        "1 deadline 99",
+        "0",
+        "1 signal 99 TERM",
+    ]
 
 
 def test_r_interrupt_sets_flag(tmp_path: Path) -> None:
     # an interrupt condition, as Rscript raises on SIGINT, only sets the flag
-    r = rscript('ok <- chain_guard({tools::pskill(Sys.getpid(), tools::SIGINT); Sys.sleep(2)}); '
-                'cat(chain_stop_requested(), chain_stop_status(0)$exit, "\\n")', tmp_path)
+    r = rscript(
+        "ok <- chain_guard({tools::pskill(Sys.getpid(), tools::SIGINT); Sys.sleep(2)}); "
+        'cat(chain_stop_requested(), chain_stop_status(0)$exit, "\\n")',
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["TRUE", "99"]

@@ -45,7 +45,7 @@ def test_retention_keeps_last_k_plus_best(tmp_path: Path) -> None:
         store.save(step, {"s": step}, metric=m)
         kept = [i.step for i in store.checkpoints()]
         # never fewer than promised: min(K, saves so far) of the newest, plus best
-        assert kept[-min(2, step):] == list(range(max(1, step - 1), step + 1))
+        assert kept[-min(2, step) :] == list(range(max(1, step - 1), step + 1))
     assert [i.step for i in store.checkpoints()] == [2, 4, 5]
     assert store.best() is not None and store.best().step == 2  # type: ignore[union-attr]
 
@@ -61,7 +61,9 @@ def test_retention_max_mode_and_no_best(tmp_path: Path) -> None:
     assert [i.step for i in plain.checkpoints()] == [4, 5]
 
 
-def test_corrupt_newest_falls_back_to_previous(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_corrupt_newest_falls_back_to_previous(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = make(tmp_path, keep_last=3)
     for step in (10, 20, 30):
         store.save(step, {"step": step})

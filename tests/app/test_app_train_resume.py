@@ -24,8 +24,12 @@ STEPS = 160
 
 
 def env_for(**extra: str) -> dict[str, str]:
-    base = {"MAX_ITER": str(STEPS), "CHECKPOINT_EVERY": "10", "CKPT_PATH": "counter.txt",
-            "ITER_SECONDS": "0.002"}
+    base = {
+        "MAX_ITER": str(STEPS),
+        "CHECKPOINT_EVERY": "10",
+        "CKPT_PATH": "counter.txt",
+        "ITER_SECONDS": "0.002",
+    }
     return child_env(**(base | extra))
 
 
@@ -43,7 +47,7 @@ def final_state(run_dir: Path) -> object:
 
 
 def run_to_end(run_dir: Path) -> None:
-    proc = subprocess.run([PYTHON, str(TRAIN)], cwd=run_dir, env=env_for(), timeout=60)
+    proc = subprocess.run([PYTHON, str(TRAIN)], cwd=run_dir, env=env_for(), timeout=60, check=False)
     assert proc.returncode == 0
 
 
@@ -51,7 +55,11 @@ def kill_at(run_dir: Path, step: int) -> None:
     proc = subprocess.Popen([PYTHON, str(TRAIN)], cwd=run_dir, env=env_for())
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if (run_dir / "metrics.log").exists() and metrics(run_dir) and metrics(run_dir)[-1][0] >= step:
+        if (
+            (run_dir / "metrics.log").exists()
+            and metrics(run_dir)
+            and metrics(run_dir)[-1][0] >= step
+        ):
             break
         time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
@@ -91,7 +99,11 @@ def test_killed_and_resumed_run_matches_uninterrupted(
 
 def test_stop_signal_checkpoints_and_exits_99(tmp_path: Path) -> None:
     proc = subprocess.Popen([PYTHON, str(TRAIN)], cwd=tmp_path, env=env_for(ITER_SECONDS="0.01"))
-    while not (tmp_path / "metrics.log").exists() or not metrics(tmp_path) or metrics(tmp_path)[-1][0] < 25:
+    while (
+        not (tmp_path / "metrics.log").exists()
+        or not metrics(tmp_path)
+        or metrics(tmp_path)[-1][0] < 25
+    ):
         time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 99
@@ -104,7 +116,11 @@ def test_stop_signal_checkpoints_and_exits_99(tmp_path: Path) -> None:
 def test_termination_warning_exits_75_and_async_save(tmp_path: Path, podinfo: Path) -> None:
     env = env_for(ASYNC_SAVE="1", ITER_SECONDS="0.01") | {"CHAIN_PODINFO": str(podinfo)}
     proc = subprocess.Popen([PYTHON, str(TRAIN)], cwd=tmp_path, env=env)
-    while not (tmp_path / "metrics.log").exists() or not metrics(tmp_path) or metrics(tmp_path)[-1][0] < 25:
+    while (
+        not (tmp_path / "metrics.log").exists()
+        or not metrics(tmp_path)
+        or metrics(tmp_path)[-1][0] < 25
+    ):
         time.sleep(0.005)
     warn = podinfo / "termination-warning-at"
     warn.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30)))
@@ -113,6 +129,6 @@ def test_termination_warning_exits_75_and_async_save(tmp_path: Path, podinfo: Pa
     assert stopped_at is not None and stopped_at == metrics(tmp_path)[-1][0]
     assert "warning=yes" in (tmp_path / "train_run.log").read_text()
     warn.write_text("")  # withdrawn
-    proc2 = subprocess.run([PYTHON, str(TRAIN)], cwd=tmp_path, env=env, timeout=60)
+    proc2 = subprocess.run([PYTHON, str(TRAIN)], cwd=tmp_path, env=env, timeout=60, check=False)
     assert proc2.returncode == 0 and read_counter(tmp_path / "counter.txt") == STEPS
     assert [s for s, _ in metrics(tmp_path)] == list(range(1, STEPS + 1))
