@@ -1,0 +1,13 @@
+"""Fixtures of the report tests (literal data in _report_data.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _report_data import write_chain
+
+
+@pytest.fixture
+def chain_dir(tmp_path: Path) -> Path:
+    return write_chain(tmp_path)
