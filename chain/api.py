@@ -173,7 +173,7 @@ def submit(
     status.submitter_job_id = job_id
     chain.save_status(status)
     chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
-              f"on {name} ({why})")
+              f"on {name} ({why})", echo=False)
     return Submitted(chain_id, job_id, name, why, chain_dir)
 
 
@@ -311,5 +311,5 @@ def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:
         status.state = ChainState.CANCELLED
         status.reason = "cancelled by chain cancel"
     chain.save_status(status)
-    chain.log(f"chain {status.chain_id} cancelled")
+    chain.log(f"chain {status.chain_id} cancelled", echo=False)
     return f"chain {status.chain_id} cancelled"

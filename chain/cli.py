@@ -214,15 +214,26 @@ def status(
 
 
 def _watch(directory: Path, interval: float) -> None:
+    """Refresh until the chain ends: the full view on a terminal, one line
+    per change otherwise (logs and CI stay readable)."""
     from chain import api
-    from chain.status_view import print_status
+    from chain.status_view import print_status, progress_line
 
+    last = ""
     while True:
         report = api.status_report(directory)
+        ended = report["state"] in ("completed", "failed", "stopped", "cancelled")
         if sys.stdout.isatty():
             typer.echo("\x1b[2J\x1b[H", nl=False)
-        print_status(report, history=5)
-        if report["state"] in ("completed", "failed", "stopped", "cancelled"):
+            print_status(report, history=5)
+        else:
+            line = progress_line(report)
+            if line != last:
+                typer.echo(f"[{time.strftime('%H:%M:%S')}] {line}")
+                last = line
+            if ended:
+                print_status(report, history=10)
+        if ended:
             return
         time.sleep(interval)
 

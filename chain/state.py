@@ -235,11 +235,13 @@ class ChainDir:
         with self.worker_ids.open("a", encoding="utf-8") as fh:
             fh.write(f"{job_id}\n")
 
-    def log(self, message: str) -> None:
-        """Timestamped line appended to chain.log (and echoed to stdout)."""
+    def log(self, message: str, *, echo: bool = True) -> None:
+        """Timestamped line appended to chain.log (and echoed to stdout, which
+        is the job's Slurm log inside a job)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         line = f"[{stamp}] {message}"
-        print(line, flush=True)
+        if echo:
+            print(line, flush=True)
         with self.log_file.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
 

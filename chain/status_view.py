@@ -22,7 +22,19 @@ _STATE_STYLE = {
 
 
 def _clock(ts: Any) -> str:
-    return time.strftime("%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) and ts else "-"
+    return time.strftime("%H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) and ts else "-"
+
+
+def progress_line(report: dict[str, Any]) -> str:
+    """One line: state, counter, current runner."""
+    done, total = int(report["iteration"]), int(report["max_iter"])
+    line = f"{report['state']} {done}/{total}"
+    if report.get("runner_job_id"):
+        phase = (report.get("current_runner") or {}).get("status", "submitted")
+        line += f", runner {len(report.get('runners') or []) + 1} job {report['runner_job_id']} {phase}"
+    if report.get("reason"):
+        line += f" ({report['reason']})"
+    return line
 
 
 def print_status(report: dict[str, Any], *, history: int = 10, console: Console | None = None) -> None:
