@@ -20,8 +20,8 @@ try:  # typer >= 0.26 vendors its own click
     from typer import _click as click
 except ImportError:  # pragma: no cover - older typer uses click itself
     import click  # type: ignore[no-redef]
-if not hasattr(click.exceptions, "NoArgsIsHelpError"):  # pragma: no cover - click < 8.2
-    click.exceptions.NoArgsIsHelpError = click.exceptions.UsageError  # type: ignore[attr-defined,misc]
+# click >= 8.2 signals "no arguments, help shown" with this usage error.
+_NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
 
 from chain import __version__
 from chain.errors import ChainError
@@ -30,7 +30,7 @@ class ChainGroup(typer.core.TyperGroup):
     """Maps errors to one line and an exit code, for the console script and
     for CliRunner alike (both go through ``main``)."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             result = super().main(*args, **kwargs)
@@ -42,10 +42,10 @@ class ChainGroup(typer.core.TyperGroup):
         except typer.Abort:
             typer.echo("chain: aborted", err=True)
             sys.exit(130)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            typer.echo(exc.format_message())
-            sys.exit(0)
         except click.exceptions.ClickException as exc:
+            if _NO_ARGS_HELP is not None and isinstance(exc, _NO_ARGS_HELP):
+                typer.echo(exc.format_message())
+                sys.exit(0)
             typer.echo(f"chain: error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:

@@ -218,7 +218,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     """Read a TOML config; unknown keys and unreadable files are ConfigErrors."""
     try:
         with path.open("rb") as fh:
-            data = tomllib.load(fh)
+            data: dict[str, Any] = tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except OSError as exc:

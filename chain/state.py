@@ -52,6 +52,9 @@ def read_json(path: Path, what: str) -> Any:
         raise ChainDirError(f"{what} {path} is corrupt: {exc.msg} at line {exc.lineno}") from None
 
 
+_SCALAR_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "str": str, "bool": bool}
+
+
 @dataclass
 class ChainStatus:
     """``state.json``: the chain's current state, owned by the submitter."""
@@ -102,7 +105,7 @@ class ChainStatus:
         status = cls(**kwargs)
         for f in fields(cls):
             value = getattr(status, f.name)
-            expected = {"int": int, "float": (int, float), "str": str, "bool": bool}.get(str(f.type))
+            expected = _SCALAR_TYPES.get(str(f.type))
             if expected is not None and (not isinstance(value, expected) or (
                 expected is int and isinstance(value, bool)
             )):
