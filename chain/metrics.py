@@ -12,8 +12,9 @@ are tolerated everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 RECENT_RUNNERS = 5  # the rate is measured over the last few runners
 EVENTS = ("start", "iter", "ckpt", "exit")

@@ -15,9 +15,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: the report runs inside a batch job
 
-from matplotlib.figure import Figure  # noqa: E402  (after the backend choice)
+from matplotlib.figure import Figure
 
-from chain.metrics import IterEvent, advance, rate_per_hour, runner_wall  # noqa: E402
+from chain.metrics import IterEvent, advance, rate_per_hour, runner_wall
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,15 @@ from typing import Any
 
 from chain.metrics import chain_metrics, parse_iteration_log, work_redone
 from chain.state import ChainDir, write_json_atomic
-from chain.usage import COLUMNS, Run, SacctUsage, build_rows, fetch_usage, load_runners, usage_totals
+from chain.usage import (
+    COLUMNS,
+    Run,
+    SacctUsage,
+    build_rows,
+    fetch_usage,
+    load_runners,
+    usage_totals,
+)
 
 ITER_LOG = "iterations.log"
 

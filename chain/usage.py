@@ -7,11 +7,13 @@ run-command as a parameter so tests feed it literal output.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from chain.backends.slurm_parse import parse_slurm_timestamp
 from chain.metrics import runner_wall, useful_seconds
@@ -116,7 +118,7 @@ def parse_sacct_usage(text: str) -> dict[str, SacctUsage]:
 
 # --- the Slurm call ------------------------------------------------------------------
 
-def _default_run(argv: Sequence[str]) -> "subprocess.CompletedProcess[str]":
+def _default_run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -163,7 +165,7 @@ def fetch_usage(
         try:
             for i in range(0, len(ids), SACCT_BATCH):
                 batch = ids[i:i + SACCT_BATCH]
-                found.update(parse_sacct_usage(policy.call(lambda: once(batch))))
+                found.update(parse_sacct_usage(policy.call(functools.partial(once, batch))))
         except (RuntimeError, TransientError) as exc:
             return {}, f"accounting unavailable: {exc}"
         late = [j for j in want if j not in found or not found[j].final]

@@ -8,7 +8,12 @@ import pytest
 from _report_data import ITER_LOG, ITER_LOG_RESTART, RUNNERS_JSONL, records
 
 from chain.metrics import (
-    chain_metrics, efficiency, parse_iteration_log, rate_per_hour, useful_seconds, work_redone,
+    chain_metrics,
+    efficiency,
+    parse_iteration_log,
+    rate_per_hour,
+    useful_seconds,
+    work_redone,
 )
 
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 from _report_data import (
-    ACCOUNTING_DISABLED, ITER_LOG_RESTART, SACCT_CHAIN, SACCT_MIXED, SACCT_MIXED_X, records, write_chain,
+    ACCOUNTING_DISABLED,
+    ITER_LOG_RESTART,
+    SACCT_CHAIN,
+    SACCT_MIXED,
+    SACCT_MIXED_X,
+    records,
+    write_chain,
 )
 
 from chain import usage
@@ -18,8 +24,15 @@ from chain.backends.slurm_parse import parse_slurm_timestamp
 from chain.report import make_report
 from chain.state import ChainDir
 from chain.usage import (
-    COLUMNS, SLURM_COLUMNS, build_rows, fetch_usage, load_runners, parse_cpu_time, parse_sacct_usage,
-    parse_size, usage_totals,
+    COLUMNS,
+    SLURM_COLUMNS,
+    build_rows,
+    fetch_usage,
+    load_runners,
+    parse_cpu_time,
+    parse_sacct_usage,
+    parse_size,
+    usage_totals,
 )
 
 
@@ -30,13 +43,13 @@ class FakeSacct:
         self.answers = list(answers)
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: Sequence[str]) -> "subprocess.CompletedProcess[str]":
+    def __call__(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
         rc, out, err = self.answers[0] if len(self.answers) == 1 else self.answers.pop(0)
         return subprocess.CompletedProcess(list(argv), rc, out, err)
 
 
-def never(argv: Sequence[str]) -> "subprocess.CompletedProcess[str]":
+def never(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     raise AssertionError(f"no Slurm call expected: {argv}")
 
 
