@@ -255,7 +255,9 @@ def report(
     from chain import api
     from chain.report import make_report
 
-    paths = make_report(api.chain_dir_path(chain_dir, _cwd()), echo=not quiet)
+    directory = api.chain_dir_path(chain_dir, _cwd())
+    api.open_chain(directory)  # one-line error when there is no chain
+    paths = make_report(directory, echo=not quiet)
     for path in paths:
         typer.echo(f"wrote {path}")
 
