@@ -77,7 +77,7 @@ def make_report(chain_dir: Path, *, echo: bool = True, run: Run | None = None,
         if note:
             notes.append(note + ("; usage from the chain's own records" if not acct else ""))
 
-    rows = build_rows(runners, acct, redone.by_job if redone else None)
+    rows = build_rows(runners, acct, redone.by_job if redone else None, now=time.time())
     totals = usage_totals(rows, redone.iterations if redone else None, redone.seconds if redone else None)
     chain.reports.mkdir(parents=True, exist_ok=True)
     csv_path = chain.reports / "usage.csv"

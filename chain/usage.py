@@ -235,17 +235,23 @@ def _r(value: float | None) -> float | None:
 
 
 def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, SacctUsage],
-               redone_by_job: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+               redone_by_job: Mapping[str, int] | None = None, *,
+               now: float | None = None) -> list[dict[str, Any]]:
     """One row per runner (COLUMNS); Slurm columns None without a sacct record.
 
     allocated = sacct's elapsed (else the runner's own wall time);
     useful = app start to stop signal or exit (capped at allocated);
-    lost = allocated - useful, so the three add up per row.
+    lost = allocated - useful, so the three add up per row. A runner still
+    running (a start, no end) counts as useful up to ``now`` if given.
     """
     rows: list[dict[str, Any]] = []
     for runner in runners:
         job_id = str(runner["job_id"])
         u = acct.get(job_id)
+        running = (now is not None and isinstance(runner.get("start"), (int, float))
+                   and runner.get("end") is None and not runner.get("judged"))
+        if running:
+            runner = dict(runner, end=now)
         allocated = u.elapsed if u is not None and u.elapsed is not None else runner_wall(runner)
         useful = useful_seconds(runner)
         if allocated is not None:

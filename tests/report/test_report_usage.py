@@ -269,3 +269,12 @@ def test_make_report_on_an_empty_chain(tmp_path: Path) -> None:
     (chain / "state.json").write_text(json.dumps({"chain_id": "chain-000000", "backend": "slurm"}))
     paths = make_report(chain, echo=True, run=never, settle=0)
     assert _csv(paths[0]) == [] and json.loads(paths[1].read_text())["totals"]["runners"] == 0
+
+
+def test_a_running_runner_is_useful_so_far() -> None:
+    live = {"job_id": "60", "start": 100.0, "status": "running", "iter_before": 5}
+    acct = parse_sacct_usage("60|RUNNING|0:0|2026-11-29T07:52:15|2026-11-29T07:52:15|Unknown|42|00:00:00|vm|\n")
+    row = build_rows([live], acct, now=141.0)[0]
+    assert (row["allocated_s"], row["useful_s"], row["lost_s"]) == (42.0, 41.0, 1.0)
+    row = build_rows([live], {}, now=141.0)[0]
+    assert (row["allocated_s"], row["useful_s"], row["lost_s"]) == (41.0, 41.0, 0.0)
