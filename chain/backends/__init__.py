@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.errors import BackendUnavailable
 
-__all__ = ["Backend", "JobInfo", "JobState", "make_backend", "choose_backend"]
+__all__ = ["Backend", "JobInfo", "JobState", "choose_backend", "make_backend"]
+
+log = logging.getLogger(__name__)
 
 
 def local_spool(chain_dir: Path) -> Path:
@@ -34,12 +37,38 @@ def make_backend(name: str, chain_dir: Path) -> Backend:
 
 
 def choose_backend(requested: str, chain_dir: Path) -> tuple[str, str]:
-    """Resolve ``auto``: (backend name, why) — Slurm when its clients are on
-    PATH and the controller answers, otherwise the embedded local backend."""
+    """Resolve ``auto``: (backend name, why).
+
+    pyslurm when it imports and its release matches the running Slurm's and
+    the controller answers; otherwise the Slurm CLI backend when sbatch is on
+    PATH and the controller answers; otherwise the embedded local backend.
+    The why says which and why (the skipped pyslurm's one-line reason too);
+    the choice is logged.
+    """
     if requested != "auto":
         return requested, f"--backend {requested}"
     from chain.backends.slurm_cli import SlurmCliBackend
 
-    if SlurmCliBackend().available():
-        return "slurm", "auto: sbatch found and the Slurm controller answers"
-    return "local", "auto: no answering Slurm controller here, using the embedded local backend"
+    slurm_answers = SlurmCliBackend().available()
+    try:
+        from chain.backends.pyslurm_backend import PyslurmBackend
+
+        pyslurm_backend = PyslurmBackend()
+    except BackendUnavailable as exc:
+        skipped = str(getattr(exc, "detail", exc))
+    else:
+        if slurm_answers or pyslurm_backend.available():
+            name, why = "pyslurm", (
+                f"auto: pyslurm {pyslurm_backend.version} matches the running Slurm "
+                f"{pyslurm_backend.slurm_version} and the controller answers")
+            log.info("backend %s (%s)", name, why)
+            return name, why
+        skipped = "pyslurm imports but the Slurm controller does not answer"
+    if slurm_answers:
+        name = "slurm"
+        why = f"auto: sbatch found and the Slurm controller answers (not pyslurm: {skipped})"
+    else:
+        name = "local"
+        why = "auto: no answering Slurm controller here, using the embedded local backend"
+    log.info("backend %s (%s)", name, why)
+    return name, why

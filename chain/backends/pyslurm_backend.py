@@ -1,0 +1,378 @@
+"""The pyslurm backend: Slurm's C API through pyslurm, behind the same interface.
+
+pyslurm's version is Slurm's major release plus pyslurm's own patch level
+(25.11.x works with any Slurm 25.11.x, and only with it: it is compiled
+against that release's headers and links its libslurm). PyPI's wheels are
+built for 25.11, so this backend is used only where pyslurm imports *and* its
+major.minor equals the running Slurm's; everywhere else construction raises
+a one-line ``BackendUnavailable`` and ``--backend auto`` falls back to the
+command-line backend.
+
+pyslurm 25.11 API used here, as checked in pyslurm's source (repository
+PySlurm/pyslurm, read through the code index; the docs site has the same
+docstrings under https://pyslurm.github.io/):
+
+- ``pyslurm/__init__.py``, ``pyslurm/version.py``: ``pyslurm.__version__``
+  ("MAJOR.MINOR.PATCH", MAJOR.MINOR = Slurm's release) and ``pyslurm.version()``.
+- ``pyslurm/core/job/submission.pyx`` / ``submission.pxd``:
+  ``JobSubmitDescription(**attrs)``; attributes ``script`` (a path or the
+  text; a path is read), ``name``, ``dependencies`` (str or dict),
+  ``environment`` (``"ALL"`` or a dict: a dict is the job's whole environment
+  plus the submitter's ``SLURM_*`` variables), ``working_directory``,
+  ``time_limit``, ``standard_output``, ``standard_error``, ``partitions``...;
+  ``load_sbatch_options(overwrite=False)`` reads the script's ``#SBATCH``
+  lines into attributes still unset; ``submit()`` returns the new job id and
+  raises ``RPCError``.
+- ``pyslurm/core/job/sbatch_opts.pyx``: the ``#SBATCH`` parser behind
+  ``load_sbatch_options`` (``-t/--time`` -> ``time_limit``, ``-o/--output``
+  -> ``standard_output``, ``-J/--job-name`` -> ``name``, ``-d`` ->
+  ``dependencies``...). It splits a line on ``=``/blanks and cannot take a
+  quoted value with a blank in it: such a line raises ``ValueError``.
+- ``pyslurm/core/job/job.pyx``: ``Job.load(job_id)`` (slurm_load_job; an id
+  slurmctld no longer knows raises ``RPCError``, errno 2017
+  ESLURM_INVALID_JOB_ID, "Invalid job id specified"); properties ``id``,
+  ``name``, ``state`` (slurm_job_state_string: "RUNNING", "COMPLETED"...),
+  ``state_reason``, ``exit_code``, ``exit_code_signal``, ``start_time``,
+  ``end_time`` (epoch seconds or None; for a running job the scheduled end);
+  ``Jobs.load()`` every job slurmctld holds (a map by id; ``.values()``);
+  ``Job(id).cancel()`` = ``send_signal(9)`` = slurm_kill_job, which is what
+  plain ``scancel`` does (slurmstepd sends TERM, then KILL after KillWait);
+  ``Job(id).send_signal(sig, steps="batch")`` signals only the batch step
+  (``scancel --batch --signal``), sig as a name ("SIGUSR1"/"USR1") or a
+  number; ESLURM_ALREADY_DONE is ignored there.
+- ``pyslurm/db/job.pyx``: ``pyslurm.db.JobFilter(ids=[...])`` and
+  ``pyslurm.db.Jobs.load(filter)`` (slurmdb_jobs_get; jobs purged from
+  slurmctld); ``db.Job`` has ``id``, ``name``, ``state``, ``exit_code``,
+  ``exit_code_signal``, ``start_time``, ``end_time``, ``cancelled_by``.
+- ``pyslurm/utils/helpers.pyx`` ``_get_exit_code``: like sacct, an exit
+  status of 128 or more is reported minus 128 (137 -> 9); kept as reported,
+  as the CLI backend keeps sacct's.
+- ``pyslurm/core/error.pyx``: ``RPCError(Exception)`` with ``.errno`` and
+  ``.msg`` (slurm_strerror text, e.g. "Socket timed out on send/recv
+  operation"), so ``chain.retry.is_transient`` applies to its message.
+
+pyslurm could not be installed on the machine this was written on (Slurm
+22.05): this module is exercised there only up to the version check; the
+contract suite (tests/backends/test_contract.py) runs it where it imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from chain.backends.base import Backend, JobInfo, JobState
+from chain.errors import BackendUnavailable, SchedulerError
+from chain.retry import RetryPolicy, TransientError, is_transient
+
+T = TypeVar("T")
+
+PYSLURM_EXTRA = "pip install 'slurm-chain[pyslurm]'"
+SUPPORTED = "25.11"  # the release PyPI's pyslurm (the extra's pin) is built for
+ESLURM_INVALID_JOB_ID = 2017
+_INVALID_ID_TEXT = "invalid job id"
+
+# Variables a job inherits from its own allocation that must not leak into a
+# job it submits (as in the CLI backend); pyslurm itself re-adds the
+# submitter's SLURM_* variables to a dict environment, so only ours are
+# filtered here.
+_KEEP = {"SLURM_CONF"}
+
+
+def _major_minor(text: str) -> str | None:
+    match = re.search(r"(\d+)\.(\d+)", text)
+    if match is None:
+        return None
+    return f"{int(match.group(1))}.{int(match.group(2)):02d}"
+
+
+def running_slurm_version(
+    run: Callable[[list[str]], str | None] | None = None,
+) -> str | None:
+    """The running Slurm's version as its clients print it ("22.05.8"), or None.
+
+    ``sinfo --version`` prints ``slurm 22.05.8`` (``slurm-wlm`` on Debian);
+    it needs a configuration source (slurm.conf or DNS SRV) even for
+    ``--version``, so a machine without one answers None.
+    """
+    runner = run or _run_version
+    for argv in (["sinfo", "--version"], ["scontrol", "--version"]):
+        out = runner(argv)
+        if out:
+            match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+            if match:
+                return match.group(1)
+    return None
+
+
+def _run_version(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+class PyslurmUnavailable(BackendUnavailable):
+    """pyslurm cannot be used here; ``detail`` is the short reason."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+def _unavailable(slurm: str | None, detail: str) -> PyslurmUnavailable:
+    here = f"this machine has Slurm {slurm}" if slurm else "no running Slurm answered here"
+    return PyslurmUnavailable(
+        f"the pyslurm backend needs pyslurm {SUPPORTED} built against Slurm {SUPPORTED} "
+        f"({PYSLURM_EXTRA}); {detail}; {here} — use --backend slurm",
+        f"{detail}; {here}",
+    )
+
+
+def load_pyslurm(
+    module: ModuleType | None = None, slurm_version: str | None = None,
+) -> tuple[ModuleType, str, str]:
+    """Import pyslurm and check it against the running Slurm.
+
+    Returns (module, pyslurm version, Slurm version); raises a one-line
+    ``BackendUnavailable`` when pyslurm is missing, fails to load its
+    libslurm, or was built for another Slurm release than the one running.
+    """
+    slurm = slurm_version if slurm_version is not None else running_slurm_version()
+    if module is None:
+        try:
+            module = importlib.import_module("pyslurm")
+        except ImportError as exc:  # also a libslurm.so of another release
+            missing = getattr(exc, "name", None) == "pyslurm"
+            detail = "pyslurm is not installed" if missing else (
+                f"pyslurm does not load ({str(exc).splitlines()[0] if str(exc) else exc!r})")
+            raise _unavailable(slurm, detail) from None
+        except OSError as exc:
+            raise _unavailable(slurm, f"pyslurm does not load ({exc})") from None
+    version = str(getattr(module, "__version__", "") or "")
+    if not version and callable(getattr(module, "version", None)):
+        version = str(module.version())
+    ours = _major_minor(version)
+    if ours is None:
+        raise _unavailable(slurm, f"cannot tell the installed pyslurm's version ({version!r})")
+    if slurm is None:
+        raise _unavailable(slurm, f"pyslurm {version} is installed but the running Slurm's "
+                                  "version is unknown (sinfo --version failed)")
+    if _major_minor(slurm) != ours:
+        raise _unavailable(slurm, f"the installed pyslurm {version} is for Slurm {ours}")
+    return module, version, slurm
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def _values(collection: Any) -> Iterable[Any]:
+    """pyslurm collections: a map by id (``.values()``) or a plain list."""
+    values = getattr(collection, "values", None)
+    return values() if callable(values) else collection  # type: ignore[no-any-return]
+
+
+class PyslurmBackend(Backend):
+    """Talks to Slurm through pyslurm (Slurm's C API).
+
+    ``module``/``slurm_version`` are for tests: a stand-in for pyslurm and the
+    version the running Slurm would report.
+    """
+
+    name = "pyslurm"
+
+    def __init__(
+        self, retry: RetryPolicy | None = None, *, module: ModuleType | None = None,
+        slurm_version: str | None = None,
+    ) -> None:
+        self.pyslurm, self.version, self.slurm_version = load_pyslurm(module, slurm_version)
+        self.retry = retry or RetryPolicy()
+        self.calls = 0  # API calls made (as SlurmCliBackend.calls)
+
+    # --- plumbing ------------------------------------------------------------
+    def _is_rpc_error(self, exc: BaseException) -> bool:
+        rpc = getattr(self.pyslurm, "RPCError", None)
+        return isinstance(rpc, type) and isinstance(exc, rpc)
+
+    @staticmethod
+    def _invalid_id(exc: BaseException) -> bool:
+        return (getattr(exc, "errno", None) == ESLURM_INVALID_JOB_ID
+                or _INVALID_ID_TEXT in str(exc).lower())
+
+    def _once(self, what: str, fn: Callable[[], T]) -> T:
+        """One pyslurm call; RPCError -> TransientError / SchedulerError."""
+        self.calls += 1
+        try:
+            return fn()
+        except Exception as exc:
+            if not self._is_rpc_error(exc):
+                raise
+            message = str(getattr(exc, "msg", None) or exc).replace("\n", " ")
+            if is_transient(message):
+                raise TransientError(f"pyslurm {what}: {message}") from exc
+            raise SchedulerError(f"pyslurm {what} failed: {message[:300]}") from exc
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """A pyslurm call under the one retry policy (chain.retry)."""
+        return self.retry.call(lambda: self._once(what, fn))
+
+    def _load(self, job_id: str) -> Any | None:
+        """The controller's record of one job; None once slurmctld forgot it."""
+        def attempt() -> Any | None:
+            try:
+                return self._once("Job.load", lambda: self.pyslurm.Job.load(int(job_id)))
+            except SchedulerError as exc:
+                if self._invalid_id(exc.__cause__ or exc):
+                    return None
+                raise
+        return self.retry.call(attempt)
+
+    def _info(self, job: Any, source: str) -> JobInfo:
+        state = JobState.parse(str(job.state or "UNKNOWN"))
+        exit_code: int | None = None
+        sig: int | None = None
+        if state.finished:
+            exit_code = int(job.exit_code or 0)
+            sig = int(getattr(job, "exit_code_signal", 0) or 0) or None
+        cancelled = getattr(job, "cancelled_by", None) if state is JobState.CANCELLED else None
+        return JobInfo(
+            job_id=str(job.id),
+            state=state,
+            exit_code=exit_code,
+            signal=sig,
+            reason=str(getattr(job, "state_reason", "") or ""),
+            name=str(job.name or ""),
+            start=_num(job.start_time),
+            end=_num(job.end_time),
+            cancelled_by=str(cancelled) if cancelled else None,
+            source=source,
+        )
+
+    # --- Backend -------------------------------------------------------------
+    def submit(
+        self, script: Path, *, job_name: str, dependency: str | None = None,
+        env: Mapping[str, str] | None = None, cwd: Path | None = None,
+    ) -> str:
+        script = Path(script)
+        if not script.is_file():
+            raise SchedulerError(f"pyslurm submit: cannot read {script}")
+        environment = {k: v for k, v in os.environ.items()
+                       if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+        environment.update(env or {})
+        workdir = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
+
+        def describe() -> Any:
+            # Values given here win over the script's #SBATCH lines
+            # (load_sbatch_options(overwrite=False)), as sbatch's flags do.
+            desc = self.pyslurm.JobSubmitDescription(
+                script=str(script.absolute()), name=job_name, environment=environment,
+                working_directory=workdir,
+            )
+            if dependency:
+                desc.dependencies = dependency
+            try:
+                desc.load_sbatch_options(overwrite=False)
+            except ValueError as exc:
+                raise SchedulerError(f"pyslurm cannot read the #SBATCH lines of {script}: "
+                                     f"{exc}") from None
+            # sbatch resolves relative output paths against the working dir.
+            for attr in ("standard_output", "standard_error"):
+                value = getattr(desc, attr, None)
+                if value and not os.path.isabs(str(value)):
+                    setattr(desc, attr, os.path.join(workdir, str(value)))
+            return desc
+
+        def attempt() -> str:
+            try:
+                return str(self._once("submit", lambda: describe().submit()))
+            except TransientError:
+                # A submission that timed out may still have queued the job.
+                found = self.find_by_name(job_name)
+                if found:
+                    return found[-1]
+                raise
+
+        return self.retry.call(attempt)
+
+    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+        found: dict[str, JobInfo] = {}
+        gone: list[str] = []
+        for job_id in (j for j in job_ids if j):
+            job = self._load(job_id)
+            if job is None:
+                gone.append(job_id)
+            else:
+                found[job_id] = self._info(job, "pyslurm")
+        if gone:
+            found.update(self._from_accounting(gone))
+        return found
+
+    def _from_accounting(self, ids: list[str]) -> dict[str, JobInfo]:
+        db = getattr(self.pyslurm, "db", None)
+        if db is None:
+            return {}
+        try:
+            jobs = self._call("db.Jobs.load", lambda: db.Jobs.load(
+                db.JobFilter(ids=[int(j) for j in ids])))
+        except SchedulerError:
+            return {}  # accounting disabled or down: as the CLI backend, no entry
+        result: dict[str, JobInfo] = {}
+        for job in _values(jobs):
+            job_id = str(job.id)
+            if job_id in ids:
+                result[job_id] = self._info(job, "pyslurm.db")
+        return result
+
+    def find_by_name(self, job_name: str) -> list[str]:
+        jobs = self._call("Jobs.load", lambda: self.pyslurm.Jobs.load())
+        ids = {str(job.id) for job in _values(jobs) if job.name == job_name}
+        return sorted(ids, key=int)
+
+    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
+        def attempt() -> None:
+            try:
+                job = self.pyslurm.Job(int(job_id))
+                if signal:
+                    name = signal.strip().upper()
+                    sig: int | str = int(name) if name.isdigit() else (
+                        name if name.startswith("SIG") else "SIG" + name)
+                    self._once("send_signal", lambda: job.send_signal(sig, steps="batch"))
+                else:
+                    self._once("cancel", lambda: job.cancel())
+            except SchedulerError as exc:
+                # As scancel: an id slurmctld no longer knows is nothing to do.
+                if not self._invalid_id(exc.__cause__ or exc):
+                    raise
+        self.retry.call(attempt)
+
+    def end_time(self, job_id: str) -> float | None:
+        job = self._load(job_id)
+        if job is None:
+            return None
+        info = self._info(job, "pyslurm")
+        if info.state not in (JobState.RUNNING, JobState.COMPLETING):
+            return None
+        return info.end
+
+    def available(self) -> bool:
+        # The constructor already imported pyslurm and matched its release
+        # with the running Slurm; one cheap RPC says the controller answers.
+        try:
+            self._once("Job.load", lambda: self.pyslurm.Jobs.load())
+        except SchedulerError:
+            return False
+        return True

@@ -1,0 +1,158 @@
+"""Backend test helpers: a stand-in for pyslurm that talks to Slurm through its CLI.
+
+pyslurm 25.11 cannot be installed next to Slurm 22.05, so the pyslurm
+backend's own code (submission description, state/exit mapping, the
+controller-then-accounting lookup, cancel and signal, RPCError handling) is
+run against this stand-in on the real dev cluster. The stand-in mimics only
+the part of pyslurm's API the backend uses, as read in pyslurm's source (see
+chain/backends/pyslurm_backend.py): it is no evidence that real pyslurm
+behaves the same, only that the backend drives that API correctly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from chain.backends.base import JobInfo
+from chain.backends.local import parse_directives
+from chain.backends.slurm_parse import (
+    SACCT_FIELDS,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol,
+)
+
+
+class StandInRPCError(Exception):
+    """pyslurm.RPCError: ``errno`` and ``msg`` (slurm_strerror's text)."""
+
+    def __init__(self, errno: int = -1, msg: str = "") -> None:
+        super().__init__(msg)
+        self.errno = errno
+        self.msg = msg
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=60,
+                          check=False)
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip()
+        raise StandInRPCError(2017 if "Invalid job id" in message else -1, message)
+    return proc.stdout
+
+
+def _job(info: JobInfo, **extra: Any) -> SimpleNamespace:
+    code = info.exit_code or 0
+    return SimpleNamespace(
+        id=int(info.job_id), name=info.name, state=info.state.value,
+        state_reason=info.reason, exit_code=code - 128 if code >= 128 else code,
+        exit_code_signal=info.signal or 0, start_time=info.start, end_time=info.end, **extra)
+
+
+class _JobSubmitDescription:
+    _ATTRS = ("script", "name", "dependencies", "environment", "working_directory",
+              "time_limit", "standard_output", "standard_error", "log_files_open_mode")
+
+    script: str
+    environment: Any
+
+    def __init__(self, **kwargs: Any) -> None:
+        for attr in self._ATTRS:
+            setattr(self, attr, None)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    def load_sbatch_options(self, overwrite: bool = False) -> None:
+        with open(self.script) as fh:
+            found = parse_directives(fh.read())
+        for attr, value in (("time_limit", found.time), ("standard_output", found.output),
+                            ("standard_error", found.error), ("name", found.job_name),
+                            ("dependencies", found.dependency),
+                            ("log_files_open_mode", found.open_mode)):
+            if value is not None and (getattr(self, attr) is None or overwrite):
+                setattr(self, attr, value)
+
+    def submit(self) -> int:
+        argv = ["sbatch", "--parsable"]
+        for flag, attr in (("job-name", "name"), ("dependency", "dependencies"),
+                           ("chdir", "working_directory"), ("time", "time_limit"),
+                           ("output", "standard_output"), ("error", "standard_error"),
+                           ("open-mode", "log_files_open_mode")):
+            value = getattr(self, attr)
+            if value:
+                argv.append(f"--{flag}={value}")
+        env = dict(self.environment) if isinstance(self.environment, dict) else None
+        if env is not None:  # pyslurm adds the submitter's SLURM_* variables to a dict
+            env.update({k: v for k, v in os.environ.items() if k.startswith("SLURM_")})
+        return int(parse_sbatch_parsable(_run([*argv, str(self.script)], env=env)))
+
+
+class _Job:
+    def __init__(self, job_id: int) -> None:
+        self.id = job_id
+
+    @staticmethod
+    def load(job_id: int) -> SimpleNamespace:
+        info = parse_scontrol(_run(["scontrol", "show", "job", str(job_id)])).get(str(job_id))
+        if info is None:
+            raise StandInRPCError(2017, "Invalid job id specified")
+        return _job(info)
+
+    def cancel(self) -> None:
+        self.send_signal(9)
+
+    def send_signal(self, signal: int | str, steps: str = "children") -> None:
+        argv = ["scancel"]
+        if signal != 9:
+            argv.append(f"--signal={str(signal).removeprefix('SIG')}")
+        if steps == "batch":
+            argv.append("--batch")
+        try:
+            _run([*argv, str(self.id)])
+        except StandInRPCError as exc:
+            if "already completing or completed" not in exc.msg:  # ESLURM_ALREADY_DONE
+                raise
+
+
+class _Jobs:
+    @staticmethod
+    def load() -> dict[int, SimpleNamespace]:
+        text = _run(["scontrol", "show", "job"])
+        return {int(j): _job(info) for j, info in parse_scontrol(text).items()}
+
+
+class _DbJobFilter:
+    def __init__(self, ids: list[int] | None = None) -> None:
+        self.ids = ids or []
+
+
+class _DbJobs:
+    @staticmethod
+    def load(db_filter: _DbJobFilter) -> list[SimpleNamespace]:
+        text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(map(str, db_filter.ids)),
+                     "-o", SACCT_FIELDS])
+        return [_job(info, cancelled_by=None) for info in parse_sacct(text).values()]
+
+
+def cli_pyslurm(version: str) -> ModuleType:
+    """A module with the pyslurm API the backend uses, answered by Slurm's CLI."""
+    module = ModuleType("pyslurm")
+    module.__version__ = version  # type: ignore[attr-defined]
+    module.RPCError = StandInRPCError  # type: ignore[attr-defined]
+    module.JobSubmitDescription = _JobSubmitDescription  # type: ignore[attr-defined]
+    module.Job = _Job  # type: ignore[attr-defined]
+    module.Jobs = _Jobs  # type: ignore[attr-defined]
+    module.db = SimpleNamespace(Jobs=_DbJobs, JobFilter=_DbJobFilter)  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def cli_pyslurm_module() -> Callable[[str], ModuleType]:
+    """Factory of the CLI-backed pyslurm stand-in (see the module docstring)."""
+    return cli_pyslurm

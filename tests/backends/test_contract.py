@@ -1,0 +1,285 @@
+"""The backend contract: one suite, run on every backend that can run here.
+
+The cases are written once, in ``Contract``; each backend is one subclass
+whose ``target`` fixture builds it:
+
+- ``TestLocal``: the embedded local backend (tmp spool, scaled time), always;
+- ``TestSlurmCli``: the Slurm CLI backend on the dev cluster; its fixture
+  requests ``slurm_cluster``, so its cases carry the ``slurm`` marker;
+- ``TestPyslurm``: the pyslurm backend on the dev cluster, where pyslurm
+  imports. Where it does not (PyPI's pyslurm needs Slurm 25.11), the pyslurm
+  case is ``test_pyslurm_unavailable_says_why_in_one_line``, which asserts
+  the one-line BackendUnavailable message instead of skipping silently.
+
+Job scripts live in tmp dirs, ask ``--time=1`` (whole minutes on Slurm) and
+sleep briefly; every wait is bounded and every job left running is cancelled
+at teardown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from chain.backends.base import Backend, JobInfo, JobState
+from chain.backends.local import LocalBackend
+from chain.backends.slurm_cli import SlurmCliBackend
+from chain.errors import BackendUnavailable
+from chain.retry import RetryPolicy
+
+pytestmark = pytest.mark.timeout(120)
+
+UNKNOWN_ID = "9000000"  # far beyond any id the dev cluster or a tmp spool hands out
+
+
+def _pyslurm_imports() -> bool:
+    try:
+        importlib.import_module("pyslurm")
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+PYSLURM_IMPORTS = _pyslurm_imports()
+
+
+@dataclass
+class Target:
+    """A backend under test plus what the cases need to drive it."""
+
+    backend: Backend
+    workdir: Path
+    time_scale: float  # real seconds per second of --time
+    timeout: float  # bound of every wait
+    submitted: list[str] = field(default_factory=list)
+
+    def script(self, body: str, name: str = "job.sh") -> Path:
+        path = self.workdir / name
+        path.write_text(f"#!/bin/bash\n#SBATCH --time=1\n{body.strip()}\n")
+        return path
+
+    def submit(self, body: str, *, name: str | None = None, dependency: str | None = None,
+               script_name: str = "job.sh") -> str:
+        job_name = name or f"contract-{uuid.uuid4().hex[:10]}"
+        job_id = self.backend.submit(self.script(body, script_name), job_name=job_name,
+                                     dependency=dependency, cwd=self.workdir)
+        self.submitted.append(job_id)
+        return job_id
+
+    def wait(self, job_id: str, done: Callable[[JobInfo], bool], what: str) -> JobInfo:
+        deadline = time.monotonic() + self.timeout
+        info: JobInfo | None = None
+        while time.monotonic() < deadline:
+            info = self.backend.query([job_id]).get(job_id)
+            if info is not None and done(info):
+                return info
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} not {what} within {self.timeout} s: last {info}")
+
+    def finished(self, job_id: str) -> JobInfo:
+        return self.wait(job_id, lambda i: i.state.finished, "finished")
+
+    def running(self, job_id: str) -> JobInfo:
+        return self.wait(job_id, lambda i: i.state is JobState.RUNNING, "running")
+
+    def file(self, path: Path) -> str:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_text().strip():
+                return path.read_text()
+            time.sleep(0.1)
+        raise AssertionError(f"{path} not written within {self.timeout} s")
+
+    def cleanup(self) -> None:
+        active = [j for j, i in self.backend.query(self.submitted).items() if i.state.active]
+        for job_id in active:
+            self.backend.cancel(job_id)
+
+
+def _target(backend: Backend, workdir: Path, *, time_scale: float,
+            timeout: float) -> Iterator[Target]:
+    target = Target(backend, workdir, time_scale, timeout)
+    try:
+        yield target
+    finally:
+        target.cleanup()
+
+
+class Contract:
+    """The cases every backend must pass (not collected itself: no Test prefix)."""
+
+    def test_submit_is_active_then_completed_exit_0(self, target: Target) -> None:
+        job = target.submit("sleep 2; echo hello")
+        first = target.backend.query([job])[job]
+        assert first.state in (JobState.PENDING, JobState.RUNNING, JobState.CONFIGURING)
+        assert first.exit_code is None or first.state is not JobState.PENDING
+        info = target.finished(job)
+        assert (info.state, info.exit_code) == (JobState.COMPLETED, 0)
+        assert info.job_id == job
+
+    def test_exit_3_is_failed_with_exit_code_3(self, target: Target) -> None:
+        job = target.submit("exit 3")
+        info = target.finished(job)
+        assert (info.state, info.exit_code) == (JobState.FAILED, 3)
+
+    def test_find_by_name_finds_the_job(self, target: Target) -> None:
+        name = f"contract-find-{uuid.uuid4().hex[:10]}"
+        job = target.submit("sleep 20", name=name)
+        assert target.backend.find_by_name(name) == [job]
+        assert target.backend.find_by_name(f"{name}-nobody") == []
+        assert target.backend.query([job])[job].name == name
+
+    def test_cancel_running_job_is_cancelled(self, target: Target) -> None:
+        job = target.submit("sleep 60")
+        target.running(job)
+        target.backend.cancel(job)
+        info = target.finished(job)
+        assert info.state is JobState.CANCELLED
+
+    def test_cancel_with_signal_reaches_batch_script_and_job_keeps_running(
+        self, target: Target
+    ) -> None:
+        got, ready, stop = (target.workdir / n for n in ("got", "ready", "stop"))
+        job = target.submit(f"""
+            trap 'echo usr1 >> {got}' USR1
+            touch {ready}
+            while [ ! -e {stop} ]; do sleep 0.1; done
+            echo done >> {got}
+        """)
+        target.running(job)
+        _wait_exists(ready, target.timeout)  # the trap is set
+        target.backend.cancel(job, signal="USR1")
+        assert target.file(got) == "usr1\n"
+        assert target.backend.query([job])[job].state is JobState.RUNNING
+        stop.touch()
+        info = target.finished(job)
+        assert (info.state, info.exit_code) == (JobState.COMPLETED, 0)
+        assert got.read_text() == "usr1\ndone\n"
+
+    def test_end_time_of_running_job_is_within_its_time_limit(self, target: Target) -> None:
+        job = target.submit("sleep 60")
+        target.running(job)
+        now = time.time()
+        end = target.backend.end_time(job)
+        limit = 60 * target.time_scale  # --time=1
+        assert end is not None
+        # squeue prints whole seconds: allow one either way.
+        assert now - 1 <= end <= now + limit + 1
+
+    def test_query_of_unknown_id_has_no_entry(self, target: Target) -> None:
+        assert target.backend.query([UNKNOWN_ID]) == {}
+        job = target.submit("sleep 20")
+        assert set(target.backend.query([job, UNKNOWN_ID])) == {job}
+        assert target.backend.end_time(UNKNOWN_ID) is None
+
+    def test_afterany_dependency_starts_second_only_after_first_ended(
+        self, target: Target
+    ) -> None:
+        first_end, second_start = target.workdir / "first_end", target.workdir / "second_start"
+        first = target.submit(f"sleep 3; date +%s.%N > {first_end}; exit 1",
+                              script_name="first.sh")
+        second = target.submit(f"date +%s.%N > {second_start}", dependency=f"afterany:{first}",
+                               script_name="second.sh")
+        target.running(first)
+        waiting = target.backend.query([second])[second]
+        assert waiting.state is JobState.PENDING
+        assert target.finished(first).state is JobState.FAILED  # afterany: any end will do
+        info = target.finished(second)
+        assert (info.state, info.exit_code) == (JobState.COMPLETED, 0)
+        assert float(second_start.read_text()) >= float(first_end.read_text())
+
+
+def _wait_exists(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} not created within {timeout} s")
+        time.sleep(0.05)
+
+
+class TestLocal(Contract):
+    @pytest.fixture
+    def target(self, tmp_path: Path) -> Iterator[Target]:
+        scale = 0.5  # --time=1 is 30 s: far beyond every case's sleeps
+        backend = LocalBackend(tmp_path / "spool", kill_wait=0.5, time_scale=scale)
+        work = tmp_path / "work"
+        work.mkdir()
+        yield from _target(backend, work, time_scale=scale, timeout=20.0)
+
+
+# Quick retries: a case must not wait out the production retry budget.
+_TEST_RETRY = RetryPolicy(attempts=3, max_delay=10.0, initial=0.5, maximum=2.0)
+
+
+class TestSlurmCli(Contract):
+    @pytest.fixture
+    def target(self, tmp_path: Path, slurm_cluster: object) -> Iterator[Target]:
+        yield from _target(SlurmCliBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
+                           timeout=60.0)
+
+
+class TestPyslurmBackendOnStandIn(Contract):
+    """The pyslurm backend's own code, driving a CLI-backed stand-in of pyslurm's API
+    (tests/backends/conftest.py) on the dev cluster: real pyslurm cannot be
+    installed next to Slurm 22.05. Not evidence about pyslurm itself."""
+
+    @pytest.fixture
+    def target(self, tmp_path: Path, slurm_cluster: object,
+               cli_pyslurm_module: Callable[[str], ModuleType]) -> Iterator[Target]:
+        from chain.backends.pyslurm_backend import PyslurmBackend, running_slurm_version
+
+        slurm = running_slurm_version()
+        assert slurm is not None
+        backend = PyslurmBackend(retry=_TEST_RETRY, module=cli_pyslurm_module(slurm),
+                                 slurm_version=slurm)
+        yield from _target(backend, tmp_path, time_scale=1.0, timeout=60.0)
+
+
+if PYSLURM_IMPORTS:
+
+    class TestPyslurm(Contract):
+        @pytest.fixture
+        def target(self, tmp_path: Path, slurm_cluster: object) -> Iterator[Target]:
+            from chain.backends.pyslurm_backend import PyslurmBackend
+
+            yield from _target(PyslurmBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
+                               timeout=60.0)
+
+else:
+
+    def test_pyslurm_unavailable_says_why_in_one_line() -> None:
+        """pyslurm does not import here: the backend says so, in one line."""
+        from chain.backends.pyslurm_backend import PyslurmBackend
+
+        with pytest.raises(BackendUnavailable) as caught:
+            PyslurmBackend()
+        message = str(caught.value)
+        assert "\n" not in message
+        assert message.startswith(
+            "the pyslurm backend needs pyslurm 25.11 built against Slurm 25.11 "
+            "(pip install 'slurm-chain[pyslurm]'); pyslurm is not installed; ")
+        assert message.endswith(" — use --backend slurm")
+
+
+def test_pyslurm_of_another_slurm_release_is_unavailable() -> None:
+    """An importable pyslurm built for another Slurm release is refused, in one line."""
+    from chain.backends.pyslurm_backend import PyslurmBackend
+
+    fake = ModuleType("pyslurm")
+    fake.__version__ = "25.11.0"  # type: ignore[attr-defined]
+    with pytest.raises(BackendUnavailable) as caught:
+        PyslurmBackend(module=fake, slurm_version="22.05.8")
+    assert str(caught.value) == (
+        "the pyslurm backend needs pyslurm 25.11 built against Slurm 25.11 "
+        "(pip install 'slurm-chain[pyslurm]'); the installed pyslurm 25.11.0 is for "
+        "Slurm 25.11; this machine has Slurm 22.05.8 — use --backend slurm")
+    matching = PyslurmBackend(module=fake, slurm_version="25.11.3")
+    assert (matching.name, matching.version, matching.slurm_version) == (
+        "pyslurm", "25.11.0", "25.11.3")
