@@ -152,3 +152,44 @@ def test_cancel_command(backend: str, tmp_path: Path) -> None:
     chain_cmd("submit", "--resume", "--max-iter", "20", cwd=tmp_path, env=APP_ENV)
     report = wait_ended(tmp_path, timeout=120)
     assert report["state"] == "completed" and report["iteration"] == 20
+
+
+def test_submitter_killed_then_resume_adopts_the_runner(backend: str, tmp_path: Path) -> None:
+    """SIGKILL of the submitter, then `chain submit --resume`: the chain goes
+    on from its state and never starts a second runner next to the live one."""
+    copy_example("python", tmp_path)
+    _submit_quick(tmp_path, backend, "python3 app.py", "--max-iter", "60")
+    chain_dir = tmp_path / ".chain"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        report = status(tmp_path)
+        if (report.get("current_runner") or {}).get("status") == "running":
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError(f"runner never started: {report}")
+    live_runner = report["runner_job_id"]
+    sched = make_backend(backend, chain_dir)
+    sched.cancel(report["submitter_job_id"], signal="KILL")
+    deadline = time.time() + 30
+    while sched.query([report["submitter_job_id"]])[report["submitter_job_id"]].state.active:
+        assert time.time() < deadline, "the submitter survived SIGKILL"
+        time.sleep(0.3)
+    # a second resume while the first submitter is alive is refused; here it is dead
+    out = chain_cmd("submit", "--resume", cwd=tmp_path, env=APP_ENV)
+    assert "submitter job" in out.stdout
+    refused = chain_cmd("submit", "--resume", cwd=tmp_path, env=APP_ENV, check=False)
+    assert refused.returncode == 2 and "active submitter" in refused.stderr
+    overlaps = []
+
+    def sample() -> None:
+        runners, _ = _active_jobs(backend, chain_dir, report["chain_id"])
+        if len(runners) > 1:
+            overlaps.append(runners)
+
+    final = wait_ended(tmp_path, timeout=240, sample=sample)
+    assert final["state"] == "completed", (chain_dir / "chain.log").read_text()
+    assert not overlaps
+    assert final["runners"][0]["job_id"] == live_runner, "the live runner was not adopted"
+    assert final["submitter_cycle"] == 1
+    IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(60)
