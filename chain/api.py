@@ -160,7 +160,8 @@ def submit(
         status.reason = ""
         status.no_progress = 0
         status.retries_used = 0
-        status.hooks = [] if existing.state is ChainState.COMPLETED else status.hooks
+        if existing.state.ended:  # hooks of a crashed submitter still count as run
+            status.hooks = []
         status.hooks_done = False
         chain.cancel_file.unlink(missing_ok=True)
     else:
@@ -172,6 +173,7 @@ def submit(
                             job_name=submitter_job_name(chain_id, status.submitter_cycle), cwd=workdir)
     status.submitter_job_id = job_id
     chain.save_status(status)
+    chain.add_submitter_id(job_id)
     chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
               f"on {name} ({why})", echo=False)
     return Submitted(chain_id, job_id, name, why, chain_dir)
@@ -234,6 +236,13 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     except Exception:  # the status view must not fail on a bad counter
         pass
 
+    from chain.metrics import chain_metrics
+
+    judged = list(chain.iter_runners()) if history is not None else runners
+    metrics = chain_metrics(judged + ([current] if current else []), iteration, settings.max_iter, time.time())
+    outputs = [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
+                                chain.reports / "progress.png") if p.exists()]
+
     def job_state(job_id: str) -> str:
         info = slurm.get(job_id)
         return info.state.value if info else ""
@@ -258,6 +267,8 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
         ],
         "runner_count": len(runners),
         "hooks": status.hooks,
+        "metrics": metrics,
+        "outputs": outputs,
         "created": status.created,
         "updated": status.updated,
         "completed_at": status.completed_at or None,

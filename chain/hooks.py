@@ -44,11 +44,13 @@ def run_hooks(
     *,
     save: Callable[[ChainStatus], None],
     timeout: float = 3600.0,
+    only: tuple[str, ...] | None = None,
 ) -> None:
-    """Run every hook not yet run; record each result in ``status.hooks``."""
+    """Run every hook not yet run (or only those named); record each result
+    in ``status.hooks``, so a restarted submitter never runs one twice."""
     done = {h.get("name") for h in status.hooks}
     for hook in plan_hooks(settings, workdir):
-        if hook.name in done:
+        if hook.name in done or (only is not None and hook.name not in only):
             continue
         if hook.name in SEED_SCRIPTS and not (workdir / hook.name).is_file():
             chain.log(f"hook {hook.name}: not found in {workdir}; skipped")

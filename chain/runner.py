@@ -162,6 +162,7 @@ def run(
              detail=f"cannot start the app: {exc.strerror}")
         return 127
 
+    save(app_start=clock())
     group = settings.launch_mode is LaunchMode.DIRECT
     stop_sent: float | None = None
     external: str | None = None

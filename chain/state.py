@@ -140,6 +140,10 @@ class ChainDir:
         return self.root / "worker_ids.txt"
 
     @property
+    def submitter_ids(self) -> Path:
+        return self.root / "submitter_ids.txt"
+
+    @property
     def records(self) -> Path:
         return self.root / "runners"
 
@@ -236,6 +240,11 @@ class ChainDir:
 
     def add_worker_id(self, job_id: str) -> None:
         with self.worker_ids.open("a", encoding="utf-8") as fh:
+            fh.write(f"{job_id}\n")
+
+    def add_submitter_id(self, job_id: str) -> None:
+        """Every submitter job of the chain (their allocation is a cost too)."""
+        with self.submitter_ids.open("a", encoding="utf-8") as fh:
             fh.write(f"{job_id}\n")
 
     def log(self, message: str, *, echo: bool = True) -> None:

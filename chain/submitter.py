@@ -241,6 +241,10 @@ class Submitter:
         status.runner_live = False
         self.chain.save_status(status)
         self.chain.log(f"chain {state.value}: {reason}")
+        # The usage report helps most when a chain ended badly; the analytics
+        # hooks proper run only on completion.
+        run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status,
+                  only=("report",))
         return 0 if state is ChainState.CANCELLED else 1
 
     def _finish_cancelled(self, status: ChainStatus) -> int:
@@ -256,6 +260,7 @@ class Submitter:
                                      dependency=f"afterany:{self.job_id}", cwd=self.workdir)
         status.submitter_job_id = new_id
         self.chain.save_status(status)
+        self.chain.add_submitter_id(new_id)
         live = f"; it adopts runner job {status.runner_job_id}" if status.runner_live else ""
         self.chain.log(f"submitter {self.job_id} near its margin: submitted successor {new_id} "
                        f"(cycle {status.submitter_cycle}){live}")

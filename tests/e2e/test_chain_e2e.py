@@ -17,17 +17,18 @@ APP_ENV = {"ITER_SECONDS": "0.4"}
 
 
 def _active_jobs(backend: str, chain_dir: Path, chain_id: str) -> tuple[list[str], list[str]]:
-    """(active runner job names, active submitter job names) of the chain."""
+    """(runner job names pending or running, submitter job names running) of
+    the chain. A successor submitter pending on its predecessor is by design."""
     if backend == "slurm":
         out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True,
                              timeout=30).stdout
-        rows = [line.split("|") for line in out.splitlines() if line.startswith(chain_id + ".")]
-        active = [name for name, state in rows if state in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")]
+        rows = [tuple(line.split("|")) for line in out.splitlines() if line.startswith(chain_id + ".")]
     else:
         infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
-        active = [i.name for i in infos.values() if i.state.active and i.name.startswith(chain_id + ".")]
-    runners = [n for n in active if ".r" in n[len(chain_id):]]
-    submitters = [n for n in active if ".s" in n[len(chain_id):]]
+        rows = [(i.name, i.state.value) for i in infos.values() if i.name.startswith(chain_id + ".")]
+    live = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
+    runners = [n for n, st in rows if ".r" in n[len(chain_id):] and st in live]
+    submitters = [n for n, st in rows if ".s" in n[len(chain_id):] and st in live[1:]]
     return runners, submitters
 
 
