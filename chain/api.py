@@ -22,7 +22,7 @@ from chain.decision import ChainState
 from chain.errors import ChainDirError, ConfigError, SchedulerError
 from chain.render import Scripts, render_scripts, submitter_job_name
 from chain.settings import Settings
-from chain.state import ChainDir, ChainStatus, read_json, write_json_atomic
+from chain.state import ChainDir, ChainStatus, read_json, runner_entry, write_json_atomic
 from chain.submitter import RUNNER_SCRIPT, SUBMITTER_SCRIPT
 
 
@@ -308,15 +308,11 @@ def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:
     if status.runner_live and status.runner_job_id:
         # The submitter was stopped before it could judge its runner.
         record = chain.read_record(status.runner_job_id) or {}
-        last = chain.last_runner()
-        if not (last and last.get("job_id") == status.runner_job_id):
-            chain.append_runner({
-                "job_id": status.runner_job_id, "seq": status.runner_seq, "state": "CANCELLED",
-                "exit_code": record.get("exit_code"), "iter_before": record.get("iter_before", status.iter_before),
-                "iter_after": record.get("iter_after", status.iter_before), "verdict": "stop",
-                "reason": "cancelled by chain cancel", "submitted": status.runner_submitted,
-                "start": record.get("start"), "end": record.get("end"), "recorded": "exit_code" in record,
-            })
+        chain.judge_runner(runner_entry(
+            status, record, state="CANCELLED", exit_code=record.get("exit_code"),
+            iter_before=record.get("iter_before", status.iter_before),
+            iter_after=record.get("iter_after", status.iter_before), verdict="stop",
+            reason="cancelled by chain cancel", recorded="exit_code" in record))
         status.runner_live = False
     if not status.state.ended:
         status.state = ChainState.CANCELLED

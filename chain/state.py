@@ -206,6 +206,13 @@ class ChainDir:
         finally:
             os.close(fd)
 
+    def judge_runner(self, entry: dict[str, Any]) -> None:
+        """Append a runner's judgement once: a submitter restarted (or a
+        cancel) after the line was written does not write it again."""
+        last = self.last_runner()
+        if not (last and last.get("job_id") == entry.get("job_id")):
+            self.append_runner(entry)
+
     def iter_runners(self) -> Iterator[dict[str, Any]]:
         try:
             with self.runners_log.open(encoding="utf-8") as fh:
@@ -256,6 +263,17 @@ class ChainDir:
             print(line, flush=True)
         with self.log_file.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
+
+
+def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exit_code: Any,
+                 iter_before: Any, iter_after: Any, verdict: str, reason: str, recorded: bool) -> dict[str, Any]:
+    """The line ``runners.jsonl`` keeps for the chain's current runner."""
+    return {
+        "job_id": status.runner_job_id, "seq": status.runner_seq, "state": state, "exit_code": exit_code,
+        "iter_before": iter_before, "iter_after": iter_after, "verdict": verdict, "reason": reason,
+        "submitted": status.runner_submitted, "start": record.get("start"), "end": record.get("end"),
+        "stop_to_exit": record.get("stop_to_exit"), "recorded": recorded,
+    }
 
 
 def read_counter(path: Path) -> int:

@@ -11,17 +11,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.decision import ChainState, Decision, Outcome, Policy, Progress, Step, Verdict, decide, next_step
-from chain.errors import ChainError, CheckpointError
+from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.hooks import run_hooks
 from chain.policy import PollPolicy
 from chain.render import runner_job_name, submitter_job_name
 from chain.settings import Settings
-from chain.state import ChainDir, ChainStatus, read_counter
+from chain.state import ChainDir, ChainStatus, read_counter, runner_entry
 
+T = TypeVar("T")
 RUNNER_SCRIPT = "runner.sbatch"
 SUBMITTER_SCRIPT = "submitter.sbatch"
 
@@ -44,7 +45,8 @@ class Submitter:
     def __post_init__(self) -> None:
         self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, self.settings.poll_max),
                                float(self.settings.poll_max))
-        self.deadline = float("inf")
+        self.deadline = float("inf")  # hand over to a successor from here on
+        self.hard_end = float("inf")  # the job's own end: nothing can be done after it
 
     # --- entry -----------------------------------------------------------------
     def run(self) -> int:
@@ -66,11 +68,34 @@ class Submitter:
         limit_end = start + self.settings.submitter_seconds
         end = min(own_end, limit_end) if own_end else limit_end
         self.deadline = end - self.settings.submitter_margin
+        self.hard_end = end - min(10.0, self.settings.submitter_margin / 2)
         try:
             return self._loop(status)
         except _Restart:
-            self._restart(status)
+            try:
+                self._restart(status)
+            except SchedulerError as exc:
+                return self._stop(status, ChainState.STOPPED,
+                                  f"could not submit the next submitter ({exc}); "
+                                  "run chain submit --resume when Slurm answers again")
             return 0
+        except SchedulerError as exc:
+            return self._stop(status, ChainState.STOPPED,
+                              f"scheduler unreachable ({exc}); run chain submit --resume when it answers again")
+
+    def _persist(self, what: str, call: Callable[[], T]) -> T:
+        """Repeat a scheduler request through an outage, until the job's own
+        end (the backend's retry policy already absorbs short blips)."""
+        delay = 5.0
+        while True:
+            try:
+                return call()
+            except SchedulerError as exc:
+                if self.clock() + delay >= self.hard_end:
+                    raise
+                self.chain.log(f"{what} failed, retrying in {delay:.0f}s: {exc}")
+                self.sleep(delay)
+                delay = min(delay * 2, 60.0)
 
     def _log_start(self, status: ChainStatus) -> None:
         s = self.settings
@@ -117,8 +142,19 @@ class Submitter:
         status.iter_before = counter
         status.runner_submitted = self.clock()
         self.chain.save_status(status)
-        job_id = self.backend.submit(self.chain.scripts / RUNNER_SCRIPT,
-                                     job_name=runner_job_name(status.chain_id, seq), cwd=self.workdir)
+        name = runner_job_name(status.chain_id, seq)
+
+        attempts = 0
+
+        def submit() -> str:
+            nonlocal attempts
+            attempts += 1
+            # After a failed attempt the job may exist anyway: look it up first.
+            found = self.backend.find_by_name(name) if attempts > 1 else []
+            return found[-1] if found else self.backend.submit(
+                self.chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=self.workdir)
+
+        job_id = self._persist(f"submitting runner {seq}", submit)
         status.runner_job_id = job_id
         self.chain.save_status(status)
         self.chain.add_worker_id(job_id)
@@ -146,7 +182,14 @@ class Submitter:
                 return self._outcome(status, record, info)
             now = self.clock()
             if now >= next_query:
-                info = self.backend.query([job_id]).get(job_id)
+                try:
+                    info = self.backend.query([job_id]).get(job_id)
+                except SchedulerError as exc:
+                    # Slurm is down: the runner goes on regardless; keep
+                    # watching its record and ask again later.
+                    self.chain.log(f"query of runner {job_id} failed: {exc}")
+                    next_query = now + self.poll.slurm_min
+                    continue
                 if info is None or info.state.finished:
                     record = self.chain.read_record(job_id)
                     if record is not None and record.get("status") == "ended":
@@ -168,7 +211,12 @@ class Submitter:
         the queue, so the next runner never overlaps it in squeue."""
         info: JobInfo | None = None
         for delay in self.poll.handoff_delays():
-            info = self.backend.query([job_id]).get(job_id)
+            try:
+                info = self.backend.query([job_id]).get(job_id)
+            except SchedulerError as exc:
+                self.chain.log(f"query of runner {job_id} failed: {exc}")
+                self.sleep(delay)
+                continue
             if info is None or info.state.finished:
                 return info
             self.sleep(delay)
@@ -204,18 +252,11 @@ class Submitter:
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
         job_id = status.runner_job_id
-        last = self.chain.last_runner()
         record = self.chain.read_record(job_id) or {}
-        if not (last and last.get("job_id") == job_id):  # not judged before a restart
-            self.chain.append_runner({
-                "job_id": job_id, "seq": status.runner_seq,
-                "state": outcome.slurm_state.value if outcome.slurm_state else "",
-                "exit_code": outcome.exit_code, "iter_before": outcome.iter_before,
-                "iter_after": outcome.iter_after, "verdict": decision.verdict.value,
-                "reason": decision.reason, "submitted": status.runner_submitted,
-                "start": record.get("start"), "end": record.get("end"),
-                "stop_to_exit": record.get("stop_to_exit"), "recorded": outcome.recorded,
-            })
+        self.chain.judge_runner(runner_entry(
+            status, record, state=outcome.slurm_state.value if outcome.slurm_state else "",
+            exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
+            verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
         self.chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
         status.runner_live = False
         status.iteration = outcome.iter_after
@@ -256,8 +297,14 @@ class Submitter:
         status.submitter_cycle += 1
         self.chain.save_status(status)
         name = submitter_job_name(status.chain_id, status.submitter_cycle)
-        new_id = self.backend.submit(self.chain.scripts / SUBMITTER_SCRIPT, job_name=name,
-                                     dependency=f"afterany:{self.job_id}", cwd=self.workdir)
+
+        def submit() -> str:
+            found = [j for j in self.backend.find_by_name(name) if j != self.job_id]
+            return found[-1] if found else self.backend.submit(
+                self.chain.scripts / SUBMITTER_SCRIPT, job_name=name,
+                dependency=f"afterany:{self.job_id}", cwd=self.workdir)
+
+        new_id = self._persist("submitting the next submitter", submit)
         status.submitter_job_id = new_id
         self.chain.save_status(status)
         self.chain.add_submitter_id(new_id)
