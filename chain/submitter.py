@@ -43,8 +43,10 @@ class Submitter:
     sleep: Callable[[float], None] = time.sleep
 
     def __post_init__(self) -> None:
-        self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, self.settings.poll_max),
-                               float(self.settings.poll_max))
+        longest = float(self.settings.poll_max)
+        if self.backend.cheap_queries:  # a local file read, not an RPC to slurmctld
+            longest = min(longest, 5.0)
+        self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, longest), longest)
         self.deadline = float("inf")  # hand over to a successor from here on
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
 

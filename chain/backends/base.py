@@ -118,6 +118,9 @@ class Backend(abc.ABC):
     """One scheduler. Implementations: slurm_cli, local, pyslurm."""
 
     name: str = "abstract"
+    # True when a query costs no scheduler RPC (the local backend reads files),
+    # so the submitter may look often without burdening anyone.
+    cheap_queries: bool = False
 
     @abc.abstractmethod
     def submit(

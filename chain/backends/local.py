@@ -200,6 +200,7 @@ class LocalBackend(Backend):
     """
 
     name = "local"
+    cheap_queries = True
 
     def __init__(
         self, spool: Path, *, kill_wait: float | None = None, time_scale: float | None = None
