@@ -172,15 +172,16 @@ def run(
         try:
             if group:
                 os.killpg(proc.pid, sig)
+            elif sig == signal.SIGKILL:
+                proc.kill()
             else:
-                proc.send_signal(sig)
-                if sig == signal.SIGINT:
-                    # srun reports status on one SIGINT and forwards only a
-                    # second one within a second.
-                    time.sleep(0.2)
-                    proc.send_signal(sig)
+                # srun turns SIGTERM into killing the step and needs two SIGINTs:
+                # signal the job steps (srun's tasks) through Slurm instead.
+                backend.cancel(job_id, signal=signal.Signals(sig).name.removeprefix("SIG"), steps_only=True)
         except ProcessLookupError:
             pass
+        except ChainError as exc:
+            print(f"chain runner {job_id}: could not signal the job steps: {exc}", flush=True)
 
     while True:
         if signals.received:

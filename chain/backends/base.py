@@ -150,8 +150,10 @@ class Backend(abc.ABC):
         """Ids of jobs (any state the scheduler still remembers) with this name."""
 
     @abc.abstractmethod
-    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
-        """Cancel a job, or only send it ``signal`` (e.g. ``TERM``) if given."""
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+        """Cancel a job, or only send it ``signal`` (e.g. ``TERM``) if given:
+        to the batch script, or with ``steps_only`` to its job steps (srun's
+        tasks: srun itself turns a SIGTERM into killing the step)."""
 
     @abc.abstractmethod
     def end_time(self, job_id: str) -> float | None:

@@ -322,7 +322,8 @@ class LocalBackend(Backend):
     def find_by_name(self, job_name: str) -> list[str]:
         return self.spool.ids_by_name(job_name)
 
-    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+        # No job steps here (no srun): a signal always goes to the batch shell.
         record = self.spool.refresh(str(job_id))
         if record is None:
             raise SchedulerError(f"scancel: Invalid job id specified: {job_id}")

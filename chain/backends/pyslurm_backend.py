@@ -342,7 +342,7 @@ class PyslurmBackend(Backend):
         ids = {str(job.id) for job in _values(jobs) if job.name == job_name}
         return sorted(ids, key=int)
 
-    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
         def attempt() -> None:
             try:
                 job = self.pyslurm.Job(int(job_id))
@@ -350,7 +350,9 @@ class PyslurmBackend(Backend):
                     name = signal.strip().upper()
                     sig: int | str = int(name) if name.isdigit() else (
                         name if name.startswith("SIG") else "SIG" + name)
-                    self._once("send_signal", lambda: job.send_signal(sig, steps="batch"))
+                    # pyslurm: steps="children" is every step but the batch one
+                    target = "children" if steps_only else "batch"
+                    self._once("send_signal", lambda: job.send_signal(sig, steps=target))
                 else:
                     self._once("cancel", lambda: job.cancel())
             except SchedulerError as exc:

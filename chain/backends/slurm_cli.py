@@ -155,10 +155,11 @@ class SlurmCliBackend(Backend):
         text = self._retrying(["squeue", "-h", "--states=all", f"--name={job_name}", "-o", "%i"])
         return sorted((line.strip() for line in text.splitlines() if line.strip()), key=int)
 
-    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
         argv = ["scancel"]
         if signal:
-            argv += [f"--signal={signal}", "--batch"]
+            # scancel signals only the job steps unless told --batch.
+            argv += [f"--signal={signal}"] + ([] if steps_only else ["--batch"])
         argv.append(job_id)
         self._retrying(argv, ok_errors=("Invalid job id", "already completing or completed"))
 

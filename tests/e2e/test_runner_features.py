@@ -1,0 +1,133 @@
+"""Runner features end to end: module loading (Lmod), srun launch with the
+stop signal forwarded, hostile values kept literal, and the three example
+apps run with their README's own `chain submit` line (issues 3 and 5)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, IterLog, chain_cmd, copy_example, wait_ended
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+
+SIGNAL_ONLY_APP = """\
+import os, signal, sys, time
+path = os.environ["CKPT_PATH"]
+i = int(open(path).read()) if os.path.exists(path) else 0
+stop = False
+def handler(sig, frame):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, handler)
+with open("steps.log", "a") as log:
+    log.write(f"start {i} step={os.environ.get('SLURM_STEP_ID', '-')}\\n")
+while i < int(os.environ["MAX_ITER"]):
+    if stop:  # only the signal stops it: it ignores CHAIN_DEADLINE on purpose
+        open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
+        sys.exit(99)
+    time.sleep(0.1)
+    i += 1
+open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
+"""
+
+
+@pytest.fixture()
+def modulepath(tmp_path: Path) -> str:
+    if not LMOD_INIT.exists():
+        pytest.fail("Lmod is not installed (scripts/setup --dev installs it)")
+    mods = tmp_path / "modulefiles" / "chaintest"
+    mods.mkdir(parents=True)
+    (mods / "1.0.lua").write_text('setenv("CHAINTEST_LOADED", "yes")\n')
+    return str(tmp_path / "modulefiles")
+
+
+def test_modules_are_loaded_before_the_app(backend: str, tmp_path: Path, modulepath: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    chain_cmd("submit", "--backend", backend, "--max-iter", "1", "--modules", "chaintest/1.0",
+              "--app-cmd", 'echo "$CHAINTEST_LOADED" > loaded.txt; echo 1 > state_iter.txt',
+              cwd=work, env={"MODULEPATH": modulepath})
+    report = wait_ended(work, timeout=90)
+    assert report["state"] == "completed", report
+    assert (work / "loaded.txt").read_text() == "yes\n"
+
+
+def test_unknown_module_fails_the_chain_with_the_reason(backend: str, tmp_path: Path, modulepath: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    chain_cmd("submit", "--backend", backend, "--max-iter", "1", "--modules", "nosuchmodule/9",
+              "--app-cmd", "echo 1 > state_iter.txt", cwd=work, env={"MODULEPATH": modulepath})
+    report = wait_ended(work, timeout=90)
+    assert report["state"] == "failed"
+    assert "module load failed: nosuchmodule/9" in report["reason"]
+    assert not (work / "state_iter.txt").exists(), "the app ran although its module failed"
+
+
+def test_srun_mode_forwards_the_stop_signal(slurm_cluster: object, tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(SIGNAL_ONLY_APP)
+    chain_cmd("submit", "--backend", "slurm", "--max-iter", "150", "--launch-mode", "srun",
+              "--srun-args", "-n 1", "--app-cmd", "python3 app.py", "--runner-time", "0:15",
+              "--runner-margin", "5", "--poll-max", "10", cwd=tmp_path)
+    report = wait_ended(tmp_path, timeout=180)
+    assert report["state"] == "completed", report
+    codes = [r["exit_code"] for r in report["runners"]]
+    assert codes[:-1] and all(c == 124 for c in codes[:-1]), codes  # stopped by our signal, advanced
+    steps = (tmp_path / "steps.log").read_text().splitlines()
+    assert all("step=0" in line for line in steps), steps  # the app ran as a job step under srun
+
+
+HOSTILE = "it's \"$(touch pwned)\" `touch pwned2` ; $HOME"
+
+
+def test_hostile_values_reach_the_job_literally(backend: str, tmp_path: Path) -> None:
+    work = tmp_path / f"dir with {HOSTILE[:14]}"
+    work.mkdir()
+    ckpt = f"counter {HOSTILE}.txt"
+    chain_cmd("submit", "--backend", backend, "--max-iter", "3", "--ckpt-path", ckpt,
+              "--chain-dir", f"chain {HOSTILE}",
+              "--app-cmd", 'printf %s "$CKPT_PATH" > seen.txt; echo 3 > "$CKPT_PATH"', cwd=work)
+    report = wait_ended_dir(work, f"chain {HOSTILE}", timeout=90)
+    assert report["state"] == "completed", report
+    assert (work / "seen.txt").read_text() == ckpt
+    assert (work / ckpt).read_text() == "3\n"
+    for name in ("pwned", "pwned2"):
+        assert not list(tmp_path.rglob(name)) and not Path(name).exists()
+
+
+def wait_ended_dir(cwd: Path, chain_dir: str, timeout: float) -> dict:
+    import json
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        report = json.loads(chain_cmd("status", "--json", "--chain-dir", chain_dir, cwd=cwd).stdout)
+        if report["state"] in ("completed", "failed", "stopped", "cancelled"):
+            return report
+        time.sleep(0.5)
+    raise AssertionError(f"chain did not end: {report}")
+
+
+def _readme_command(kind: str) -> list[str]:
+    lines = [l for l in (EXAMPLES / kind / "README.md").read_text().splitlines() if l.startswith("chain submit")]
+    assert len(lines) >= 1, f"examples/{kind}/README.md has no line starting with 'chain submit'"
+    return shlex.split(lines[0])[1:]
+
+
+@pytest.mark.parametrize("kind", ["bash", "python", "r"])
+def test_example_runs_as_a_chain_on_slurm(slurm_cluster: object, kind: str, tmp_path: Path) -> None:
+    if kind == "r" and shutil.which("Rscript") is None:
+        pytest.fail("Rscript is not installed (scripts/setup --dev installs r-base-core)")
+    copy_example(kind, tmp_path)
+    args = _readme_command(kind)
+    max_iter = int(args[args.index("--max-iter") + 1])
+    # The README's exact command; iterations of 0.5 s keep it to ~2 runners.
+    chain_cmd(*args, "--backend", "slurm", cwd=tmp_path, env={"ITER_SECONDS": "0.5"})
+    report = wait_ended(tmp_path, timeout=300)
+    assert report["state"] == "completed", (tmp_path / ".chain" / "chain.log").read_text()
+    assert len(report["runners"]) >= 2
+    IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(max_iter)
