@@ -1,0 +1,108 @@
+"""The CLI through typer's CliRunner: help, version, render, status on a
+chain directory made by the library's own classes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from chain import __version__
+from chain.cli import app
+from chain.decision import ChainState
+from chain.settings import resolve
+from chain.state import ChainDir, ChainStatus, write_json_atomic
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("submit", "status", "render", "cancel", "report", "shell-helpers"):
+        assert command in result.stdout
+
+
+def test_submit_help_has_the_required_flags() -> None:
+    out = runner.invoke(app, ["submit", "--help"], env={"COLUMNS": "200"}).stdout
+    for flag in ("--max-iter", "--app-cmd", "--ckpt-path", "--checkpoint-every", "--runner-time",
+                 "--runner-margin", "--submitter-time", "--submitter-margin", "--launch-mode", "--srun-args",
+                 "--modules", "--stop-signal", "--partition", "--chain-dir", "--config", "--backend", "--resume"):
+        assert flag in out, flag
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"chain {__version__}"
+
+
+def test_render_prints_both_scripts_that_pass_bash_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["render", "--app-cmd", "python3 app.py", "--max-iter", "7"])
+    assert result.exit_code == 0, result.stderr
+    assert "# ---- submitter.sbatch ----" in result.stdout and "# ---- runner.sbatch ----" in result.stdout
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["render", "--app-cmd", "python3 app.py", "--out", str(out)])
+    assert result.exit_code == 0
+    for name in ("submitter.sbatch", "runner.sbatch"):
+        assert subprocess.run(["bash", "-n", str(out / name)]).returncode == 0
+    assert not (tmp_path / ".chain").exists(), "render must not create a chain"
+
+
+def test_render_takes_chain_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chain.toml").write_text('app_cmd = "x"\npartition = "long"\nrunner_time = "1-00:00:00"\n')
+    result = runner.invoke(app, ["render"])
+    assert "#SBATCH --partition=long" in result.stdout and "#SBATCH --time=1-00:00:00" in result.stdout
+
+
+def _chain_dir(tmp_path: Path, runners: int, state: ChainState) -> Path:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    settings = resolve({"app_cmd": "x", "max_iter": "100", "backend": "local"}, {}, {})
+    write_json_atomic(chain.settings_file, settings.to_json())
+    now = time.time()
+    for i in range(runners):
+        chain.append_runner({"job_id": str(10 + i), "seq": i + 1, "state": "FAILED", "exit_code": 99,
+                             "iter_before": i * 10, "iter_after": i * 10 + 10, "verdict": "continue",
+                             "reason": "app checkpointed (99)", "start": now - 100 + i * 10,
+                             "end": now - 91 + i * 10})
+    chain.save_status(ChainStatus(chain_id="chain-abcdef", state=state, workdir=str(tmp_path), backend="local",
+                                  iteration=runners * 10, runner_seq=runners))
+    (tmp_path / "state_iter.txt").write_text(f"{runners * 10}\n")
+    return chain.root
+
+
+def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _chain_dir(tmp_path, 3, ChainState.COMPLETED)
+    result = runner.invoke(app, ["status", "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    for key in ("chain_id", "state", "iteration", "max_iter", "submitter_cycle", "submitter_job_id", "reason",
+                "runners"):
+        assert key in data
+    assert data["state"] == "completed" and data["iteration"] == 30 and len(data["runners"]) == 3
+    assert set(data["runners"][0]) >= {"job_id", "state", "exit_code", "iter_before", "iter_after"}
+    assert data["metrics"]["rate_per_hour"] > 0
+
+
+def test_status_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _chain_dir(tmp_path, 6, ChainState.RUNNING)
+    result = runner.invoke(app, ["status", "--history", "5"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.stderr
+    assert "chain-abcdef" in result.stdout and "running" in result.stdout
+    assert "60/100 (60%)" in result.stdout
+    assert "runners (last 5 of 6)" in result.stdout
+    assert "50->60" in result.stdout and "0->10" not in result.stdout
+
+
+def test_shell_helpers_dir_exists() -> None:
+    result = runner.invoke(app, ["shell-helpers"])
+    path = Path(result.stdout.strip())
+    assert (path / "chain.sh").is_file() and (path / "chain.R").is_file()
