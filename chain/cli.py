@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 import typer.core
@@ -25,6 +25,11 @@ _NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpE
 
 from chain import __version__
 from chain.errors import ChainError
+
+if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
+    from chain.backends.base import Backend
+    from chain.settings import Settings
+    from chain.state import ChainDir
 
 class ChainGroup(typer.core.TyperGroup):
     """Maps errors to one line and an exit code, for the console script and
@@ -270,12 +275,12 @@ def shell_helpers() -> None:
     typer.echo(str(shell_helpers_dir()))
 
 
-@app.command("_submitter", hidden=True)
-def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
+def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Path]:
+    """Inside a job: the chain directory, its stored settings, the backend
+    it was submitted with, and the app's working directory."""
     from chain import api
     from chain.backends import make_backend
     from chain.state import ChainDir
-    from chain.submitter import Submitter
 
     path = Path(chain_dir)
     chain = ChainDir(path)
@@ -283,10 +288,15 @@ def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
     status_ = chain.load_status()
     if status_ is None:
         raise ChainError(f"no chain in {path}")
-    backend = make_backend(status_.backend, path)
-    job_id = os.environ.get("SLURM_JOB_ID", "")
-    code = Submitter(chain, settings, backend, Path(status_.workdir), job_id).run()
-    raise typer.Exit(code)
+    return chain, settings, make_backend(status_.backend, path), Path(status_.workdir)
+
+
+@app.command("_submitter", hidden=True)
+def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
+    from chain.submitter import Submitter
+
+    chain, settings, backend, workdir = _job_context(chain_dir)
+    raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", "")).run())
 
 
 @app.command("_runner", hidden=True)
@@ -294,22 +304,14 @@ def _runner(
     chain_dir: str = typer.Option(..., "--chain-dir"),
     preflight_error: Optional[str] = typer.Option(None, "--preflight-error"),
 ) -> None:
-    from chain import api, runner
-    from chain.backends import make_backend
-    from chain.state import ChainDir
+    from chain import runner
 
-    path = Path(chain_dir)
-    chain = ChainDir(path)
-    settings = api.stored_settings(chain)
-    status_ = chain.load_status()
-    if status_ is None:
-        raise ChainError(f"no chain in {path}")
-    code = runner.run(
-        chain, settings, make_backend(status_.backend, path),
+    chain, settings, backend, workdir = _job_context(chain_dir)
+    raise typer.Exit(runner.run(
+        chain, settings, backend,
         job_id=os.environ.get("SLURM_JOB_ID", "0"), job_name=os.environ.get("SLURM_JOB_NAME", ""),
-        workdir=Path(status_.workdir), preflight_error=preflight_error,
-    )
-    raise typer.Exit(code)
+        workdir=workdir, preflight_error=preflight_error,
+    ))
 
 
 def main() -> None:
