@@ -154,13 +154,14 @@ def submit(
     _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
     write_json_atomic(chain.settings_file, stored.to_json())
     if existing is not None:
+        was_ended = existing.state.ended  # status aliases existing: read before the changes
         status = existing
         status.submitter_cycle += 1
         status.state = ChainState.PENDING
         status.reason = ""
         status.no_progress = 0
         status.retries_used = 0
-        if existing.state.ended:  # hooks of a crashed submitter still count as run
+        if was_ended:  # hooks of a crashed submitter still count as run
             status.hooks = []
         status.hooks_done = False
         chain.cancel_file.unlink(missing_ok=True)
