@@ -23,6 +23,7 @@ from chain.errors import ChainError, CheckpointError
 from chain.settings import LaunchMode, Settings
 from chain.state import ChainDir, read_counter, write_json_atomic
 
+_SIGNALS = {int(s) for s in signal.Signals}
 EXIT_PREFLIGHT = 2
 EXIT_BAD_CHECKPOINT = 3
 
@@ -218,7 +219,9 @@ def run(
     code = classify_exit(app_rc, we_stopped, iter_after > iter_before)
     if counter_error:
         code = EXIT_BAD_CHECKPOINT
-    detail = counter_error or (f"app exited {app_rc}" + (" after SIG" + settings.stop_signal if stop_sent else "")
+    how = f"app killed by {signal.Signals(-rc).name} (exit {app_rc})" if rc < 0 and -rc in _SIGNALS \
+        else f"app exited {app_rc}"
+    detail = counter_error or (how + (" after SIG" + settings.stop_signal if stop_sent else "")
                                + (f" (runner got SIG{external})" if external else "")
                                + (" (killed after the grace period)" if killed else ""))
     save(status="ended", exit_code=code, app_exit_code=app_rc, end=ended, iter_after=iter_after,
