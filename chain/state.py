@@ -46,6 +46,8 @@ def read_json(path: Path, what: str) -> Any:
         raise
     except OSError as exc:
         raise ChainDirError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ChainDirError(f"{what} {path} is corrupt: not UTF-8 text") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -110,6 +112,10 @@ class ChainStatus:
                 expected is int and isinstance(value, bool)
             )):
                 raise ChainDirError(f"state file {path} is corrupt: {f.name} is {value!r}")
+            if str(f.type).startswith("list[dict") and not (
+                isinstance(value, list) and all(isinstance(item, dict) for item in value)
+            ):
+                raise ChainDirError(f"state file {path} is corrupt: {f.name} is not a list of objects")
         return status
 
 
