@@ -13,17 +13,19 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from chain import settings as settings_mod
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobInfo
 from chain.decision import ChainState
 from chain.errors import ChainDirError, ConfigError, SchedulerError
-from chain.render import Scripts, render_scripts, submitter_job_name
+from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
 from chain.settings import Settings
 from chain.state import ChainDir, ChainStatus, read_json, runner_entry, write_json_atomic
-from chain.submitter import RUNNER_SCRIPT, SUBMITTER_SCRIPT
+
+if TYPE_CHECKING:
+    from chain.render import Scripts
 
 
 def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
@@ -92,6 +94,8 @@ def check_app(settings: Settings, workdir: Path) -> None:
 
 
 def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) -> Scripts:
+    from chain.render import render_scripts  # jinja2 only where scripts are made
+
     return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
 
 
@@ -213,13 +217,20 @@ def open_chain(chain_dir: Path) -> tuple[ChainDir, ChainStatus]:
     return chain, status
 
 
+METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
+
+
 def status_report(chain_dir: Path, *, live: bool = True, history: int | None = None) -> dict[str, Any]:
     """Everything ``chain status`` shows, as one JSON-able dict."""
     chain, status = open_chain(chain_dir)
     settings = stored_settings(chain)
-    runners = list(chain.iter_runners())
-    if history is not None:
-        runners = runners[-history:] if history else []
+    if history is None:
+        runners = list(chain.iter_runners())
+        total = len(runners)
+        recent = runners[-METRICS_WINDOW:]
+    else:
+        recent, total = chain.recent_runners(max(history, METRICS_WINDOW))
+        runners = recent[-history:] if history else []
     current = chain.read_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
     slurm: dict[str, JobInfo] = {}
     scheduler_error = ""
@@ -239,8 +250,7 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
 
     from chain.metrics import chain_metrics
 
-    judged = list(chain.iter_runners()) if history is not None else runners
-    metrics = chain_metrics(judged + ([current] if current else []), iteration, settings.max_iter, time.time())
+    metrics = chain_metrics(recent + ([current] if current else []), iteration, settings.max_iter, time.time())
     outputs = [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
                                 chain.reports / "progress.png") if p.exists()]
 
@@ -266,7 +276,7 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
                                    "verdict", "reason", "start", "end")}
             for r in runners
         ],
-        "runner_count": len(runners),
+        "runner_count": total,
         "hooks": status.hooks,
         "metrics": metrics,
         "outputs": outputs,

@@ -211,11 +211,12 @@ def status(
         _watch(directory, interval=2.0)
         return
     if as_json:
-        typer.echo(json.dumps(api.status_report(directory), indent=1, default=str))
+        # compact: the C encoder (indent= falls back to pure Python, 4x slower)
+        typer.echo(json.dumps(api.status_report(directory), default=str))
         return
     from chain.status_view import print_status
 
-    print_status(api.status_report(directory), history=history)
+    print_status(api.status_report(directory, history=history), history=history)
 
 
 def _watch(directory: Path, interval: float) -> None:
@@ -226,7 +227,7 @@ def _watch(directory: Path, interval: float) -> None:
 
     last = ""
     while True:
-        report = api.status_report(directory)
+        report = api.status_report(directory, history=10)
         ended = report["state"] in ("completed", "failed", "stopped", "cancelled")
         if sys.stdout.isatty():
             typer.echo("\x1b[2J\x1b[H", nl=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 import jinja2
 
 from chain.errors import ConfigError
+from chain.names import submitter_job_name
 from chain.settings import Settings
 from chain.timefmt import format_sbatch_time
 
@@ -111,15 +112,3 @@ def sbatch_directives(args: str) -> list[str]:
         else:
             groups[-1].append(word)
     return [" ".join(shlex.quote(w) for w in group) for group in groups]
-
-
-def submitter_job_name(chain_id: str, cycle: int) -> str:
-    """Unique per submitter cycle (a timed-out sbatch is looked up by name);
-    a successor waits with ``--dependency=afterany:<predecessor>``, so two
-    submitters of one chain never run at once."""
-    return f"{chain_id}.s{cycle}"
-
-
-def runner_job_name(chain_id: str, seq: int) -> str:
-    """Unique per runner, so a timed-out sbatch can be looked up by name."""
-    return f"{chain_id}.r{seq}"

@@ -18,13 +18,11 @@ from chain.decision import ChainState, Decision, Outcome, Policy, Progress, Step
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.hooks import run_hooks
 from chain.policy import PollPolicy
-from chain.render import runner_job_name, submitter_job_name
+from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.settings import Settings
 from chain.state import ChainDir, ChainStatus, read_counter, runner_entry
 
 T = TypeVar("T")
-RUNNER_SCRIPT = "runner.sbatch"
-SUBMITTER_SCRIPT = "submitter.sbatch"
 
 
 class _Restart(Exception):

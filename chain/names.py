@@ -1,0 +1,18 @@
+"""Names the chain gives its jobs and scripts (no imports: cheap for status)."""
+
+from __future__ import annotations
+
+RUNNER_SCRIPT = "runner.sbatch"
+SUBMITTER_SCRIPT = "submitter.sbatch"
+
+
+def submitter_job_name(chain_id: str, cycle: int) -> str:
+    """Unique per submitter cycle (a timed-out sbatch is looked up by name);
+    a successor waits with ``--dependency=afterany:<predecessor>``, so two
+    submitters of one chain never run at once."""
+    return f"{chain_id}.s{cycle}"
+
+
+def runner_job_name(chain_id: str, seq: int) -> str:
+    """Unique per runner, so a timed-out sbatch can be looked up by name."""
+    return f"{chain_id}.r{seq}"
