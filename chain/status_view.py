@@ -25,6 +25,16 @@ def _clock(ts: Any) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) and ts else "-"
 
 
+_ENDED_JOB = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+              "BOOT_FAIL", "DEADLINE"}
+
+
+def submitter_lost(report: dict[str, Any]) -> bool:
+    """The chain is not ended but its submitter job is (killed, or its
+    successor could not be submitted)."""
+    return report["state"] in ("running", "pending") and report.get("submitter_state") in _ENDED_JOB
+
+
 def progress_line(report: dict[str, Any]) -> str:
     """One line: state, counter, current runner."""
     done, total = int(report["iteration"]), int(report["max_iter"])
@@ -62,6 +72,9 @@ def print_status(report: dict[str, Any], *, history: int = 10, console: Console 
             out.print("  ".join(parts))
     sub_state = f" ({report['submitter_state']})" if report.get("submitter_state") else ""
     out.print(f"submitter: cycle {report['submitter_cycle']}, job {report['submitter_job_id'] or '-'}{sub_state}")
+    if submitter_lost(report):
+        out.print(f"[bold yellow]the submitter job has ended ({report['submitter_state']}) but the chain is "
+                  f"{state}: nothing drives it. Continue it with: chain submit --resume[/]")
     if report.get("runner_job_id"):
         current = report.get("current_runner") or {}
         phase = current.get("status", "submitted")

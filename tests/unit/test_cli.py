@@ -106,3 +106,21 @@ def test_shell_helpers_dir_exists() -> None:
     result = runner.invoke(app, ["shell-helpers"])
     path = Path(result.stdout.strip())
     assert (path / "chain.sh").is_file() and (path / "chain.R").is_file()
+
+
+def test_status_says_when_nothing_drives_the_chain() -> None:
+    import io
+
+    from rich.console import Console
+
+    from chain.status_view import print_status, submitter_lost
+
+    report = {"chain_id": "c-1", "state": "running", "backend": "slurm", "iteration": 5, "max_iter": 10,
+              "submitter_cycle": 2, "submitter_job_id": "41", "submitter_state": "FAILED", "log": "x"}
+    assert submitter_lost(report)
+    assert not submitter_lost({**report, "submitter_state": "RUNNING"})
+    assert not submitter_lost({**report, "submitter_state": "PENDING"})
+    assert not submitter_lost({**report, "state": "completed"})
+    buf = io.StringIO()
+    print_status(report, console=Console(file=buf, width=200))
+    assert "chain submit --resume" in buf.getvalue()
