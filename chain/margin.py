@@ -1,0 +1,48 @@
+"""Adaptive runner margin: learn how long the app needs to checkpoint.
+
+Pure. The runner measures the time from its stop signal to the app's exit
+(the checkpoint cost seen from outside); the next runner's margin becomes
+max(configured floor, 2 x the worst seen + a few seconds), and a runner
+that had to be killed before it finished doubles it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SLACK_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class MarginState:
+    margin: int  # seconds before the runner's end to send the stop signal
+    worst_stop_to_exit: float = 0.0
+
+
+def next_margin(
+    state: MarginState,
+    *,
+    floor: int,
+    runner_seconds: int,
+    stop_to_exit: float | None,
+    killed: bool,
+) -> tuple[MarginState, str]:
+    """The margin for the next runner, and why (for the chain log).
+
+    Never below the configured ``floor``, never above half the runner's
+    time (the app must still get to compute).
+    """
+    worst = state.worst_stop_to_exit
+    if stop_to_exit is not None and stop_to_exit > worst:
+        worst = stop_to_exit
+    wanted = max(floor, math.ceil(2 * worst + SLACK_SECONDS)) if worst else floor
+    why = f"worst stop-to-exit {worst:.1f}s" if worst else "no stop measured yet"
+    if killed:
+        wanted = max(wanted, 2 * max(state.margin, floor))
+        why = "the app was killed before it finished its checkpoint"
+    cap = max(floor, runner_seconds // 2)
+    if wanted > cap:
+        wanted = cap
+        why += f" (capped at half the runner time, {cap}s)"
+    return MarginState(margin=wanted, worst_stop_to_exit=worst), why

@@ -1,0 +1,29 @@
+from chain.margin import MarginState, next_margin
+
+
+def test_floor_until_something_is_measured():
+    state, why = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=None, killed=False)
+    assert state.margin == 60 and "no stop" in why
+
+
+def test_twice_the_worst_plus_slack():
+    state, _ = next_margin(MarginState(10), floor=10, runner_seconds=3600, stop_to_exit=20.0, killed=False)
+    assert state.margin == 45 and state.worst_stop_to_exit == 20.0
+    # a faster stop later does not lower it: the worst seen counts
+    state, _ = next_margin(state, floor=10, runner_seconds=3600, stop_to_exit=3.0, killed=False)
+    assert state.margin == 45
+
+
+def test_cheap_checkpoints_keep_the_floor():
+    state, _ = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=2.0, killed=False)
+    assert state.margin == 60
+
+
+def test_killed_doubles():
+    state, why = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=None, killed=True)
+    assert state.margin == 120 and "killed" in why
+
+
+def test_capped_at_half_the_runner_time():
+    state, why = next_margin(MarginState(60), floor=60, runner_seconds=300, stop_to_exit=200.0, killed=False)
+    assert state.margin == 150 and "capped" in why
