@@ -1,0 +1,791 @@
+#!/usr/bin/env python3
+"""Handoff benchmark: the seed scripts vs a pre-submitted dependency chain vs chain.
+
+Runs the same app (examples/python/app.py: 1 iteration/s, checkpoint every 5,
+60 iterations, runner window 20 s = 30 s limit - 10 s margin) on the real
+Slurm cluster three ways, measures handoff latency from the app's own
+iteration log, whole-chain wall time, and Slurm client calls (counted by
+wrapper scripts first on PATH), then times ``chain status`` on a synthetic
+chain directory of 10 000 runners.  Prints a markdown table and writes
+bench/results/<date>.json and .md.  See bench/README.md.
+
+Not part of the test suite.  Needs the dev cluster:
+    bash scripts/dev-cluster up; eval "$(bash scripts/dev-cluster env)"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+SEED = BENCH / "seed"
+APP = ROOT / "examples" / "python" / "app.py"
+PY = sys.executable  # the interpreter with chain installed; its bin dir goes on PATH
+REAL_BIN = "/usr/bin"
+WRAPPED = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "srun")
+SLURMCTLD_LOG = Path(os.environ.get("CHAIN_DEV_CLUSTER_DIR", "/var/lib/chain-dev-cluster")) / "log" / "slurmctld.log"
+
+MAX_ITER = 60
+CHECKPOINT_EVERY = 5
+ITER_SECONDS = 1.0
+RUNNER_LIMIT = 30  # seconds
+RUNNER_MARGIN = 10  # seconds -> 20 s window
+PURE_COMPUTE = MAX_ITER * ITER_SECONDS
+
+SYSTEMS = {
+    "c": "chain (submitter-time default 3:30)",
+    "c_long": "chain (--submitter-time 30:00, no restart)",
+    "c_restart": "chain (--submitter-time 2:00 --submitter-margin 75: restarts mid-chain)",
+    "b": "pre-submitted --dependency=afterany chain (seed runner)",
+    "a": "seed scripts (checkpoint_submitter.sh + checkpoint_runner.sh)",
+}
+DEFAULT_ORDER = ["c", "c_long", "c_restart", "b", "a"]
+
+# The seed's `module load` lines need a `module` command (Lmod), which this
+# cluster lacks: an exported no-op bash function, propagated by sbatch, makes
+# them succeed without touching the scripts.
+NOOP_MODULE = {"BASH_FUNC_module%%": "() {  :\n}"}
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def real(cmd: str, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """A Slurm client call by the benchmark itself (not counted)."""
+    return subprocess.run([f"{REAL_BIN}/{cmd}", *args], capture_output=True, text=True, check=check)
+
+
+# --------------------------------------------------------------------------- setup
+@dataclass
+class Workspace:
+    name: str
+    dir: Path
+    env: dict[str, str]
+    calls_file: Path
+    t_submit: float = 0.0
+    t_submitted: float = 0.0  # the submitting command(s) returned: later calls come from jobs
+    t_done: float | None = None
+    done_how: str = ""
+    jobs: list[str] = field(default_factory=list)
+    submitter_job: str = ""
+    notes: list[str] = field(default_factory=list)
+    ok: bool = True
+
+
+def make_workspace(base: Path, name: str) -> Workspace:
+    d = base / name
+    if d.exists():
+        shutil.rmtree(d)
+    (d / "bin").mkdir(parents=True)
+    shutil.copy(APP, d / "app.py")
+    calls = d / "slurm_calls.log"
+    calls.touch()
+    for cmd in WRAPPED:
+        w = d / "bin" / cmd
+        w.write_text(
+            "#!/bin/bash\n"
+            "# bench wrapper: count the call, then run the real client\n"
+            f'printf \'%s %s %s %s\\n\' "$EPOCHREALTIME" "${{SLURM_JOB_ID:--}}" {cmd} "$*" '
+            '>> "${BENCH_CALLS_FILE:-/dev/null}"\n'
+            f'exec {REAL_BIN}/{cmd} "$@"\n'
+        )
+        w.chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "SBATCH_", "SRUN_")) or k == "SLURM_CONF"}
+    env["PATH"] = f"{d / 'bin'}:{Path(PY).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    env["BENCH_CALLS_FILE"] = str(calls)
+    env["ITER_SECONDS"] = str(ITER_SECONDS)
+    for k in ("CHAIN_DIR", "MAX_ITER", "APP_CMD", "CKPT_PATH", "CHECKPOINT_EVERY"):
+        env.pop(k, None)
+    return Workspace(name, d, env, calls)
+
+
+def sacct_times(job: str) -> dict[str, Any]:
+    p = real("sacct", "-X", "-n", "-P", "-j", job, "-o", "JobIDRaw,State,ExitCode,Submit,Start,End")
+    for line in p.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 6 and parts[0] == job:
+            def ts(s: str) -> float | None:
+                try:
+                    return time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%S"))
+                except ValueError:
+                    return None
+            return {"state": parts[1], "exit": parts[2], "submit": ts(parts[3]), "start": ts(parts[4]),
+                    "end": ts(parts[5])}
+    return {}
+
+
+def job_end_time(job: str, what: str) -> tuple[float, str]:
+    """End of a job: slurmctld.log's _job_complete (ms), else sacct End (1 s)."""
+    t = ctld_events([job])[job].get("complete")
+    if t:
+        return t, f"slurmctld.log _job_complete of {what}"
+    end = sacct_times(job).get("end")
+    if end:
+        return end, f"sacct End of {what} (1 s resolution)"
+    return time.time(), f"seen ended by the benchmark ({what})"
+
+
+def job_state(job: str) -> str:
+    p = real("squeue", "-h", "--states=all", "-j", job, "-o", "%T")
+    state = p.stdout.strip()
+    if state:
+        return state
+    return sacct_times(job).get("state", "UNKNOWN")
+
+
+ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
+
+
+def wait_job_end(job: str, deadline: float, every: float = 2.0) -> bool:
+    while time.time() < deadline:
+        st = job_state(job)
+        if st.split()[0] not in ACTIVE and st != "UNKNOWN":
+            return True
+        time.sleep(every)
+    return False
+
+
+# --------------------------------------------------------------------------- the three systems
+def run_chain(ws: Workspace, extra: list[str], timeout: float) -> None:
+    argv = [PY, "-m", "chain", "submit", "--max-iter", str(MAX_ITER), "--app-cmd", "python3 app.py",
+            "--checkpoint-every", str(CHECKPOINT_EVERY), "--runner-time", f"0:{RUNNER_LIMIT}",
+            "--runner-margin", str(RUNNER_MARGIN), "--backend", "slurm", "--partition", "debug", *extra]
+    ws.notes.append("command: " + " ".join(argv[1:]))
+    ws.t_submit = time.time()
+    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True)
+    ws.t_submitted = time.time()
+    log(f"{ws.name}: {p.stdout.strip()} {p.stderr.strip()}")
+    m = re.search(r"submitter job (\d+)", p.stdout + p.stderr)
+    ws.submitter_job = m.group(1) if m else ""
+    if p.returncode != 0:
+        ws.ok = False
+        ws.notes.append(f"chain submit failed: {p.stderr.strip()}")
+        return
+    state_file = ws.dir / ".chain" / "state.json"
+    deadline = ws.t_submit + timeout
+    state: dict[str, Any] = {}
+    while time.time() < deadline:
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("state") in ("completed", "failed", "stopped", "cancelled"):
+            break
+        time.sleep(0.25)
+    if state.get("state") != "completed":
+        ws.ok = False
+        ws.notes.append(f"chain ended {state.get('state')!r}: {state.get('reason', '')}")
+        subprocess.run([PY, "-m", "chain", "cancel"], cwd=ws.dir, env=ws.env, capture_output=True)
+    ws.t_done = float(state.get("completed_at") or time.time())
+    ws.done_how = "state.json completed_at"
+    # let the submitter job exit so its last calls are counted
+    sub = str(state.get("submitter_job_id", ""))
+    if sub:
+        wait_job_end(sub, time.time() + 60, every=1.0)
+    ws.jobs = [line.strip() for line in (ws.dir / ".chain" / "worker_ids.txt").read_text().split()] \
+        if (ws.dir / ".chain" / "worker_ids.txt").exists() else []
+
+
+def seed_env(ws: Workspace) -> dict[str, str]:
+    env = dict(ws.env)
+    env.update(NOOP_MODULE)
+    env.update(
+        MAX_ITER=str(MAX_ITER), CHECKPOINT_EVERY=str(CHECKPOINT_EVERY), CKPT_PATH="state_iter.txt",
+        # `bash -lc` (the seed runner) resets PATH from /etc/profile: name the
+        # interpreter with chain installed explicitly (same python as chain's runs).
+        APP_CMD=f"{PY} app.py",
+        # "30" would be 30 *minutes* in the seed's to_seconds(); 0:30 is MM:SS.
+        RUNNER_TIME_LIMIT=f"0:{RUNNER_LIMIT}", RUNNER_MARGIN_SEC=str(RUNNER_MARGIN),
+        # Long enough that the seed submitter never self-restarts during the
+        # ~25 min run (the default 3:30 would restart it every 150 s).
+        SUBMITTER_TIME_LIMIT="2:00:00", SUBMITTER_MARGIN_SEC="60",
+    )
+    return env
+
+
+def run_dependency_chain(ws: Workspace, timeout: float) -> None:
+    env = seed_env(ws)
+    shutil.copy(SEED / "checkpoint_runner.sh", ws.dir / "checkpoint_runner.sh")
+    # each seed runner does ~window-1 iterations (TERM at 20 s, python start-up)
+    n = math.ceil(MAX_ITER / (RUNNER_LIMIT - RUNNER_MARGIN - 3)) + 1
+    ws.notes.append(f"{n} runners submitted up front with --dependency=afterany:<previous>; "
+                    "the unused ones are scancel'ed once the app exits 0")
+    ws.t_submit = time.time()
+    prev = ""
+    for _ in range(n):
+        argv = ["sbatch", "--parsable"] + ([f"--dependency=afterany:{prev}"] if prev else []) + ["checkpoint_runner.sh"]
+        p = subprocess.run(argv, cwd=ws.dir, env=env, capture_output=True, text=True, check=True)
+        prev = p.stdout.strip().split(";")[0]
+        ws.jobs.append(prev)
+    ws.t_submitted = time.time()
+    log(f"b: submitted {ws.jobs}")
+    deadline = ws.t_submit + timeout
+    done_run = None
+    while time.time() < deadline and done_run is None:
+        runs = parse_iterlog(ws.dir / "iterations.log")
+        done_run = next((r for r in runs if r.code == 0), None)
+        time.sleep(0.25)
+    if done_run is None:
+        ws.ok = False
+        ws.notes.append("app never exited 0")
+    last = done_run.job if done_run else ws.jobs[-1]
+    for j in ws.jobs[ws.jobs.index(last) + 1 if last in ws.jobs else len(ws.jobs):]:
+        real("scancel", j)
+    wait_job_end(last, time.time() + 120, every=1.0)
+    ws.jobs = ws.jobs[: ws.jobs.index(last) + 1] if last in ws.jobs else ws.jobs
+    time.sleep(2)
+    ws.t_done, ws.done_how = job_end_time(last, "the last runner")
+
+
+def run_seed(ws: Workspace, timeout: float) -> None:
+    env = seed_env(ws)
+    # The wiki's instructions: copies of both scripts in the working directory.
+    shutil.copy(SEED / "checkpoint_runner.sh", ws.dir / "checkpoint_runner.sh")
+    shutil.copy(SEED / "checkpoint_submitter.sh", ws.dir / "checkpoint_submitter.sh")
+    ws.t_submit = time.time()
+    p = subprocess.run(["sbatch", "--parsable", "checkpoint_submitter.sh"], cwd=ws.dir, env=env,
+                       capture_output=True, text=True, check=True)
+    sub = p.stdout.strip().split(";")[0]
+    ws.t_submitted = time.time()
+    log(f"a: seed submitter job {sub}; this takes ~20-25 min (the squeue loop waits for MinJobAge)")
+    ok = wait_job_end(sub, ws.t_submit + timeout, every=5.0)
+    if not ok:
+        ws.ok = False
+        ws.notes.append("seed submitter did not finish in time; cancelled")
+        real("scancel", sub)
+    info = sacct_times(sub)
+    if info.get("state") != "COMPLETED":
+        ws.ok = False
+        ws.notes.append(f"seed submitter ended {info.get('state')} {info.get('exit')}")
+    ws.t_done, ws.done_how = job_end_time(sub, "the seed submitter")
+    ids = ws.dir / "worker_ids.txt"
+    ws.jobs = ids.read_text().split() if ids.exists() else []
+    ws.notes.append(f"submitter job {sub}")
+
+
+# --------------------------------------------------------------------------- measurement
+@dataclass
+class Run:
+    job: str
+    pid: str
+    start: float
+    start_iter: int
+    exit: float | None = None
+    code: int | None = None
+    end_iter: int | None = None
+    iters: int = 0
+
+
+def parse_iterlog(path: Path) -> list[Run]:
+    runs: dict[tuple[str, str], Run] = {}
+    order: list[Run] = []
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        f = line.split()
+        if len(f) < 5:
+            continue
+        ts, ev, it, job, pid = float(f[0]), f[1], int(f[2]), f[3], f[4]
+        key = (job, pid)
+        if ev == "start":
+            runs[key] = Run(job, pid, ts, it)
+            order.append(runs[key])
+        elif key in runs:
+            r = runs[key]
+            if ev == "iter":
+                r.iters += 1
+            elif ev == "exit":
+                r.exit, r.end_iter = ts, it
+                r.code = int(f[5]) if len(f) > 5 else None
+    return order
+
+
+def parse_calls(path: Path) -> list[tuple[float, str, str, str]]:
+    out = []
+    for line in path.read_text().splitlines():
+        f = line.split(" ", 3)
+        if len(f) >= 3:
+            out.append((float(f[0]), f[1], f[2], f[3] if len(f) > 3 else ""))
+    return out
+
+
+def med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def measure(ws: Workspace) -> dict[str, Any]:
+    runs = parse_iterlog(ws.dir / "iterations.log")
+    # up to (and including) the run that finished the work
+    used: list[Run] = []
+    for r in runs:
+        used.append(r)
+        if r.code == 0:
+            break
+    handoffs = [round(b.start - a.exit, 3) for a, b in zip(used, used[1:]) if a.exit is not None]
+    first = used[0].start if used else None
+    last = used[-1].exit if used else None
+    calls = parse_calls(ws.calls_file)
+    in_chain = [c for c in calls if c[0] >= ws.t_submit]
+    running = [c for c in calls if any(r.exit and r.start <= c[0] <= r.exit for r in used)]
+    runner_hours = sum((r.exit - r.start) for r in used if r.exit) / 3600
+    by_cmd: dict[str, int] = {}
+    by_caller: dict[str, int] = {}
+    for c in in_chain:
+        by_cmd[c[2]] = by_cmd.get(c[2], 0) + 1
+        # chain strips SLURM_* from sbatch's environment, so a submitter's sbatch shows no job id
+        caller = ("login" if c[0] <= ws.t_submitted else "submitter") if c[1] == "-" else \
+            ("runner" if c[1] in ws.jobs else "submitter")
+        by_caller[caller] = by_caller.get(caller, 0) + 1
+    span = (last - first) if first and last else None
+    s2d = (ws.t_done - ws.t_submit) if ws.t_done else None
+    total_iters = sum(r.iters for r in used)
+    res: dict[str, Any] = {
+        "system": ws.name, "label": SYSTEMS[ws.name], "ok": ws.ok, "notes": ws.notes, "workdir": str(ws.dir),
+        "runners": len(used), "app_exit_codes": [r.code for r in used],
+        "iterations_computed": total_iters, "iterations_recomputed": total_iters - MAX_ITER,
+        "handoffs_s": handoffs, "handoff_median_s": med(handoffs), "handoff_max_s": max(handoffs) if handoffs else None,
+        "first_start_to_last_exit_s": span, "span_over_compute": span / PURE_COMPUTE if span else None,
+        "submit_to_first_app_start_s": (first - ws.t_submit) if first else None,
+        "last_app_exit_to_done_s": (ws.t_done - last) if last and ws.t_done else None,
+        "submit_to_done_s": s2d, "submit_to_done_over_compute": s2d / PURE_COMPUTE if s2d else None,
+        "done_measured_by": ws.done_how,
+        "slurm_calls_total": len(in_chain), "slurm_calls_by_command": by_cmd, "slurm_calls_by_caller": by_caller,
+        "slurm_calls_while_runner_runs": len(running),
+        "runner_hours": runner_hours,
+        "calls_per_runner_hour_measured": len(running) / runner_hours if runner_hours else None,
+        "calls_per_runner_hour_total": len(in_chain) / runner_hours if runner_hours else None,
+        "jobs": ws.jobs,
+        "runs": [r.__dict__ for r in used],
+        "workspace": {"t_submit": ws.t_submit, "t_submitted": ws.t_submitted, "t_done": ws.t_done,
+                      "done_how": ws.done_how, "submitter_job": ws.submitter_job, "jobs": ws.jobs,
+                      "ok": ws.ok, "notes": ws.notes},
+    }
+    if ws.name.startswith("c"):
+        res["handoff_breakdown"] = chain_breakdown(ws, used, calls)
+        res["start_breakdown"] = chain_start(ws, used, calls)
+    return res
+
+
+def ctld_events(job_ids: list[str]) -> dict[str, dict[str, float]]:
+    """submit / allocate / complete times (ms) of jobs from slurmctld.log, if readable."""
+    out: dict[str, dict[str, float]] = {j: {} for j in job_ids}
+    try:
+        text = SLURMCTLD_LOG.read_text(errors="replace")
+    except OSError:
+        return out
+    pat = re.compile(r"^\[(\S+?)(\.\d+)?\] (.*?JobId=(\d+)\b.*)$")
+    for line in text.splitlines():
+        m = pat.match(line)
+        if not m or m.group(4) not in out:
+            continue
+        try:
+            t = time.mktime(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) + float(m.group(2) or 0)
+        except ValueError:
+            continue
+        msg, ev = m.group(3), out[m.group(4)]
+        if "_slurm_rpc_submit_batch_job" in msg:
+            ev.setdefault("submit", t)
+        elif "sched: Allocate" in msg or "Started JobId" in msg:
+            ev.setdefault("allocate", t)
+            ev.setdefault("allocated_by_backfill", 1.0 if "backfill" in msg else 0.0)
+        elif "_job_complete" in msg and "done" in msg:
+            ev.setdefault("complete", t)
+    return out
+
+
+def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str, str, str]]) -> list[dict[str, Any]]:
+    """Where each chain handoff's time goes, from precise timestamps:
+    the app's log, the runner records, the wrapper call log, slurmctld.log."""
+    records = ws.dir / ".chain" / "runners"
+    ctld = ctld_events([r.job for r in used])
+    out = []
+    for a, b in zip(used, used[1:]):
+        if a.exit is None:
+            continue
+        try:
+            rec_a = json.loads((records / f"{a.job}.json").read_text())
+        except (OSError, ValueError):
+            rec_a = {}
+        rec_end = rec_a.get("end")
+        sub_calls = [c for c in calls if c[1] not in (a.job, b.job) and c[0] > ws.t_submitted
+                     and a.exit <= c[0] <= b.start]
+        first_q = next((c[0] for c in sub_calls if c[2] == "squeue"), None)
+        sbatch = next((c[0] for c in sub_calls if c[2] == "sbatch" and "submitter.sbatch" not in c[3]), None)
+        runner_q = next((c[0] for c in calls if c[1] == b.job and c[2] == "squeue"), None)
+        ev_a, ev_b = ctld.get(a.job, {}), ctld.get(b.job, {})
+        q_between = [c for c in sub_calls if sbatch is None or c[0] <= sbatch]
+
+        def d(x: float | None, y: float | None) -> float | None:
+            return round(y - x, 3) if x is not None and y is not None else None
+
+        out.append({
+            "from_job": a.job, "to_job": b.job, "handoff_s": d(a.exit, b.start),
+            "app_exit_to_runner_record_end": d(a.exit, rec_end),
+            "record_end_to_submitter_first_squeue (file poll 0.25 s)": d(rec_end, first_q),
+            "first_squeue_to_sbatch (wait for job to leave the queue + sacct)": d(first_q, sbatch),
+            "runner_job_complete_in_slurmctld_after_app_exit": d(a.exit, ev_a.get("complete")),
+            "slurm_calls_between_record_and_sbatch": [f"{c[2]}@{c[0] - a.exit:+.2f}" for c in q_between],
+            "sbatch_to_allocate (scheduler)": d(sbatch, ev_b.get("allocate")),
+            "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
+            "allocate_to_runner_squeue (job launch + chain runner python start)": d(ev_b.get("allocate"), runner_q),
+            "runner_squeue_to_app_start (end_time query, record, bash -c, app python start)": d(runner_q, b.start),
+            "sbatch_to_app_start": d(sbatch, b.start),
+        })
+    return out
+
+
+def chain_start(ws: Workspace, used: list[Run], calls: list[tuple[float, str, str, str]]) -> dict[str, Any]:
+    """submit -> first app start, split at the submitter's and first runner's milestones."""
+    if not used:
+        return {}
+    first = used[0]
+    ev = ctld_events([ws.submitter_job, first.job])
+    sub_first_call = next((c[0] for c in calls if c[0] > ws.t_submitted and c[1] != first.job), None)
+    sbatch = next((c[0] for c in calls if c[0] > ws.t_submitted and c[2] == "sbatch"), None)
+    runner_q = next((c[0] for c in calls if c[1] == first.job and c[2] == "squeue"), None)
+
+    def d(x: float | None, y: float | None) -> float | None:
+        return round(y - x, 3) if x is not None and y is not None else None
+
+    return {
+        "chain_submit_command (python start-up, render, sbatch)": d(ws.t_submit, ws.t_submitted),
+        "submit_to_submitter_allocate": d(ws.t_submit, ev[ws.submitter_job].get("allocate")) if ws.submitter_job else None,
+        "submitter_allocate_to_first_call (launch + python start)":
+            d(ev[ws.submitter_job].get("allocate"), sub_first_call) if ws.submitter_job else None,
+        "submitter_first_call_to_runner_sbatch": d(sub_first_call, sbatch),
+        "runner_sbatch_to_allocate": d(sbatch, ev[first.job].get("allocate")),
+        "runner_allocate_to_runner_squeue": d(ev[first.job].get("allocate"), runner_q),
+        "runner_squeue_to_app_start": d(runner_q, first.start),
+        "submit_to_first_app_start": d(ws.t_submit, first.start),
+    }
+
+
+# --------------------------------------------------------------------------- model for long runners
+def chain_calls_model(hours: float = 24.0) -> dict[str, Any]:
+    """Slurm calls the chain submitter + runner make for one runner of ``hours``,
+    from chain's own PollPolicy (what the wrappers would count on a long runner)."""
+    sys.path.insert(0, str(ROOT))
+    from chain.policy import PollPolicy
+
+    pol = PollPolicy()
+    end = hours * 3600
+    t, queries = 0.0, 1  # one query at adoption/submit
+    while True:
+        t = pol.next_slurm_query(t, end)
+        if t >= end:
+            break
+        queries += 1
+    # the runner's own end_time squeue, squeue+sacct once it ended, the next sbatch
+    per_runner = queries + 1 + 2 + 1
+    return {"runner_hours": hours, "squeue_while_running": queries, "per_runner": per_runner,
+            "per_runner_hour": per_runner / hours, "while_running_per_runner_hour": (queries + 1) / hours}
+
+
+# --------------------------------------------------------------------------- chain status on 10 000 runners
+def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 7) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from chain import api
+    from chain.decision import ChainState
+    from chain.state import ChainDir, ChainStatus, write_json_atomic
+
+    work = base / "status10k"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    max_iter = n_runners * 20
+    (work / "state_iter.txt").write_text(f"{max_iter}\n")
+    settings = api.load_settings({"app_cmd": "python3 app.py", "max_iter": str(max_iter),
+                                  "backend": "slurm"}, {}, None, work)
+    chain = ChainDir(work / ".chain")
+    chain.create()
+    write_json_atomic(chain.settings_file, settings.to_json())
+    t0 = 1_700_000_000.0
+    lines = []
+    for i in range(1, n_runners + 1):
+        job = str(100000 + i)
+        start = t0 + (i - 1) * 32
+        entry = {"job_id": job, "seq": i, "state": "COMPLETED", "exit_code": 124 if i < n_runners else 0,
+                 "iter_before": (i - 1) * 20, "iter_after": i * 20, "verdict": "continue" if i < n_runners else
+                 "complete", "reason": "checkpoint advanced", "submitted": start - 1.5, "start": start,
+                 "end": start + 30, "stop_to_exit": 0.8, "recorded": True}
+        lines.append(json.dumps(entry, sort_keys=True) + "\n")  # ChainDir.append_runner's format
+    # append_runner fsyncs each line (10 000 fsyncs); the bulk goes in one write,
+    # the last runner through chain's own append_runner.
+    chain.runners_log.write_text("".join(lines[:-1]))
+    chain.append_runner(json.loads(lines[-1]))
+    chain.worker_ids.write_text("".join(f"{100000 + i}\n" for i in range(1, n_runners + 1)))
+    for i in range(n_runners - 4, n_runners + 1):
+        job = str(100000 + i)
+        start = t0 + (i - 1) * 32
+        write_json_atomic(chain.record_file(job), {
+            "job_id": job, "job_name": f"chain-bench.r{i}", "seq": i, "status": "ended", "start": start,
+            "host": "vm", "end_planned": start + 30, "stop_at": start + 20, "kill_at": start + 25,
+            "slurm_end": start + 60, "iter_before": (i - 1) * 20, "iter_after": i * 20, "exit_code": 124,
+            "app_exit_code": 99, "end": start + 21, "stop_sent": start + 20, "stop_to_exit": 0.8,
+            "external_signal": None, "killed": False, "detail": "app exited 99 after SIGTERM"})
+    status = ChainStatus(chain_id="chain-bench10k", state=ChainState.COMPLETED, created=t0,
+                         workdir=str(work), backend="slurm", submitter_cycle=400, submitter_job_id="99999",
+                         runner_seq=n_runners, runner_job_id=str(100000 + n_runners), runner_live=False,
+                         iteration=max_iter, hooks_done=True, completed_at=t0 + n_runners * 32,
+                         reason=f"reached MAX_ITER={max_iter}")
+    chain.save_status(status)
+    chain.log("synthetic chain for the status benchmark", echo=False)
+
+    chain_exe = Path(PY).parent / "chain"
+    launcher = [str(chain_exe)] if chain_exe.exists() else [PY, "-m", "chain"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
+    env["COLUMNS"] = "120"
+
+    def timed(argv: list[str]) -> dict[str, Any]:
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            p = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
+            ts.append(time.perf_counter() - t)
+            if p.returncode != 0:
+                return {"argv": argv, "error": p.stderr.strip()[-300:]}
+        return {"argv": " ".join(argv), "median_s": statistics.median(ts), "min_s": min(ts), "runs_s": ts}
+
+    cd = ["--chain-dir", str(chain.root)]
+    out: dict[str, Any] = {"runners": n_runners, "chain_dir": str(chain.root),
+                           "runners_jsonl_bytes": chain.runners_log.stat().st_size}
+    # warm the page cache / bytecode first
+    subprocess.run([*launcher, "status", "--json", *cd], cwd=work, env=env, capture_output=True)
+    out["status_json"] = timed([*launcher, "status", "--json", *cd])
+    out["status"] = timed([*launcher, "status", *cd])
+    out["help"] = timed([*launcher, "--help"])
+    out["python_bare"] = timed([PY, "-c", "pass"])
+    out["import_chain_cli"] = timed([PY, "-c", "import chain.cli"])
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        api.status_report(chain.root)
+        ts.append(time.perf_counter() - t)
+    out["status_report_in_process_median_s"] = statistics.median(ts)
+    # where the CLI's time goes (in process): the JSON encoding, and what a
+    # report limited to the shown history would cost
+    rep = api.status_report(chain.root)
+    for key, fn in (("json_dumps_indent1_in_process_median_s", lambda: json.dumps(rep, indent=1, default=str)),
+                    ("json_dumps_compact_in_process_median_s", lambda: json.dumps(rep, default=str)),
+                    ("status_report_history10_in_process_median_s", lambda: api.status_report(chain.root, history=10))):
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        out[key] = statistics.median(ts)
+    return out
+
+
+# --------------------------------------------------------------------------- report
+def fmt(x: Any, nd: int = 1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def render(results: dict[str, Any]) -> str:
+    sysres = results["systems"]
+    model = results["chain_calls_model_24h"]
+    L = [f"# Handoff benchmark {results['date']}", "",
+         f"Same app everywhere: examples/python/app.py, {ITER_SECONDS:g} s/iteration, checkpoint every "
+         f"{CHECKPOINT_EVERY}, MAX_ITER={MAX_ITER} (pure compute {PURE_COMPUTE:.0f} s), runner limit "
+         f"{RUNNER_LIMIT} s - margin {RUNNER_MARGIN} s = {RUNNER_LIMIT - RUNNER_MARGIN} s window. "
+         f"Cluster: {results['cluster']}.", "",
+         "| system | runners | handoff median (s) | handoff max (s) | handoffs (s) | first start→last exit (s) "
+         "| ÷ compute | submit→done (s) | ÷ compute | submit→first start / last exit→done (s) "
+         "| Slurm calls total | calls while an app runs | per runner-hour: while running / all calls "
+         "(measured, 20 s runners) | per runner-hour, 24 h runner (model) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    models = {"a": "360 (squeue every 10 s) + 2 per runner", "b": "0 (N sbatch up front)",
+              "c": f"{model['per_runner_hour']:.2f} ({model['per_runner']} per 24 h runner)"}
+    for name in ("a", "b", "c", "c_long", "c_restart"):
+        r = sysres.get(name)
+        if not r:
+            continue
+        flag = "" if r["ok"] else " ⚠"
+        L.append(f"| ({name}) {r['label']}{flag} | {r['runners']} | {fmt(r['handoff_median_s'])} | "
+                 f"{fmt(r['handoff_max_s'])} | {', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | "
+                 f"{fmt(r['first_start_to_last_exit_s'])} | {fmt(r['span_over_compute'], 2)} | "
+                 f"{fmt(r['submit_to_done_s'])} | {fmt(r['submit_to_done_over_compute'], 2)} | "
+                 f"{fmt(r['submit_to_first_app_start_s'])} / {fmt(r['last_app_exit_to_done_s'])} | "
+                 f"{r['slurm_calls_total']} | {r['slurm_calls_while_runner_runs']} | "
+                 f"{fmt(r['calls_per_runner_hour_measured'], 0)} / {fmt(r['calls_per_runner_hour_total'], 0)} | "
+                 f"{models[name[0]]} |")
+    st = results.get("status")
+    L += ["", "## Targets (chain)", "", "| target | chain | verdict |", "|---|---|---|"]
+    b = sysres.get("b")
+    for name in ("c", "c_long", "c_restart"):
+        c = sysres.get(name)
+        if not c:
+            continue
+        hm = c["handoff_median_s"]
+        L.append(f"| ({name}) handoff median ≤ 2 s | {fmt(hm, 2)} s | {'PASS' if hm is not None and hm <= 2 else 'FAIL'} |")
+        if b and b.get("handoff_median_s"):
+            ratio = hm / b["handoff_median_s"] if hm is not None else None
+            L.append(f"| ({name}) handoff median ≤ 1.2 × dependency chain ({fmt(b['handoff_median_s'], 2)} s) | "
+                     f"{fmt(ratio, 2)} × | {'PASS' if ratio is not None and ratio <= 1.2 else 'FAIL'} |")
+        for key, what in (("span_over_compute", "first app start → last app exit"),
+                          ("submit_to_done_over_compute", "submit → done")):
+            v = c[key]
+            L.append(f"| ({name}) whole chain ≤ 1.15 × pure compute ({what}) | {fmt(v, 2)} × | "
+                     f"{'PASS' if v is not None and v <= 1.15 else 'FAIL'} |")
+        L.append(f"| ({name}) ≤ 12 Slurm calls per runner-hour while a runner runs, measured on 20 s runners | "
+                 f"{fmt(c['calls_per_runner_hour_measured'], 0)} ({c['slurm_calls_while_runner_runs']} calls in "
+                 f"{c['runner_hours'] * 3600:.0f} s) | {'PASS' if (c['calls_per_runner_hour_measured'] or 0) <= 12 else 'FAIL (see model)'} |")
+    L.append(f"| ≤ 12 Slurm calls per runner-hour, 24 h runner (chain's PollPolicy) | "
+             f"{model['while_running_per_runner_hour']:.2f} while running, {model['per_runner_hour']:.2f} incl. handoff | "
+             f"{'PASS' if model['per_runner_hour'] <= 12 else 'FAIL'} |")
+    if st:
+        sj, s = st["status_json"].get("median_s"), st["status"].get("median_s")
+        L.append(f"| `chain status --json` ≤ 0.3 s on {st['runners']} runners | {fmt(sj, 3)} s | "
+                 f"{'PASS' if sj is not None and sj <= 0.3 else 'FAIL'} |")
+        L.append(f"| `chain status` ≤ 0.3 s on {st['runners']} runners | {fmt(s, 3)} s | "
+                 f"{'PASS' if s is not None and s <= 0.3 else 'FAIL'} |")
+        L += ["", "## chain start-up and status (median of "
+              f"{len(st['status']['runs_s']) if 'runs_s' in st['status'] else '?'} runs, wall time)", "",
+              "| command | median (s) | min (s) |", "|---|---|---|"]
+        for key in ("help", "status_json", "status", "import_chain_cli", "python_bare"):
+            r = st[key]
+            L.append(f"| `{r.get('argv', key)}` | {fmt(r.get('median_s'), 3)} | {fmt(r.get('min_s'), 3)} |")
+        L.append(f"| `api.status_report()` in process (all {st['runners']} runners) | {fmt(st['status_report_in_process_median_s'], 3)} | |")
+        L.append(f"| `json.dumps(report, indent=1)` in process (what `--json` prints; pure-Python encoder) | "
+                 f"{fmt(st['json_dumps_indent1_in_process_median_s'], 3)} | |")
+        L.append(f"| `json.dumps(report)` in process (C encoder) | {fmt(st['json_dumps_compact_in_process_median_s'], 3)} | |")
+        L.append(f"| `api.status_report(history=10)` in process | {fmt(st['status_report_history10_in_process_median_s'], 3)} | |")
+    for name in ("c", "c_long", "c_restart"):
+        c = sysres.get(name)
+        if c and c.get("handoff_breakdown"):
+            L += ["", f"## Where chain's handoff time goes ({name})", ""]
+            keys = [k for k in c["handoff_breakdown"][0] if k not in ("from_job", "to_job", "slurm_calls_between_record_and_sbatch")]
+            L.append("| " + " | ".join(["handoff"] + keys) + " |")
+            L.append("|" + "---|" * (len(keys) + 1))
+            for h in c["handoff_breakdown"]:
+                L.append("| " + " | ".join([f"{h['from_job']}→{h['to_job']}"] + [fmt(h[k], 2) for k in keys]) + " |")
+            for h in c["handoff_breakdown"]:
+                L.append(f"- {h['from_job']}→{h['to_job']} Slurm calls after app exit, before sbatch: "
+                         + ", ".join(h["slurm_calls_between_record_and_sbatch"]))
+    for name in ("c", "c_long", "c_restart"):
+        c = sysres.get(name)
+        if c and c.get("start_breakdown"):
+            L += ["", f"## chain: submit → first app start ({name})", "", "| step | s |", "|---|---|"]
+            L += [f"| {k} | {fmt(v, 2)} |" for k, v in c["start_breakdown"].items()]
+    L += ["", "## Notes", ""]
+    for name, r in sysres.items():
+        for n in r["notes"]:
+            L.append(f"- ({name}) {n}")
+        L.append(f"- ({name}) Slurm calls by command {r['slurm_calls_by_command']}, by caller {r['slurm_calls_by_caller']}")
+    return "\n".join(L) + "\n"
+
+
+def remeasure(path: Path, out: Path) -> int:
+    results = json.loads(path.read_text())
+    for name, old in list(results["systems"].items()):
+        w = old["workspace"]
+        ws = Workspace(name, Path(old["workdir"]), {}, Path(old["workdir"]) / "slurm_calls.log",
+                       t_submit=w["t_submit"], t_submitted=w["t_submitted"], t_done=w["t_done"],
+                       done_how=w["done_how"], jobs=w["jobs"], notes=w["notes"], ok=w["ok"],
+                       submitter_job=w.get("submitter_job", ""))
+        results["systems"][name] = measure(ws)
+    table = render(results)
+    out.mkdir(parents=True, exist_ok=True)
+    day = results["date"][:10]
+    (out / f"{day}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (out / f"{day}.md").write_text(table)
+    print(table)
+    return 0 if all(r["ok"] for r in results["systems"].values()) else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--systems", default=",".join(DEFAULT_ORDER),
+                    help=f"comma-separated, run in this order; of {', '.join(SYSTEMS)} (default %(default)s)")
+    ap.add_argument("--no-status", action="store_true", help="skip the chain status / start-up figures")
+    ap.add_argument("--work", default=str(BENCH / ".work"), help="scratch directory (default %(default)s)")
+    ap.add_argument("--out", default=str(BENCH / "results"), help="results directory (default %(default)s)")
+    ap.add_argument("--merge", metavar="JSON", help="start from an earlier results file, re-running only --systems")
+    ap.add_argument("--remeasure", metavar="JSON", help="recompute the measurements and table of an earlier "
+                    "results file from its work directories (no Slurm jobs)")
+    args = ap.parse_args()
+
+    if args.remeasure:
+        return remeasure(Path(args.remeasure), Path(args.out))
+    if shutil.which("sbatch") is None or not os.environ.get("SLURM_CONF"):
+        log("hint: eval \"$(bash scripts/dev-cluster env)\" first (SLURM_CONF unset)")
+    if real("sinfo", "-h", "-o", "%P").returncode != 0:
+        log("the Slurm controller does not answer: bash scripts/dev-cluster up")
+        return 2
+    stamp = time.strftime("%Y-%m-%dT%H%M%S")
+    base = Path(args.work) / stamp
+    base.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"systems": {}}
+    if args.merge:
+        results = json.loads(Path(args.merge).read_text())
+    results.update({
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge "
+                   + (re.search(r"MinJobAge\s*=\s*(\S+ \S+)", real("scontrol", "show", "config").stdout) or
+                      re.search(r"()", "")).group(1)
+                   + ", shared with other engineers' test runs",
+        "python": PY, "settings": {"max_iter": MAX_ITER, "checkpoint_every": CHECKPOINT_EVERY,
+                                   "iter_seconds": ITER_SECONDS, "runner_limit_s": RUNNER_LIMIT,
+                                   "runner_margin_s": RUNNER_MARGIN},
+        "chain_calls_model_24h": chain_calls_model(24.0),
+    })
+    for name in [s.strip() for s in args.systems.split(",") if s.strip()]:
+        if name not in SYSTEMS:
+            ap.error(f"unknown system {name!r}")
+        ws = make_workspace(base, name)
+        log(f"running ({name}) {SYSTEMS[name]} in {ws.dir}")
+        if name == "c":
+            run_chain(ws, [], timeout=600)
+        elif name == "c_long":
+            run_chain(ws, ["--submitter-time", "30:00"], timeout=600)
+        elif name == "c_restart":
+            run_chain(ws, ["--submitter-time", "2:00", "--submitter-margin", "75"], timeout=600)
+        elif name == "b":
+            run_dependency_chain(ws, timeout=600)
+        elif name == "a":
+            run_seed(ws, timeout=3000)
+        r = measure(ws)
+        if r["slurm_calls_total"] == 0:
+            r["ok"] = False
+            r["notes"].append("no Slurm client call was counted: the wrappers were not on the jobs' PATH")
+        results["systems"][name] = r
+        log(f"({name}) handoffs {r['handoffs_s']} span {fmt(r['first_start_to_last_exit_s'])} s "
+            f"submit→done {fmt(r['submit_to_done_s'])} s calls {r['slurm_calls_total']}")
+    if not args.no_status:
+        log("chain status on 10 000 runners ...")
+        results["status"] = status_bench(base)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    day = time.strftime("%Y-%m-%d")
+    table = render(results)
+    (out / f"{day}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (out / f"{day}.md").write_text(table)
+    print(table)
+    log(f"wrote {out / (day + '.json')} and {out / (day + '.md')}")
+    return 0 if all(r["ok"] for r in results["systems"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
