@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,7 @@ def run_chain(ws: Workspace, extra: list[str], timeout: float) -> None:
             "--runner-margin", str(RUNNER_MARGIN), "--backend", "slurm", "--partition", "debug", *extra]
     ws.notes.append("command: " + " ".join(argv[1:]))
     ws.t_submit = time.time()
-    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True)
+    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True, check=False)
     ws.t_submitted = time.time()
     log(f"{ws.name}: {p.stdout.strip()} {p.stderr.strip()}")
     m = re.search(r"submitter job (\d+)", p.stdout + p.stderr)
@@ -190,7 +191,7 @@ def run_chain(ws: Workspace, extra: list[str], timeout: float) -> None:
     if state.get("state") != "completed":
         ws.ok = False
         ws.notes.append(f"chain ended {state.get('state')!r}: {state.get('reason', '')}")
-        subprocess.run([PY, "-m", "chain", "cancel"], cwd=ws.dir, env=ws.env, capture_output=True)
+        subprocess.run([PY, "-m", "chain", "cancel"], cwd=ws.dir, env=ws.env, capture_output=True, check=False)
     ws.t_done = float(state.get("completed_at") or time.time())
     ws.done_how = "state.json completed_at"
     # let the submitter job exit so its last calls are counted
@@ -338,7 +339,7 @@ def measure(ws: Workspace) -> dict[str, Any]:
         used.append(r)
         if r.code == 0:
             break
-    handoffs = [round(b.start - a.exit, 3) for a, b in zip(used, used[1:]) if a.exit is not None]
+    handoffs = [round(b.start - a.exit, 3) for a, b in pairwise(used) if a.exit is not None]
     first = used[0].start if used else None
     last = used[-1].exit if used else None
     calls = parse_calls(ws.calls_file)
@@ -416,7 +417,7 @@ def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str
     records = ws.dir / ".chain" / "runners"
     ctld = ctld_events([r.job for r in used])
     out = []
-    for a, b in zip(used, used[1:]):
+    for a, b in pairwise(used):
         if a.exit is None:
             continue
         try:
@@ -557,7 +558,7 @@ def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 7) -> dict[
         ts = []
         for _ in range(repeats):
             t = time.perf_counter()
-            p = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
+            p = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
             ts.append(time.perf_counter() - t)
             if p.returncode != 0:
                 return {"argv": argv, "error": p.stderr.strip()[-300:]}
@@ -567,7 +568,7 @@ def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 7) -> dict[
     out: dict[str, Any] = {"runners": n_runners, "chain_dir": str(chain.root),
                            "runners_jsonl_bytes": chain.runners_log.stat().st_size}
     # warm the page cache / bytecode first
-    subprocess.run([*launcher, "status", "--json", *cd], cwd=work, env=env, capture_output=True)
+    subprocess.run([*launcher, "status", "--json", *cd], cwd=work, env=env, capture_output=True, check=False)
     out["status_json"] = timed([*launcher, "status", "--json", *cd])
     out["status"] = timed([*launcher, "status", *cd])
     out["help"] = timed([*launcher, "--help"])
@@ -607,14 +608,14 @@ def render(results: dict[str, Any]) -> str:
     sysres = results["systems"]
     model = results["chain_calls_model_24h"]
     L = [f"# Handoff benchmark {results['date']}", "",
-         f"Same app everywhere: examples/python/app.py, {ITER_SECONDS:g} s/iteration, checkpoint every "
-         f"{CHECKPOINT_EVERY}, MAX_ITER={MAX_ITER} (pure compute {PURE_COMPUTE:.0f} s), runner limit "
-         f"{RUNNER_LIMIT} s - margin {RUNNER_MARGIN} s = {RUNNER_LIMIT - RUNNER_MARGIN} s window. "
-         f"Cluster: {results['cluster']}.", "",
-         "| system | runners | handoff median (s) | handoff max (s) | handoffs (s) | first start→last exit (s) "
-         "| ÷ compute | submit→done (s) | ÷ compute | submit→first start / last exit→done (s) "
-         "| Slurm calls total | calls while an app runs | per runner-hour: while running / all calls "
-         "(measured, 20 s runners) | per runner-hour, 24 h runner (model) |",
+         (f"Same app everywhere: examples/python/app.py, {ITER_SECONDS:g} s/iteration, checkpoint every "
+          f"{CHECKPOINT_EVERY}, MAX_ITER={MAX_ITER} (pure compute {PURE_COMPUTE:.0f} s), runner limit "
+          f"{RUNNER_LIMIT} s - margin {RUNNER_MARGIN} s = {RUNNER_LIMIT - RUNNER_MARGIN} s window. "
+          f"Cluster: {results['cluster']}."), "",
+         ("| system | runners | handoff median (s) | handoff max (s) | handoffs (s) | first start→last exit (s) "
+          "| ÷ compute | submit→done (s) | ÷ compute | submit→first start / last exit→done (s) "
+          "| Slurm calls total | calls while an app runs | per runner-hour: while running / all calls "
+          "(measured, 20 s runners) | per runner-hour, 24 h runner (model) |"),
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     models = {"a": "360 (squeue every 10 s) + 2 per runner", "b": "0 (N sbatch up front)",
               "c": f"{model['per_runner_hour']:.2f} ({model['per_runner']} per 24 h runner)"}
@@ -661,8 +662,8 @@ def render(results: dict[str, Any]) -> str:
                  f"{'PASS' if sj is not None and sj <= 0.3 else 'FAIL'} |")
         L.append(f"| `chain status` ≤ 0.3 s on {st['runners']} runners | {fmt(s, 3)} s | "
                  f"{'PASS' if s is not None and s <= 0.3 else 'FAIL'} |")
-        L += ["", "## chain start-up and status (median of "
-              f"{len(st['status']['runs_s']) if 'runs_s' in st['status'] else '?'} runs, wall time)", "",
+        L += ["", ("## chain start-up and status (median of "
+                   f"{len(st['status']['runs_s']) if 'runs_s' in st['status'] else '?'} runs, wall time)"), "",
               "| command | median (s) | min (s) |", "|---|---|---|"]
         for key in ("help", "status_json", "status", "import_chain_cli", "python_bare"):
             r = st[key]
