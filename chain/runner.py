@@ -106,6 +106,14 @@ def run(
         record.update(changes)
         write_json_atomic(record_path, record)
 
+    previous = chain.read_record(job_id)
+    if previous is not None and previous.get("status") == "ended":
+        # Slurm requeued this job (node failure) after it had already run and
+        # recorded its outcome: the submitter judges that record and may have
+        # started the next runner, so this copy must not run the app again.
+        print(f"chain runner {job_id}: this job already ran (requeued after recording its end); "
+              "exiting without running the app", flush=True)
+        return 0
     status = chain.load_status()
     seq = runner_seq(job_name)
     if status is None or status.state.ended or (seq is not None and seq != status.runner_seq):

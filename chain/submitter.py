@@ -208,7 +208,12 @@ class Submitter:
 
     def _until_gone(self, job_id: str) -> JobInfo | None:
         """The runner recorded its end; wait (briefly) for its job to leave
-        the queue, so the next runner never overlaps it in squeue."""
+        the queue, so the next runner never overlaps it in squeue.
+
+        A job still queued after that outlived its own end record: Slurm
+        requeued it (node failure), or it hangs. The record is the outcome;
+        the chain cancels the job and waits for it to go, and Slurm's state
+        (CANCELLED by us) then says nothing about the runner: None."""
         info: JobInfo | None = None
         for delay in self.poll.handoff_delays():
             try:
@@ -220,7 +225,23 @@ class Submitter:
             if info is None or info.state.finished:
                 return info
             self.sleep(delay)
-        return info
+        if info is None or not info.state.active:
+            return info
+        self.chain.log(f"runner job {job_id} is still {info.state.value} after recording its end "
+                       "(requeued?); cancelling it")
+        try:
+            self.backend.cancel(job_id)
+        except SchedulerError as exc:
+            self.chain.log(f"cancel of runner {job_id} failed: {exc}")
+        for delay in self.poll.handoff_delays():
+            try:
+                gone = self.backend.query([job_id]).get(job_id)
+            except SchedulerError:
+                gone = info
+            if gone is None or gone.state.finished:
+                break
+            self.sleep(delay)
+        return None
 
     def _outcome(self, status: ChainStatus, record: dict[str, Any] | None, info: JobInfo | None) -> Outcome:
         recorded = record is not None and record.get("status") == "ended"

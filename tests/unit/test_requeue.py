@@ -1,0 +1,65 @@
+"""A runner job that Slurm requeued after it recorded its end (node failure):
+the requeued copy never runs the app again, and the submitter cancels a job
+that outlives its own end record before it starts the next runner (found by
+the fault suite, tests/faults)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chain import api, runner
+from chain.backends.base import JobInfo, JobState
+from chain.state import ChainDir, ChainStatus, write_json_atomic
+from chain.submitter import Submitter
+
+
+class QueueStub:
+    """A job that stays PENDING (requeued) until it is cancelled."""
+
+    name = "slurm"
+    cheap_queries = False
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def query(self, job_ids: Any) -> dict[str, JobInfo]:
+        state = JobState.CANCELLED if self.cancelled else JobState.PENDING
+        return {j: JobInfo(job_id=j, state=state) for j in job_ids}
+
+    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
+        self.cancelled.append(job_id)
+
+    def end_time(self, job_id: str) -> float | None:
+        return None
+
+
+def _chain(tmp_path: Path) -> tuple[ChainDir, Any]:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10}, {}, None, tmp_path)
+    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
+                                  runner_live=True))
+    return chain, settings
+
+
+def test_submitter_cancels_a_runner_requeued_after_its_end_record(tmp_path: Path) -> None:
+    chain, settings = _chain(tmp_path)
+    backend = QueueStub()
+    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)  # type: ignore[arg-type]
+    assert sub._until_gone("7") is None  # Slurm's state (cancelled by us) says nothing
+    assert backend.cancelled == ["7"]
+    assert "still PENDING after recording its end" in chain.log_file.read_text()
+
+
+def test_requeued_runner_with_an_ended_record_does_not_run_the_app(tmp_path: Path) -> None:
+    chain, settings = _chain(tmp_path)
+    record = {"job_id": "7", "status": "ended", "exit_code": 99, "iter_before": 0, "iter_after": 5}
+    write_json_atomic(chain.record_file("7"), record)
+    marker = tmp_path / "ran"
+    settings = api.load_settings({"app_cmd": f"touch {marker}", "max_iter": 10}, {}, None, tmp_path)
+    code = runner.run(chain, settings, QueueStub(), job_id="7", job_name="c-1.r1",  # type: ignore[arg-type]
+                      workdir=tmp_path)
+    assert code == 0
+    assert not marker.exists(), "the app ran a second time"
+    assert chain.read_record("7") == record, "the outcome the submitter judges was overwritten"
