@@ -129,12 +129,16 @@ class SlurmCliBackend(Backend):
 
     def _finished(self, ids: list[str], live: dict[str, JobInfo]) -> dict[str, JobInfo]:
         result: dict[str, JobInfo] = {}
+        sacct = ["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS]
         try:
-            acct = parse_sacct(
-                self._retrying(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS])
-            )
+            # One try: while slurmctld still holds the job, scontrol answers
+            # for a slurmdbd that is down; the retry budget is kept for jobs
+            # only accounting knows (below).
+            acct = parse_sacct(self._call(sacct))
+            acct_ok = True
         except SchedulerError:
-            acct = {}  # accounting disabled or down: scontrol below
+            acct, acct_ok = {}, False  # accounting disabled or down: scontrol below
+        purged: list[str] = []
         for job_id in ids:
             info = acct.get(job_id)
             squeue_info = live.get(job_id)
@@ -149,6 +153,15 @@ class SlurmCliBackend(Backend):
                 result[job_id] = shown
             elif squeue_info is not None:
                 result[job_id] = squeue_info
+            else:
+                purged.append(job_id)
+        if purged and not acct_ok:
+            try:
+                acct = parse_sacct(self._retrying(
+                    ["sacct", "-X", "-n", "-P", "-j", ",".join(purged), "-o", SACCT_FIELDS]))
+            except SchedulerError:
+                acct = {}
+            result.update({j: acct[j] for j in purged if j in acct})
         return result
 
     def find_by_name(self, job_name: str) -> list[str]:
@@ -164,9 +177,11 @@ class SlurmCliBackend(Backend):
         self._retrying(argv, ok_errors=("Invalid job id", "already completing or completed"))
 
     def end_time(self, job_id: str) -> float | None:
+        # One try: callers fall back on the configured limit, and a runner
+        # must not spend its own time waiting out a slurmctld outage.
         info = parse_squeue(
-            self._retrying(["squeue", "-h", "--states=all", "-j", job_id, "-o", SQUEUE_FORMAT],
-                           ok_errors=("Invalid job id",))
+            self._call(["squeue", "-h", "--states=all", "-j", job_id, "-o", SQUEUE_FORMAT],
+                       ok_errors=("Invalid job id",))
         ).get(job_id)
         if info is None or info.state not in (JobState.RUNNING, JobState.COMPLETING):
             return None

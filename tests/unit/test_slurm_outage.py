@@ -1,0 +1,63 @@
+"""The Slurm CLI backend under daemon outages (fault suite, tests/faults):
+slurmdbd down -> one sacct try, then scontrol; slurmctld down -> end_time
+gives up after one try (the caller uses the configured limit)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from chain.backends.base import JobState
+from chain.backends.slurm_cli import SlurmCliBackend
+from chain.errors import SchedulerError
+from chain.retry import RetryPolicy
+
+DBD_DOWN = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
+            "host:localhost:6819: Connection refused\nsacct: error: Problem talking to the database: "
+            "Connection refused")
+CTLD_DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+
+
+class Fake:
+    def __init__(self, answers: dict[str, tuple[int, str, str]]) -> None:
+        self.answers = answers
+        self.calls: list[str] = []
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str] | None,
+                 cwd: Path | None) -> subprocess.CompletedProcess[str]:
+        self.calls.append(argv[0])
+        rc, out, err = self.answers[argv[0]]
+        return subprocess.CompletedProcess(list(argv), rc, out, err)
+
+
+def backend(fake: Fake) -> SlurmCliBackend:
+    return SlurmCliBackend(retry=RetryPolicy(attempts=8, sleep=lambda s: None), run=fake)
+
+
+def test_slurmdbd_down_one_sacct_try_then_scontrol() -> None:
+    fake = Fake({
+        "squeue": (0, "42|COMPLETED|None|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
+        "sacct": (1, "", DBD_DOWN),
+        "scontrol": (0, "JobId=42 JobName=chain-x.r1\n   JobState=COMPLETED Reason=None ExitCode=0:0\n", ""),
+    })
+    info = backend(fake).query(["42"])["42"]
+    assert info.state is JobState.COMPLETED
+    assert fake.calls == ["squeue", "sacct", "scontrol"]
+
+
+def test_job_only_accounting_knows_still_gets_the_retry_budget() -> None:
+    fake = Fake({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+                 "sacct": (1, "", DBD_DOWN),
+                 "scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified")})
+    assert backend(fake).query(["42"]) == {}
+    assert fake.calls.count("sacct") == 1 + 8
+
+
+def test_end_time_gives_up_after_one_try_when_slurmctld_is_down() -> None:
+    fake = Fake({"squeue": (1, "", CTLD_DOWN)})
+    with pytest.raises(SchedulerError):
+        backend(fake).end_time("42")
+    assert fake.calls == ["squeue"]
