@@ -3,7 +3,7 @@
 Pure. The runner measures the time from its stop signal to the app's exit
 (the checkpoint cost seen from outside); the next runner's margin becomes
 max(configured floor, 2 x the worst seen + a few seconds), and a runner
-that had to be killed before it finished doubles it.
+that had to be killed before it finished doubles it. It never shrinks.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def next_margin(
     worst = state.worst_stop_to_exit
     if stop_to_exit is not None and stop_to_exit > worst:
         worst = stop_to_exit
-    wanted = max(floor, math.ceil(2 * worst + SLACK_SECONDS)) if worst else floor
+    # never lower than before: what the app once needed it may need again
+    wanted = max(floor, state.margin, math.ceil(2 * worst + SLACK_SECONDS) if worst else 0)
     why = f"worst stop-to-exit {worst:.1f}s" if worst else "no stop measured yet"
     if killed:
         wanted = max(wanted, 2 * max(state.margin, floor))
@@ -44,5 +45,5 @@ def next_margin(
     cap = max(floor, runner_seconds // 2)
     if wanted > cap:
         wanted = cap
-        why += f" (capped at half the runner time, {cap}s)"
+        why += f"; capped at half the runner time, {cap}s"
     return MarginState(margin=wanted, worst_stop_to_exit=worst), why

@@ -141,7 +141,8 @@ def run(
         slurm_end = backend.end_time(job_id)
     except ChainError:
         slurm_end = None  # the configured limit still bounds the schedule
-    plan = plan_schedule(start, settings.runner_seconds, settings.runner_margin, slurm_end)
+    margin = max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
+    plan = plan_schedule(start, settings.runner_seconds, margin, slurm_end)
     stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
     env = dict(os.environ)
     env.update(
@@ -157,7 +158,7 @@ def run(
     argv = ["bash", "-c", settings.app_cmd]
     if settings.launch_mode is LaunchMode.SRUN:
         argv = ["srun", *settings.srun_argv, *argv]
-    save(status="running", start=start, end_planned=plan.end, stop_at=plan.stop_at,
+    save(status="running", start=start, end_planned=plan.end, margin=margin, stop_at=plan.stop_at,
          kill_at=plan.kill_at, slurm_end=slurm_end, iter_before=iter_before, argv=argv)
     print(f"chain runner {job_id}: start, counter {iter_before}, stop signal at "
           f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}", flush=True)

@@ -67,6 +67,7 @@ class Settings:
     runner_sbatch_args: str = ""
     submitter_sbatch_args: str = ""
     retries: int = 0
+    adaptive_margin: bool = True
     hooks: tuple[str, ...] = ()
     poll_max: int = 330
     backend: BackendName = BackendName.AUTO
@@ -164,6 +165,17 @@ def _shell_words(value: Any, what: str) -> str:
     return text
 
 
+def _bool(value: Any, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{what} must be true or false, got {value!r}")
+
+
 def _hooks(value: Any, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         # environment: one hook command per line or ';;'-separated
@@ -205,6 +217,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("runner_sbatch_args", "CHAIN_RUNNER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the runner"),
     FieldSpec("submitter_sbatch_args", "CHAIN_SUBMITTER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the submitter"),
     FieldSpec("retries", "CHAIN_RETRIES", _int(0), "runner failures tolerated before the chain stops"),
+    FieldSpec("adaptive_margin", "CHAIN_ADAPTIVE_MARGIN", _bool,
+              "raise the runner margin to 2x the app's worst measured stop time + 5 s"),
     FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes"),
     FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries"),
     FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "auto, slurm, local or pyslurm"),

@@ -17,6 +17,7 @@ from chain.backends.base import Backend, JobInfo, JobState
 from chain.decision import ChainState, Decision, Outcome, Policy, Progress, Step, Verdict, decide, next_step
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.hooks import run_hooks
+from chain.margin import MarginState, next_margin
 from chain.policy import PollPolicy
 from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.settings import Settings
@@ -283,7 +284,25 @@ class Submitter:
         status.iteration = outcome.iter_after
         status.no_progress = decision.progress.no_progress
         status.retries_used = decision.progress.retries_used
+        if self.settings.adaptive_margin:
+            self._adapt_margin(status, record, outcome)
         self.chain.save_status(status)
+
+    def _adapt_margin(self, status: ChainStatus, record: dict[str, Any], outcome: Outcome) -> None:
+        """Learn the app's checkpoint time from the runner's stop: only a stop
+        the runner itself sent counts (not scancel or preemption)."""
+        killed = bool(record.get("killed")) or outcome.slurm_state is JobState.TIMEOUT
+        ours = record.get("stop_sent") is not None and not record.get("external_signal")
+        # a killed app's time is only a lower bound of what it needed
+        measured = record.get("stop_to_exit") if ours and not killed else None
+        before = MarginState(max(status.margin, self.settings.runner_margin), status.worst_stop_to_exit)
+        after, why = next_margin(before, floor=self.settings.runner_margin,
+                                 runner_seconds=self.settings.runner_seconds,
+                                 stop_to_exit=float(measured) if isinstance(measured, (int, float)) else None,
+                                 killed=killed)
+        if after.margin != before.margin:
+            self.chain.log(f"runner margin {before.margin}s -> {after.margin}s ({why})")
+        status.margin, status.worst_stop_to_exit = after.margin, after.worst_stop_to_exit
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:

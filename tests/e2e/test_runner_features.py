@@ -131,3 +131,58 @@ def test_example_runs_as_a_chain_on_slurm(slurm_cluster: object, kind: str, tmp_
     assert report["state"] == "completed", (tmp_path / ".chain" / "chain.log").read_text()
     assert len(report["runners"]) >= 2
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(max_iter)
+
+
+SLOW_STOP_APP = """\
+import os, signal, sys, time
+path = os.environ["CKPT_PATH"]
+i = int(open(path).read()) if os.path.exists(path) else 0
+stop = False
+def handler(sig, frame):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, handler)
+def save():
+    open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
+while i < int(os.environ["MAX_ITER"]):
+    if stop:
+        time.sleep(2)  # a checkpoint that takes 2 s
+        save()
+        sys.exit(99)
+    time.sleep(0.1)
+    i += 1
+    if i % 10 == 0:
+        save()
+save()
+"""
+
+
+def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
+    """A 2 s margin (1.5 s of grace) is too short for a 2 s checkpoint: the
+    runner kills the app, the next margin doubles to 4 s (3 s of grace), the
+    app's stop is measured, and the margin becomes 2x that + 5 s, capped at
+    half the 12 s runner; it never shrinks again."""
+    (tmp_path / "app.py").write_text(SLOW_STOP_APP)
+    chain_cmd("submit", "--backend", "local", "--max-iter", "200", "--app-cmd", "python3 app.py",
+              "--runner-time", "0:12", "--runner-margin", "2", cwd=tmp_path)
+    report = wait_ended(tmp_path, timeout=180)
+    log = (tmp_path / ".chain" / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert "runner margin 2s -> 4s (the app was killed before it finished its checkpoint)" in log
+    assert "runner margin 4s -> 6s (worst stop-to-exit 2." in log and "capped at half the runner time, 6s" in log
+    assert "-> 2s" not in log
+    import json
+
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / ".chain" / "runners").glob("*.json"),
+                                                         key=lambda p: int(p.stem))]
+    assert [r["margin"] for r in records[:3]] == [2, 4, 6]
+    assert records[0]["killed"] and not records[2]["killed"]
+
+
+def test_fixed_margin_keeps_the_configured_one(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(SLOW_STOP_APP)
+    chain_cmd("submit", "--backend", "local", "--max-iter", "150", "--app-cmd", "python3 app.py",
+              "--runner-time", "0:12", "--runner-margin", "5", "--fixed-margin", cwd=tmp_path)
+    report = wait_ended(tmp_path, timeout=180)
+    assert report["state"] == "completed"
+    assert "runner margin" not in (tmp_path / ".chain" / "chain.log").read_text()

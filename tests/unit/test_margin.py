@@ -19,6 +19,12 @@ def test_cheap_checkpoints_keep_the_floor():
     assert state.margin == 60
 
 
+def test_never_shrinks_after_a_kill():
+    state, _ = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=None, killed=True)
+    state, _ = next_margin(state, floor=60, runner_seconds=3600, stop_to_exit=None, killed=False)
+    assert state.margin == 120
+
+
 def test_killed_doubles():
     state, why = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=None, killed=True)
     assert state.margin == 120 and "killed" in why
