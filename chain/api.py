@@ -19,10 +19,10 @@ from chain import settings as settings_mod
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobInfo
 from chain.decision import ChainState
-from chain.errors import ChainDirError, ConfigError, SchedulerError
+from chain.errors import ChainDirError, CheckpointError, ConfigError, SchedulerError
 from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
 from chain.settings import Settings
-from chain.state import ChainDir, ChainStatus, read_json, runner_entry, write_json_atomic
+from chain.state import ChainDir, ChainStatus, read_counter, read_json, runner_entry, write_json_atomic
 
 if TYPE_CHECKING:
     from chain.render import Scripts
@@ -174,6 +174,7 @@ def submit(
     status.backend = name
     status.workdir = str(workdir)
     chain.save_status(status)
+    _presubmit_first_runner(chain, status, stored, backend, workdir)
     job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
                             job_name=submitter_job_name(chain_id, status.submitter_cycle), cwd=workdir)
     status.submitter_job_id = job_id
@@ -182,6 +183,25 @@ def submit(
     chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
               f"on {name} ({why})", echo=False)
     return Submitted(chain_id, job_id, name, why, chain_dir)
+
+
+def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
+                            workdir: Path) -> None:
+    """Submit the first runner together with the submitter, which adopts it:
+    one scheduling pass less before the app starts. Skipped when there is
+    nothing to run or the counter is unreadable (the submitter then stops the
+    chain with the reason, as it would at any later point)."""
+    if status.runner_live:
+        return  # a resumed chain whose runner is still to be judged
+    try:
+        counter = read_counter(workdir / settings.ckpt_path)
+    except CheckpointError:
+        return
+    if counter >= settings.max_iter:
+        return
+    chain.submit_runner(status, counter, settings.max_iter, time.time(),
+                        lambda name: backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir),
+                        echo=False)
 
 
 def _write_script(path: Path, text: str) -> None:

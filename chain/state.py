@@ -12,10 +12,11 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from chain.decision import ChainState, parse_counter
 from chain.errors import ChainDirError, CheckpointError
+from chain.names import runner_job_name
 
 STATE_VERSION = 1
 
@@ -262,6 +263,27 @@ class ChainDir:
         """Last judged runner."""
         entries, _ = self.recent_runners(1)
         return entries[-1] if entries else None
+
+    def submit_runner(self, status: ChainStatus, counter: int, max_iter: int, now: float,
+                      submit: Callable[[str], str], *, echo: bool = True) -> str:
+        """Submit the chain's next runner with ``submit(job_name)``.
+
+        The intention is saved first: a crash between here and sbatch is
+        resolved on restart by looking the runner up by its unique name; and
+        the runner, once started, checks that it is the chain's current one.
+        """
+        status.runner_seq += 1
+        status.runner_job_id = ""
+        status.runner_live = True
+        status.iter_before = counter
+        status.runner_submitted = now
+        self.save_status(status)
+        job_id = submit(runner_job_name(status.chain_id, status.runner_seq))
+        status.runner_job_id = job_id
+        self.save_status(status)
+        self.add_worker_id(job_id)
+        self.log(f"submitted runner {status.runner_seq}: job {job_id} (counter {counter}/{max_iter})", echo=echo)
+        return job_id
 
     def add_worker_id(self, job_id: str) -> None:
         with self.worker_ids.open("a", encoding="utf-8") as fh:

@@ -134,20 +134,9 @@ class Submitter:
             self._submit_runner(status, counter)
 
     def _submit_runner(self, status: ChainStatus, counter: int) -> None:
-        seq = status.runner_seq + 1
-        # Intention first: a crash between here and sbatch is resolved on
-        # restart by looking the runner up by its unique name.
-        status.runner_seq = seq
-        status.runner_job_id = ""
-        status.runner_live = True
-        status.iter_before = counter
-        status.runner_submitted = self.clock()
-        self.chain.save_status(status)
-        name = runner_job_name(status.chain_id, seq)
-
         attempts = 0
 
-        def submit() -> str:
+        def submit(name: str) -> str:
             nonlocal attempts
             attempts += 1
             # After a failed attempt the job may exist anyway: look it up first.
@@ -155,11 +144,9 @@ class Submitter:
             return found[-1] if found else self.backend.submit(
                 self.chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=self.workdir)
 
-        job_id = self._persist(f"submitting runner {seq}", submit)
-        status.runner_job_id = job_id
-        self.chain.save_status(status)
-        self.chain.add_worker_id(job_id)
-        self.chain.log(f"submitted runner {seq}: job {job_id} (counter {counter}/{self.settings.max_iter})")
+        self.chain.submit_runner(
+            status, counter, self.settings.max_iter, self.clock(),
+            lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)))
 
     # --- waiting for the runner ------------------------------------------------------
     def _wait(self, status: ChainStatus) -> Outcome:
