@@ -15,24 +15,33 @@ from conftest import EXAMPLES, IterLog, chain_cmd, copy_example, wait_ended
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 
-SIGNAL_ONLY_APP = """\
+# A test app that only the stop signal stops (it ignores CHAIN_DEADLINE on
+# purpose); SAVE_EVERY > 0 checkpoints periodically, STOP_DELAY is how long its
+# checkpoint on the signal takes.
+SIGNAL_APP = """\
 import os, signal, sys, time
 path = os.environ["CKPT_PATH"]
+every, delay = int(os.environ.get("SAVE_EVERY", "0")), float(os.environ.get("STOP_DELAY", "0"))
 i = int(open(path).read()) if os.path.exists(path) else 0
 stop = False
 def handler(sig, frame):
     global stop
     stop = True
 signal.signal(signal.SIGTERM, handler)
+def save():
+    open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
 with open("steps.log", "a") as log:
     log.write(f"start {i} step={os.environ.get('SLURM_STEP_ID', '-')}\\n")
 while i < int(os.environ["MAX_ITER"]):
-    if stop:  # only the signal stops it: it ignores CHAIN_DEADLINE on purpose
-        open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
+    if stop:
+        time.sleep(delay)
+        save()
         sys.exit(99)
     time.sleep(0.1)
     i += 1
-open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
+    if every and i % every == 0:
+        save()
+save()
 """
 
 
@@ -69,7 +78,7 @@ def test_unknown_module_fails_the_chain_with_the_reason(backend: str, tmp_path: 
 
 
 def test_srun_mode_forwards_the_stop_signal(slurm_cluster: object, tmp_path: Path) -> None:
-    (tmp_path / "app.py").write_text(SIGNAL_ONLY_APP)
+    (tmp_path / "app.py").write_text(SIGNAL_APP)
     chain_cmd("submit", "--backend", "slurm", "--max-iter", "150", "--launch-mode", "srun",
               "--srun-args", "-n 1", "--app-cmd", "python3 app.py", "--runner-time", "0:15",
               "--runner-margin", "5", "--poll-max", "10", cwd=tmp_path)
@@ -133,28 +142,6 @@ def test_example_runs_as_a_chain_on_slurm(slurm_cluster: object, kind: str, tmp_
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(max_iter)
 
 
-SLOW_STOP_APP = """\
-import os, signal, sys, time
-path = os.environ["CKPT_PATH"]
-i = int(open(path).read()) if os.path.exists(path) else 0
-stop = False
-def handler(sig, frame):
-    global stop
-    stop = True
-signal.signal(signal.SIGTERM, handler)
-def save():
-    open(path + ".tmp", "w").write(str(i)); os.replace(path + ".tmp", path)
-while i < int(os.environ["MAX_ITER"]):
-    if stop:
-        time.sleep(2)  # a checkpoint that takes 2 s
-        save()
-        sys.exit(99)
-    time.sleep(0.1)
-    i += 1
-    if i % 10 == 0:
-        save()
-save()
-"""
 
 
 def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
@@ -162,9 +149,10 @@ def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
     runner kills the app, the next margin doubles to 4 s (3 s of grace), the
     app's stop is measured, and the margin becomes 2x that + 5 s, capped at
     half the 12 s runner; it never shrinks again."""
-    (tmp_path / "app.py").write_text(SLOW_STOP_APP)
+    (tmp_path / "app.py").write_text(SIGNAL_APP)
     chain_cmd("submit", "--backend", "local", "--max-iter", "200", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:12", "--runner-margin", "2", cwd=tmp_path)
+              "--runner-time", "0:12", "--runner-margin", "2", cwd=tmp_path,
+              env={"SAVE_EVERY": "10", "STOP_DELAY": "2"})
     report = wait_ended(tmp_path, timeout=180)
     log = (tmp_path / ".chain" / "chain.log").read_text()
     assert report["state"] == "completed", log
@@ -180,9 +168,10 @@ def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
 
 
 def test_fixed_margin_keeps_the_configured_one(tmp_path: Path) -> None:
-    (tmp_path / "app.py").write_text(SLOW_STOP_APP)
+    (tmp_path / "app.py").write_text(SIGNAL_APP)
     chain_cmd("submit", "--backend", "local", "--max-iter", "150", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:12", "--runner-margin", "5", "--fixed-margin", cwd=tmp_path)
+              "--runner-time", "0:12", "--runner-margin", "5", "--fixed-margin", cwd=tmp_path,
+              env={"SAVE_EVERY": "10", "STOP_DELAY": "2"})
     report = wait_ended(tmp_path, timeout=180)
     assert report["state"] == "completed"
     assert "runner margin" not in (tmp_path / ".chain" / "chain.log").read_text()
