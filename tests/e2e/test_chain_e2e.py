@@ -194,3 +194,37 @@ def test_submitter_killed_then_resume_adopts_the_runner(backend: str, tmp_path: 
     assert final["runners"][0]["job_id"] == live_runner, "the live runner was not adopted"
     assert final["submitter_cycle"] == 1
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(60)
+
+
+def test_failing_hook_is_reported_and_the_chain_still_completes(tmp_path: Path) -> None:
+    copy_example("python", tmp_path)
+    chain_cmd("submit", "--backend", "local", "--max-iter", "10", "--app-cmd", "python3 app.py",
+              "--hook", "echo broken >&2; exit 3", "--hook", "echo fine > fine.txt", cwd=tmp_path,
+              env={"ITER_SECONDS": "0.05"})
+    report = wait_ended(tmp_path, timeout=90)
+    assert report["state"] == "completed"
+    hooks = {h["name"]: h for h in report["hooks"]}
+    assert hooks["hook-1"]["rc"] == 3 and hooks["hook-2"]["rc"] == 0 and hooks["report"]["rc"] == 0
+    assert (tmp_path / "fine.txt").exists()  # a failing hook does not stop the next one
+    assert "broken" in Path(hooks["hook-1"]["log"]).read_text()
+    shown = chain_cmd("status", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "hook hook-1: failed (exit 3)" in shown
+
+
+def test_auto_backend_falls_back_to_local_without_slurm(tmp_path: Path) -> None:
+    """No Slurm clients on PATH: `--backend auto` says it chose the embedded
+    backend, and the chain runs to completion on it."""
+    import os
+    import shutil
+    import sys
+
+    copy_example("python", tmp_path)
+    bare = tmp_path / "bin"  # bash and python3, and no sbatch
+    bare.mkdir()
+    os.symlink(sys.executable, bare / "python3")
+    os.symlink(shutil.which("bash") or "/bin/bash", bare / "bash")
+    env = {"PATH": str(bare), "ITER_SECONDS": "0.05"}
+    out = chain_cmd("submit", "--max-iter", "5", "--app-cmd", "python3 app.py", cwd=tmp_path, env=env)
+    assert "on local (auto: no answering Slurm controller here" in out.stdout
+    report = wait_ended(tmp_path, timeout=90)
+    assert report["state"] == "completed" and report["backend"] == "local"
