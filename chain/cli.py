@@ -282,6 +282,7 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
     it was submitted with, and the app's working directory."""
     from chain import api
     from chain.backends import make_backend
+    from chain.retry import RetryPolicy
     from chain.state import ChainDir
 
     path = Path(chain_dir)
@@ -290,7 +291,10 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
     status_ = chain.load_status()
     if status_ is None:
         raise ChainError(f"no chain in {path}")
-    return chain, settings, make_backend(status_.backend, path), Path(status_.workdir)
+    # Short per-request retries: the submitter rides out longer outages in its
+    # own loop, where it also keeps an eye on its hand-over deadline.
+    retry = RetryPolicy(attempts=4, max_delay=min(60.0, settings.submitter_margin / 2 + 5))
+    return chain, settings, make_backend(status_.backend, path, retry), Path(status_.workdir)
 
 
 @app.command("_submitter", hidden=True)

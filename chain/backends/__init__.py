@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.errors import BackendUnavailable
+from chain.retry import RetryPolicy
 
 __all__ = ["Backend", "JobInfo", "JobState", "choose_backend", "make_backend"]
 
@@ -18,12 +19,13 @@ def local_spool(chain_dir: Path) -> Path:
     return chain_dir / "local-jobs"
 
 
-def make_backend(name: str, chain_dir: Path) -> Backend:
-    """The backend called ``name`` (slurm, local, pyslurm) for one chain."""
+def make_backend(name: str, chain_dir: Path, retry: RetryPolicy | None = None) -> Backend:
+    """The backend called ``name`` (slurm, local, pyslurm) for one chain;
+    ``retry`` bounds the effort per request (default: ``RetryPolicy()``)."""
     if name == "slurm":
         from chain.backends.slurm_cli import SlurmCliBackend
 
-        return SlurmCliBackend()
+        return SlurmCliBackend(retry=retry)
     if name == "local":
         from chain.backends.local import LocalBackend
 
@@ -32,7 +34,7 @@ def make_backend(name: str, chain_dir: Path) -> Backend:
     if name == "pyslurm":
         from chain.backends.pyslurm_backend import PyslurmBackend
 
-        return PyslurmBackend()
+        return PyslurmBackend(retry=retry)
     raise BackendUnavailable(f"unknown backend {name!r} (auto, slurm, local or pyslurm)")
 
 
