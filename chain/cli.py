@@ -123,6 +123,7 @@ def submit(
     runner_sbatch_args: Optional[str] = typer.Option(None, "--runner-sbatch-args", help="Extra sbatch arguments of the runner."),
     submitter_sbatch_args: Optional[str] = typer.Option(None, "--submitter-sbatch-args", help="Extra sbatch arguments of the submitter."),
     retries: Optional[str] = typer.Option(None, "--retries", help="Runner failures tolerated before the chain stops [CHAIN_RETRIES, 0]."),
+    lookahead: Optional[bool] = typer.Option(None, "--lookahead/--no-lookahead", help="Pre-queue the next runner behind the running one [off]."),
     adaptive_margin: Optional[bool] = typer.Option(None, "--adaptive-margin/--fixed-margin", help="Raise the runner margin to 2x the app's slowest measured stop + 5 s [on]."),
     hook: Optional[list[str]] = typer.Option(None, "--hook", help="Command run when the chain completes (repeatable)."),
     poll_max: Optional[str] = typer.Option(None, "--poll-max", help="Longest wait between Slurm queries, seconds [330]."),
@@ -144,7 +145,7 @@ def submit(
         stop_signal=stop_signal, partition=partition, qos=qos, account=account, runner_mem=runner_mem,
         submitter_mem=submitter_mem, cpus_per_task=cpus_per_task, ntasks=ntasks, job_name=job_name,
         runner_sbatch_args=runner_sbatch_args, submitter_sbatch_args=submitter_sbatch_args,
-        retries=retries, adaptive_margin=adaptive_margin, hooks=list(hook) if hook else None, poll_max=poll_max,
+        retries=retries, adaptive_margin=adaptive_margin, lookahead=lookahead, hooks=list(hook) if hook else None, poll_max=poll_max,
         template_dir=template_dir, backend=backend,
     )
     result = api.submit(flags, os.environ, config=config, chain_dir=api.chain_dir_path(chain_dir, cwd),

@@ -21,7 +21,7 @@ from chain.backends.base import Backend
 from chain.decision import EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
 from chain.errors import ChainError, CheckpointError
 from chain.settings import LaunchMode, Settings
-from chain.state import ChainDir, read_counter, write_json_atomic
+from chain.state import ChainDir, ChainStatus, read_counter, write_json_atomic
 
 _SIGNALS = {int(s) for s in signal.Signals}
 EXIT_PREFLIGHT = 2
@@ -72,6 +72,21 @@ def shell_helpers_dir() -> Path:
     return Path(__file__).resolve().parent / "shell"
 
 
+def _wait_for_promotion(chain: ChainDir, job_id: str, seq: int | None, clock: Callable[[], float],
+                        patience: float = 120.0) -> ChainStatus | None:
+    """A runner pre-queued by lookahead starts as soon as its predecessor
+    ends, before the submitter has judged it: wait until the submitter makes
+    it the current runner, or drops it (chain ended, or not continued)."""
+    give_up = clock() + patience
+    while True:
+        status = chain.load_status()
+        if status is None or status.next_job_id != job_id or seq != status.runner_seq + 1:
+            return status
+        if clock() >= give_up:
+            return status
+        time.sleep(0.1)
+
+
 class _Signals:
     """Signal handlers only record what arrived; the loop acts on it."""
 
@@ -114,8 +129,8 @@ def run(
         print(f"chain runner {job_id}: this job already ran (requeued after recording its end); "
               "exiting without running the app", flush=True)
         return 0
-    status = chain.load_status()
     seq = runner_seq(job_name)
+    status = _wait_for_promotion(chain, job_id, seq, clock)
     if status is None or status.state.ended or (seq is not None and seq != status.runner_seq):
         # A stale or pre-queued runner: never run a second copy of the app.
         save(status="ended", exit_code=0, superseded=True, end=clock(),

@@ -68,6 +68,7 @@ class Settings:
     submitter_sbatch_args: str = ""
     retries: int = 0
     adaptive_margin: bool = True
+    lookahead: bool = False
     hooks: tuple[str, ...] = ()
     poll_max: int = 330
     backend: BackendName = BackendName.AUTO
@@ -219,6 +220,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("retries", "CHAIN_RETRIES", _int(0), "runner failures tolerated before the chain stops"),
     FieldSpec("adaptive_margin", "CHAIN_ADAPTIVE_MARGIN", _bool,
               "raise the runner margin to 2x the app's worst measured stop time + 5 s"),
+    FieldSpec("lookahead", "CHAIN_LOOKAHEAD", _bool,
+              "pre-queue the next runner behind the running one (its queue wait overlaps the compute)"),
     FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes"),
     FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries"),
     FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "auto, slurm, local or pyslurm"),

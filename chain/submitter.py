@@ -119,6 +119,7 @@ class Submitter:
                                   Progress(status.no_progress, status.retries_used))
                 self._judge(status, outcome, decision)
                 if decision.verdict is Verdict.STOP:
+                    self._drop_next(status)
                     return self._stop(status, decision.state, decision.reason)
                 continue
             try:
@@ -128,7 +129,11 @@ class Submitter:
             status.iteration = counter
             step = next_step(counter, self.settings.max_iter, live_runner=False)
             if step is Step.FINISH:
+                self._drop_next(status)
                 return self._complete(status)
+            if status.next_job_id:
+                self._promote_next(status, counter)
+                continue
             if self.clock() >= self.deadline:
                 raise _Restart()
             self._submit_runner(status, counter)
@@ -147,6 +152,46 @@ class Submitter:
         self.chain.submit_runner(
             status, counter, self.settings.max_iter, self.clock(),
             lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)))
+
+    # --- lookahead ------------------------------------------------------------------------
+    def _prequeue_next(self, status: ChainStatus) -> None:
+        """Queue the next runner behind the running one (``afterany``): its
+        queue wait overlaps the compute. It waits to be promoted (runner.py)."""
+        name = runner_job_name(status.chain_id, status.runner_seq + 1)
+        try:
+            job_id = self.backend.submit(self.chain.scripts / RUNNER_SCRIPT, job_name=name,
+                                         dependency=f"afterany:{status.runner_job_id}", cwd=self.workdir)
+        except SchedulerError as exc:
+            self.chain.log(f"lookahead: could not pre-queue runner {status.runner_seq + 1}: {exc}")
+            return
+        status.next_job_id = job_id
+        self.chain.save_status(status)
+        self.chain.log(f"lookahead: runner {status.runner_seq + 1} queued as job {job_id} "
+                       f"behind job {status.runner_job_id}")
+
+    def _promote_next(self, status: ChainStatus, counter: int) -> None:
+        """The pre-queued runner becomes the current one (no new sbatch)."""
+        job_id, status.next_job_id = status.next_job_id, ""
+        record = self.chain.read_record(job_id)
+        if record is not None and record.get("superseded"):
+            # it waited longer than its patience and left: submit afresh
+            self.chain.log(f"lookahead: pre-queued job {job_id} gave up waiting; submitting a new runner")
+            self._submit_runner(status, counter)
+            return
+        self.chain.submit_runner(status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
+
+    def _drop_next(self, status: ChainStatus) -> None:
+        """The chain does not go on: cancel the pre-queued runner (it would
+        exit at once anyway, finding itself not promoted)."""
+        if not status.next_job_id:
+            return
+        job_id, status.next_job_id = status.next_job_id, ""
+        self.chain.save_status(status)
+        try:
+            self.backend.cancel(job_id)
+            self.chain.log(f"lookahead: cancelled the pre-queued runner job {job_id}")
+        except SchedulerError as exc:
+            self.chain.log(f"lookahead: cancel of job {job_id} failed: {exc}")
 
     # --- waiting for the runner ------------------------------------------------------
     def _wait(self, status: ChainStatus) -> Outcome:
@@ -169,6 +214,9 @@ class Submitter:
                 info = self._until_gone(job_id)
                 return self._outcome(status, record, info)
             now = self.clock()
+            if self.settings.lookahead and not status.next_job_id and record is not None \
+                    and record.get("status") == "running":
+                self._prequeue_next(status)
             if now >= next_query:
                 try:
                     info = self.backend.query([job_id]).get(job_id)

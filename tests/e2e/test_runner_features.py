@@ -175,3 +175,44 @@ def test_fixed_margin_keeps_the_configured_one(tmp_path: Path) -> None:
     report = wait_ended(tmp_path, timeout=180)
     assert report["state"] == "completed"
     assert "runner margin" not in (tmp_path / ".chain" / "chain.log").read_text()
+
+
+def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_path: Path) -> None:
+    """--lookahead: runner k+1 is queued behind k while k computes, promoted
+    when k's outcome says continue, never running next to k; at the end the
+    last pre-queued runner is cancelled and never runs the app."""
+    import json
+    import subprocess
+
+    from chain.backends import make_backend
+
+    copy_example("python", tmp_path)
+    chain_cmd("submit", "--backend", backend, "--lookahead", "--max-iter", "60", "--app-cmd", "python3 app.py",
+              "--runner-time", "0:15", "--runner-margin", "5", "--poll-max", "10", cwd=tmp_path,
+              env={"ITER_SECONDS": "0.4"})
+    chain_dir = tmp_path / ".chain"
+    overlaps: list[list[str]] = []
+
+    def sample() -> None:
+        if backend == "slurm":
+            out = subprocess.run(["squeue", "-h", "-o", "%j|%T"], capture_output=True, text=True, timeout=30).stdout
+            rows = [line.split("|") for line in out.splitlines()]
+        else:
+            rows = [[i.name, i.state.value] for i in make_backend("local", chain_dir).query(
+                [str(n) for n in range(1, 100)]).values()]
+        running = [n for n, st in rows if ".r" in n and st == "RUNNING" and (chain_dir / "state.json").exists()
+                   and n.startswith(json.loads((chain_dir / "state.json").read_text())["chain_id"])]
+        if len(running) > 1:
+            overlaps.append(running)
+
+    from conftest import wait_ended as _wait
+
+    report = _wait(tmp_path, timeout=240, sample=sample)
+    log = (chain_dir / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert not overlaps, overlaps
+    assert log.count("lookahead: runner") >= 2, log
+    assert "lookahead: cancelled the pre-queued runner job" in log
+    IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(60)
+    starts = IterLog.read(tmp_path / "iterations.log").starts()
+    assert len(starts) == len(report["runners"]), "a pre-queued runner ran the app without being promoted"
