@@ -134,8 +134,8 @@ def test_example_runs_as_a_chain_on_slurm(slurm_cluster: object, kind: str, tmp_
     copy_example(kind, tmp_path)
     args = _readme_command(kind)
     max_iter = int(args[args.index("--max-iter") + 1])
-    # The README's exact command; iterations of 0.5 s keep it to ~2 runners.
-    chain_cmd(*args, "--backend", "slurm", cwd=tmp_path, env={"ITER_SECONDS": "0.5"})
+    # The README's exact command; iterations of 0.4 s: two runners (~46 iterations per 20 s window).
+    chain_cmd(*args, "--backend", "slurm", cwd=tmp_path, env={"ITER_SECONDS": "0.4"})
     report = wait_ended(tmp_path, timeout=300)
     assert report["state"] == "completed", (tmp_path / ".chain" / "chain.log").read_text()
     assert len(report["runners"]) >= 2
