@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.errors import BackendUnavailable
-from chain.retry import RetryPolicy
+
+if TYPE_CHECKING:  # tenacity is imported only by the backends that retry
+    from chain.retry import RetryPolicy
 
 __all__ = ["Backend", "JobInfo", "JobState", "choose_backend", "make_backend"]
 
@@ -19,7 +22,7 @@ def local_spool(chain_dir: Path) -> Path:
     return chain_dir / "local-jobs"
 
 
-def make_backend(name: str, chain_dir: Path, retry: RetryPolicy | None = None) -> Backend:
+def make_backend(name: str, chain_dir: Path, retry: "RetryPolicy | None" = None) -> Backend:
     """The backend called ``name`` (slurm, local, pyslurm) for one chain;
     ``retry`` bounds the effort per request (default: ``RetryPolicy()``)."""
     if name == "slurm":
