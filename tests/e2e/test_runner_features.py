@@ -205,9 +205,7 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
         if len(running) > 1:
             overlaps.append(running)
 
-    from conftest import wait_ended as _wait
-
-    report = _wait(tmp_path, timeout=240, sample=sample)
+    report = wait_ended(tmp_path, timeout=240, sample=sample)
     log = (chain_dir / "chain.log").read_text()
     assert report["state"] == "completed", log
     assert not overlaps, overlaps
