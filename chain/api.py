@@ -5,6 +5,7 @@ The CLI only adapts these; every user error is a ChainError.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shlex
@@ -151,7 +152,7 @@ def submit(
         _refuse_live_submitter(backend, existing)
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{secrets.token_hex(3)}"
     # Validate everything (templates included) before anything is written.
-    stored = Settings(**{**settings.__dict__, "backend": settings_mod.BackendName(name)})
+    stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
     scripts = render(stored, chain_id, chain_dir, workdir)
     chain.create()
     _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
@@ -167,7 +168,6 @@ def submit(
         status.retries_used = 0
         if was_ended:  # hooks of a crashed submitter still count as run
             status.hooks = []
-        status.hooks_done = False
         chain.cancel_file.unlink(missing_ok=True)
     else:
         status = ChainStatus(chain_id=chain_id, created=time.time(), workdir=str(workdir), backend=name)

@@ -83,7 +83,6 @@ class ChainStatus:
     margin: int = 0  # adaptive runner margin (0: the configured one)
     worst_stop_to_exit: float = 0.0  # slowest stop-signal-to-exit of the app seen
     hooks: list[dict[str, Any]] = field(default_factory=list)
-    hooks_done: bool = False
     completed_at: float = 0.0
     version: int = STATE_VERSION
 

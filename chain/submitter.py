@@ -343,7 +343,6 @@ class Submitter:
     def _complete(self, status: ChainStatus) -> int:
         self.chain.log(f"counter {status.iteration} reached MAX_ITER={self.settings.max_iter}; running hooks")
         run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status)
-        status.hooks_done = True
         status.state = ChainState.COMPLETED
         status.reason = f"reached MAX_ITER={self.settings.max_iter}"
         status.completed_at = self.clock()
