@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -150,7 +149,7 @@ def submit(
     backend = make_backend(name, chain_dir)
     if resume and existing is not None:
         _refuse_live_submitter(backend, existing)
-    chain_id = existing.chain_id if existing else f"{settings.job_name}-{secrets.token_hex(3)}"
+    chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     # Validate everything (templates included) before anything is written.
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
     scripts = render(stored, chain_id, chain_dir, workdir)
@@ -227,7 +226,8 @@ def _refuse_live_submitter(backend: Backend, status: ChainStatus) -> None:
                             "nothing to resume")
 
 
-def open_chain(chain_dir: Path) -> tuple[ChainDir, ChainStatus]:
+def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus]:
+    chain_dir = Path(chain_dir)
     chain = ChainDir(chain_dir)
     if not chain_dir.exists():
         raise ChainDirError(f"no chain in {chain_dir} (directory does not exist)")

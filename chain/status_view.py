@@ -6,8 +6,10 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from chain.timefmt import format_duration
 
@@ -48,12 +50,20 @@ def progress_line(report: dict[str, Any]) -> str:
 
 
 def print_status(report: dict[str, Any], *, history: int = 10, console: Console | None = None) -> None:
-    out = console or Console(highlight=False)
+    """Print a status report (``api.status_report``) for a person.
+
+    Text that comes from the chain (reasons, names, paths) is printed
+    literally: a ``[`` in an app's error message is not rich markup.
+    """
+    # emoji off: no ":name:" substitution in user text, and no emoji table to load
+    out = console or Console(highlight=False, emoji=False)
     state = report["state"]
-    out.print(f"chain [bold]{report['chain_id']}[/]  [{_STATE_STYLE.get(state, '')}]{state}[/]"
-              f"  ({report['backend']} backend)")
+    style = _STATE_STYLE.get(state, "")
+    out.print(f"chain [bold]{escape(str(report['chain_id']))}[/]  "
+              + (f"[{style}]{escape(state)}[/]" if style else escape(state))
+              + f"  ({escape(str(report['backend']))} backend)")
     if report.get("reason"):
-        out.print(f"reason: {report['reason']}")
+        out.print(Text(f"reason: {report['reason']}"))
     done, total = int(report["iteration"]), int(report["max_iter"])
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=max(total, 1), completed=min(done, total), width=40),
@@ -71,18 +81,18 @@ def print_status(report: dict[str, Any], *, history: int = 10, console: Console 
         if parts:
             out.print("  ".join(parts))
     sub_state = f" ({report['submitter_state']})" if report.get("submitter_state") else ""
-    out.print(f"submitter: cycle {report['submitter_cycle']}, job {report['submitter_job_id'] or '-'}{sub_state}")
+    out.print(Text(f"submitter: cycle {report['submitter_cycle']}, job {report['submitter_job_id'] or '-'}{sub_state}"))
     if submitter_lost(report):
-        out.print(f"[bold yellow]the submitter job has ended ({report['submitter_state']}) but the chain is "
-                  f"{state}: nothing drives it. Continue it with: chain submit --resume[/]")
+        out.print(Text(f"the submitter job has ended ({report['submitter_state']}) but the chain is "
+                       f"{state}: nothing drives it. Continue it with: chain submit --resume", style="bold yellow"))
     if report.get("runner_job_id"):
         current = report.get("current_runner") or {}
         phase = current.get("status", "submitted")
         slurm = f" ({report['runner_state']})" if report.get("runner_state") else ""
-        out.print(f"runner: job {report['runner_job_id']}{slurm}, {phase}"
-                  + (f", stop signal at {_clock(current.get('stop_at'))}" if current.get("stop_at") else ""))
+        out.print(Text(f"runner: job {report['runner_job_id']}{slurm}, {phase}"
+                       + (f", stop signal at {_clock(current.get('stop_at'))}" if current.get("stop_at") else "")))
     if report.get("scheduler_error"):
-        out.print(f"[yellow]scheduler: {report['scheduler_error']}[/]")
+        out.print(Text(f"scheduler: {report['scheduler_error']}", style="yellow"))
     runners = report.get("runners") or []
     if runners and history:
         table = Table(title=f"runners (last {min(history, len(runners))} of {report.get('runner_count', len(runners))})",
@@ -92,16 +102,20 @@ def print_status(report: dict[str, Any], *, history: int = 10, console: Console 
         for r in runners[-history:]:
             wall = (r["end"] - r["start"]) if isinstance(r.get("end"), (int, float)) and isinstance(
                 r.get("start"), (int, float)) else None
-            table.add_row(str(r.get("seq", "")), str(r.get("job_id", "")), str(r.get("state") or "-"),
-                          str(r.get("exit_code", "")), f"{r.get('iter_before')}->{r.get('iter_after')}",
-                          _clock(r.get("start")), format_duration(wall),
-                          f"{r.get('verdict', '')}: {r.get('reason', '')}")
+            # Text cells: literal (no markup parse) and cheaper to measure than str
+            table.add_row(*(Text(cell) for cell in (
+                str(r.get("seq", "")), str(r.get("job_id", "")), str(r.get("state") or "-"),
+                str(r.get("exit_code", "")), f"{r.get('iter_before')}->{r.get('iter_after')}",
+                _clock(r.get("start")), format_duration(wall), f"{r.get('verdict', '')}: {r.get('reason', '')}")))
         out.print(table)
     for hook in report.get("hooks") or []:
         if hook.get("skipped"):
             continue
-        ok = "ok" if hook.get("rc") == 0 else f"[red]failed (exit {hook.get('rc')})[/]"
-        out.print(f"hook {hook.get('name')}: {ok}  log: {hook.get('log', '-')}")
+        line = Text(f"hook {hook.get('name')}: ")
+        line.append("ok" if hook.get("rc") == 0 else f"failed (exit {hook.get('rc')})",
+                    style="" if hook.get("rc") == 0 else "red")
+        line.append(f"  log: {hook.get('log', '-')}")
+        out.print(line)
     for path in report.get("outputs") or []:
-        out.print(f"output: {path}")
-    out.print(f"log: {report['log']}")
+        out.print(Text(f"output: {path}"))
+    out.print(Text(f"log: {report['log']}"))
