@@ -30,6 +30,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from status import section as status_section  # noqa: E402  (bench/status.py)
+from status import status_bench  # noqa: E402
+from status import target_rows as status_target_rows  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SEED = BENCH / "seed"
@@ -500,101 +505,6 @@ def chain_calls_model(hours: float = 24.0) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- chain status on 10 000 runners
-def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 7) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT))
-    from chain import api
-    from chain.decision import ChainState
-    from chain.state import ChainDir, ChainStatus, write_json_atomic
-
-    work = base / "status10k"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    max_iter = n_runners * 20
-    (work / "state_iter.txt").write_text(f"{max_iter}\n")
-    settings = api.load_settings({"app_cmd": "python3 app.py", "max_iter": str(max_iter),
-                                  "backend": "slurm"}, {}, None, work)
-    chain = ChainDir(work / ".chain")
-    chain.create()
-    write_json_atomic(chain.settings_file, settings.to_json())
-    t0 = 1_700_000_000.0
-    lines = []
-    for i in range(1, n_runners + 1):
-        job = str(100000 + i)
-        start = t0 + (i - 1) * 32
-        entry = {"job_id": job, "seq": i, "state": "COMPLETED", "exit_code": 124 if i < n_runners else 0,
-                 "iter_before": (i - 1) * 20, "iter_after": i * 20, "verdict": "continue" if i < n_runners else
-                 "complete", "reason": "checkpoint advanced", "submitted": start - 1.5, "start": start,
-                 "end": start + 30, "stop_to_exit": 0.8, "recorded": True}
-        lines.append(json.dumps(entry, sort_keys=True) + "\n")  # ChainDir.append_runner's format
-    # append_runner fsyncs each line (10 000 fsyncs); the bulk goes in one write,
-    # the last runner through chain's own append_runner.
-    chain.runners_log.write_text("".join(lines[:-1]))
-    chain.append_runner(json.loads(lines[-1]))
-    chain.worker_ids.write_text("".join(f"{100000 + i}\n" for i in range(1, n_runners + 1)))
-    for i in range(n_runners - 4, n_runners + 1):
-        job = str(100000 + i)
-        start = t0 + (i - 1) * 32
-        write_json_atomic(chain.record_file(job), {
-            "job_id": job, "job_name": f"chain-bench.r{i}", "seq": i, "status": "ended", "start": start,
-            "host": "vm", "end_planned": start + 30, "stop_at": start + 20, "kill_at": start + 25,
-            "slurm_end": start + 60, "iter_before": (i - 1) * 20, "iter_after": i * 20, "exit_code": 124,
-            "app_exit_code": 99, "end": start + 21, "stop_sent": start + 20, "stop_to_exit": 0.8,
-            "external_signal": None, "killed": False, "detail": "app exited 99 after SIGTERM"})
-    status = ChainStatus(chain_id="chain-bench10k", state=ChainState.COMPLETED, created=t0,
-                         workdir=str(work), backend="slurm", submitter_cycle=400, submitter_job_id="99999",
-                         runner_seq=n_runners, runner_job_id=str(100000 + n_runners), runner_live=False,
-                         iteration=max_iter, hooks_done=True, completed_at=t0 + n_runners * 32,
-                         reason=f"reached MAX_ITER={max_iter}")
-    chain.save_status(status)
-    chain.log("synthetic chain for the status benchmark", echo=False)
-
-    chain_exe = Path(PY).parent / "chain"
-    launcher = [str(chain_exe)] if chain_exe.exists() else [PY, "-m", "chain"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
-    env["COLUMNS"] = "120"
-
-    def timed(argv: list[str]) -> dict[str, Any]:
-        ts = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            p = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
-            ts.append(time.perf_counter() - t)
-            if p.returncode != 0:
-                return {"argv": argv, "error": p.stderr.strip()[-300:]}
-        return {"argv": " ".join(argv), "median_s": statistics.median(ts), "min_s": min(ts), "runs_s": ts}
-
-    cd = ["--chain-dir", str(chain.root)]
-    out: dict[str, Any] = {"runners": n_runners, "chain_dir": str(chain.root),
-                           "runners_jsonl_bytes": chain.runners_log.stat().st_size}
-    # warm the page cache / bytecode first
-    subprocess.run([*launcher, "status", "--json", *cd], cwd=work, env=env, capture_output=True, check=False)
-    out["status_json"] = timed([*launcher, "status", "--json", *cd])
-    out["status"] = timed([*launcher, "status", *cd])
-    out["help"] = timed([*launcher, "--help"])
-    out["python_bare"] = timed([PY, "-c", "pass"])
-    out["import_chain_cli"] = timed([PY, "-c", "import chain.cli"])
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        api.status_report(chain.root)
-        ts.append(time.perf_counter() - t)
-    out["status_report_in_process_median_s"] = statistics.median(ts)
-    # where the CLI's time goes (in process): the JSON encoding, and what a
-    # report limited to the shown history would cost
-    rep = api.status_report(chain.root)
-    for key, fn in (("json_dumps_indent1_in_process_median_s", lambda: json.dumps(rep, indent=1, default=str)),
-                    ("json_dumps_compact_in_process_median_s", lambda: json.dumps(rep, default=str)),
-                    ("status_report_history10_in_process_median_s", lambda: api.status_report(chain.root, history=10))):
-        ts = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t)
-        out[key] = statistics.median(ts)
-    return out
-
-
 # --------------------------------------------------------------------------- report
 def fmt(x: Any, nd: int = 1) -> str:
     if x is None:
@@ -656,23 +566,9 @@ def render(results: dict[str, Any]) -> str:
     L.append(f"| ≤ 12 Slurm calls per runner-hour, 24 h runner (chain's PollPolicy) | "
              f"{model['while_running_per_runner_hour']:.2f} while running, {model['per_runner_hour']:.2f} incl. handoff | "
              f"{'PASS' if model['per_runner_hour'] <= 12 else 'FAIL'} |")
-    if st:
-        sj, s = st["status_json"].get("median_s"), st["status"].get("median_s")
-        L.append(f"| `chain status --json` ≤ 0.3 s on {st['runners']} runners | {fmt(sj, 3)} s | "
-                 f"{'PASS' if sj is not None and sj <= 0.3 else 'FAIL'} |")
-        L.append(f"| `chain status` ≤ 0.3 s on {st['runners']} runners | {fmt(s, 3)} s | "
-                 f"{'PASS' if s is not None and s <= 0.3 else 'FAIL'} |")
-        L += ["", ("## chain start-up and status (median of "
-                   f"{len(st['status']['runs_s']) if 'runs_s' in st['status'] else '?'} runs, wall time)"), "",
-              "| command | median (s) | min (s) |", "|---|---|---|"]
-        for key in ("help", "status_json", "status", "import_chain_cli", "python_bare"):
-            r = st[key]
-            L.append(f"| `{r.get('argv', key)}` | {fmt(r.get('median_s'), 3)} | {fmt(r.get('min_s'), 3)} |")
-        L.append(f"| `api.status_report()` in process (all {st['runners']} runners) | {fmt(st['status_report_in_process_median_s'], 3)} | |")
-        L.append(f"| `json.dumps(report, indent=1)` in process (what `--json` prints; pure-Python encoder) | "
-                 f"{fmt(st['json_dumps_indent1_in_process_median_s'], 3)} | |")
-        L.append(f"| `json.dumps(report)` in process (C encoder) | {fmt(st['json_dumps_compact_in_process_median_s'], 3)} | |")
-        L.append(f"| `api.status_report(history=10)` in process | {fmt(st['status_report_history10_in_process_median_s'], 3)} | |")
+    if st and "commands" in st:
+        L += status_target_rows(st)
+        L += status_section(st)
     for name in ("c", "c_long", "c_restart"):
         c = sysres.get(name)
         if c and c.get("handoff_breakdown"):

@@ -203,7 +203,8 @@ def status(
     chain_dir: Optional[str] = ChainDirOpt,
     as_json: bool = typer.Option(False, "--json", help="One JSON object."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until the chain ends."),
-    history: int = typer.Option(10, "--history", help="Runners listed in the table."),
+    history: Optional[int] = typer.Option(
+        None, "--history", min=0, help="Runners listed: 10 in the table, all in --json unless given."),
 ) -> None:
     """State, progress, submitter and runner jobs, recent outcomes."""
     from chain import api
@@ -214,11 +215,12 @@ def status(
         return
     if as_json:
         # compact: the C encoder (indent= falls back to pure Python, 4x slower)
-        typer.echo(json.dumps(api.status_report(directory), default=str))
+        typer.echo(json.dumps(api.status_report(directory, history=history), default=str))
         return
     from chain.status_view import print_status
 
-    print_status(api.status_report(directory, history=history), history=history)
+    shown = 10 if history is None else history
+    print_status(api.status_report(directory, history=shown), history=shown)
 
 
 def _watch(directory: Path, interval: float) -> None:

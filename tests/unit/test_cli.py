@@ -89,6 +89,11 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
     assert data["state"] == "completed" and data["iteration"] == 30 and len(data["runners"]) == 3
     assert set(data["runners"][0]) >= {"job_id", "state", "exit_code", "iter_before", "iter_after"}
     assert data["metrics"]["rate_per_hour"] > 0
+    short = json.loads(runner.invoke(app, ["status", "--json", "--history", "2"]).stdout)
+    assert [r["job_id"] for r in short["runners"]] == [r["job_id"] for r in data["runners"][-2:]]
+    assert short["runner_count"] == 3 and short["metrics"] == data["metrics"]
+    bad = runner.invoke(app, ["status", "--history", "-1"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.stdout + bad.stderr
 
 
 def test_status_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
