@@ -170,16 +170,13 @@ def _failure(outcome: Outcome, policy: Policy, progress: Progress, reason: str) 
 
 
 class Step(str, enum.Enum):
-    """What the submitter does at the top of its loop."""
+    """What the submitter does when no runner is live (a live one is waited for first)."""
 
-    ADOPT = "adopt"  # a runner of this chain is still live: wait for it
     FINISH = "finish"  # counter reached MAX_ITER: hooks, then completed
     SUBMIT = "submit"  # submit the next runner
 
 
-def next_step(counter: int, max_iter: int, live_runner: bool) -> Step:
-    if live_runner:
-        return Step.ADOPT
+def next_step(counter: int, max_iter: int) -> Step:
     if counter >= max_iter:
         return Step.FINISH
     return Step.SUBMIT

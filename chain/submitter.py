@@ -127,7 +127,7 @@ class Submitter:
             except CheckpointError as exc:
                 return self._stop(status, ChainState.STOPPED, str(exc))
             status.iteration = counter
-            step = next_step(counter, self.settings.max_iter, live_runner=False)
+            step = next_step(counter, self.settings.max_iter)
             if step is Step.FINISH:
                 self._drop_next(status)
                 return self._complete(status)

@@ -86,10 +86,9 @@ def test_retry_budget():
 
 
 def test_next_step():
-    assert next_step(5, 10, live_runner=True) is Step.ADOPT
-    assert next_step(10, 10, live_runner=False) is Step.FINISH
-    assert next_step(11, 10, live_runner=False) is Step.FINISH
-    assert next_step(9, 10, live_runner=False) is Step.SUBMIT
+    assert next_step(10, 10) is Step.FINISH
+    assert next_step(11, 10) is Step.FINISH
+    assert next_step(9, 10) is Step.SUBMIT
 
 
 @pytest.mark.parametrize("text, value", [("0", 0), ("42\n", 42), ("  7 ", 7)])
