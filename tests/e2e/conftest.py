@@ -1,22 +1,9 @@
 """Real chains, end to end, on both backends: the local one (no Slurm) and
-the dev cluster's Slurm. Helpers to run `chain` and check an iteration log."""
+the dev cluster's Slurm. Helpers live in e2e_helpers.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
 
 BACKENDS = [pytest.param("local", marks=pytest.mark.local), pytest.param("slurm", marks=pytest.mark.slurm)]
 
@@ -26,77 +13,3 @@ def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "slurm":
         request.getfixturevalue("slurm_cluster")
     return str(request.param)
-
-
-def chain_cmd(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60,
-              check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "chain", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"chain {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def status(cwd: Path) -> dict[str, Any]:
-    return json.loads(chain_cmd("status", "--json", cwd=cwd).stdout)
-
-
-def wait_ended(cwd: Path, timeout: float, sample: Any = None) -> dict[str, Any]:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        report = status(cwd)
-        if report["state"] in ("completed", "failed", "stopped", "cancelled"):
-            return report
-        if sample is not None:
-            sample()
-        time.sleep(0.5)
-    chain_log = (cwd / ".chain" / "chain.log").read_text()
-    raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}")
-
-
-def copy_example(kind: str, dest: Path) -> None:
-    for f in (EXAMPLES / kind).iterdir():
-        if f.is_file():
-            shutil.copy(f, dest / f.name)
-
-
-@dataclass
-class IterLog:
-    events: list[tuple[float, str, int, str]]
-
-    @classmethod
-    def read(cls, path: Path) -> "IterLog":
-        events = []
-        for line in path.read_text().splitlines():
-            f = line.split()
-            events.append((float(f[0]), f[1], int(f[2]), f[3]))
-        return cls(events)
-
-    def check_exactly_once_beyond_checkpoints(self, max_iter: int) -> int:
-        """Every iteration 1..max_iter computed; a resume starts at the last
-        committed checkpoint; an iteration computed twice only when it came
-        after the last checkpoint before a stop. Returns iterations redone."""
-        committed = 0
-        done: dict[int, int] = {}
-        redone_allowed = 0
-        computed_since_ckpt: list[int] = []
-        for _, event, value, _job in self.events:
-            if event == "start":
-                assert value == committed, f"resumed at {value} but the last checkpoint was {committed}"
-                redone_allowed += len(computed_since_ckpt)
-                computed_since_ckpt = []
-            elif event == "iter":
-                done[value] = done.get(value, 0) + 1
-                computed_since_ckpt.append(value)
-            elif event == "ckpt":
-                assert value >= committed, f"checkpoint went back from {committed} to {value}"
-                committed = value
-                computed_since_ckpt = []
-        missing = [i for i in range(1, max_iter + 1) if i not in done]
-        assert not missing, f"iterations never computed: {missing[:10]}"
-        redone = sum(n - 1 for n in done.values())
-        assert redone <= redone_allowed, f"{redone} iterations computed twice, only {redone_allowed} were lost"
-        return redone
-
-    def starts(self) -> list[str]:
-        return [job for _, e, _, job in self.events if e == "start"]

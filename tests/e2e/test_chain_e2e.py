@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from chain.backends import make_backend
-from conftest import IterLog, chain_cmd, copy_example, status, wait_ended
+from e2e_helpers import IterLog, chain_cmd, copy_example, status, wait_ended
 
 APP_ENV = {"ITER_SECONDS": "0.4"}
 

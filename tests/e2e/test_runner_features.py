@@ -4,14 +4,13 @@ apps run with their README's own `chain submit` line (issues 3 and 5)."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, IterLog, chain_cmd, copy_example, wait_ended
+from e2e_helpers import EXAMPLES, IterLog, chain_cmd, copy_example, wait_ended
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import itertools
 import json
 import os
@@ -41,20 +40,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def _e2e_helpers() -> Any:
-    """tests/e2e/conftest.py (chain_cmd, IterLog, ...), loaded by path: it is
-    a conftest, not an importable module."""
-    spec = importlib.util.spec_from_file_location("chain_e2e_helpers", REPO / "tests" / "e2e" / "conftest.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-E2E = _e2e_helpers()
-chain_cmd = E2E.chain_cmd
-IterLog = E2E.IterLog
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from e2e_helpers import IterLog, chain_cmd  # noqa: E402  (tests/e2e/e2e_helpers.py)
 
 ENDED = ("completed", "failed", "stopped", "cancelled")
 LIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
