@@ -27,20 +27,23 @@ def chain_cmd(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout:
     return proc
 
 
-def status(cwd: Path) -> dict[str, Any]:
-    return json.loads(chain_cmd("status", "--json", cwd=cwd).stdout)
+def status(cwd: Path, chain_dir: str | None = None) -> dict[str, Any]:
+    where = ["--chain-dir", chain_dir] if chain_dir else []
+    report: dict[str, Any] = json.loads(chain_cmd("status", "--json", *where, cwd=cwd).stdout)
+    return report
 
 
-def wait_ended(cwd: Path, timeout: float, sample: Any = None) -> dict[str, Any]:
+def wait_ended(cwd: Path, timeout: float, sample: Any = None, chain_dir: str | None = None) -> dict[str, Any]:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        report = status(cwd)
+        report = status(cwd, chain_dir)
         if report["state"] in ("completed", "failed", "stopped", "cancelled"):
             return report
         if sample is not None:
             sample()
         time.sleep(0.5)
-    chain_log = (cwd / ".chain" / "chain.log").read_text()
+    log_file = Path(cwd, chain_dir or ".chain", "chain.log")
+    chain_log = log_file.read_text() if log_file.exists() else "(no chain.log)"
     raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}")
 
 

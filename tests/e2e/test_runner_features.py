@@ -99,25 +99,12 @@ def test_hostile_values_reach_the_job_literally(backend: str, tmp_path: Path) ->
     chain_cmd("submit", "--backend", backend, "--max-iter", "3", "--ckpt-path", ckpt,
               "--chain-dir", f"chain {HOSTILE}",
               "--app-cmd", 'printf %s "$CKPT_PATH" > seen.txt; echo 3 > "$CKPT_PATH"', cwd=work)
-    report = wait_ended_dir(work, f"chain {HOSTILE}", timeout=90)
+    report = wait_ended(work, timeout=90, chain_dir=f"chain {HOSTILE}")
     assert report["state"] == "completed", report
     assert (work / "seen.txt").read_text() == ckpt
     assert (work / ckpt).read_text() == "3\n"
     for name in ("pwned", "pwned2"):
         assert not list(tmp_path.rglob(name)) and not Path(name).exists()
-
-
-def wait_ended_dir(cwd: Path, chain_dir: str, timeout: float) -> dict:
-    import json
-    import time
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        report = json.loads(chain_cmd("status", "--json", "--chain-dir", chain_dir, cwd=cwd).stdout)
-        if report["state"] in ("completed", "failed", "stopped", "cancelled"):
-            return report
-        time.sleep(0.5)
-    raise AssertionError(f"chain did not end: {report}")
 
 
 def _readme_command(kind: str) -> list[str]:
