@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from chain import settings as settings_mod
 from chain.backends import choose_backend, make_backend
@@ -116,8 +116,13 @@ def submit(
     chain_dir: Path,
     workdir: Path,
     resume: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> Submitted:
-    """Start a new chain in ``chain_dir``, or resume a stopped one."""
+    """Start a new chain in ``chain_dir``, or resume a stopped one.
+
+    ``notify`` receives progress lines for a person (e.g. a wait for the
+    previous submitter to finish its report).
+    """
     chain = ChainDir(chain_dir)
     existing = chain.load_status() if chain.state_file.exists() else None
     if chain_dir.exists() and not chain_dir.is_dir():
@@ -148,7 +153,7 @@ def submit(
     name, why = choose_backend(requested, chain_dir)
     backend = make_backend(name, chain_dir)
     if resume and existing is not None:
-        _refuse_live_submitter(backend, existing)
+        _refuse_live_submitter(backend, existing, wait=FINISHING_WAIT, notify=notify)
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     # Validate everything (templates included) before anything is written.
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
@@ -216,14 +221,39 @@ def _umask() -> int:
     return mask
 
 
-def _refuse_live_submitter(backend: Backend, status: ChainStatus) -> None:
+FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook
+
+
+def _refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float = 0.0,
+                           notify: Callable[[str], None] | None = None,
+                           sleep: Callable[[float], None] = time.sleep,
+                           clock: Callable[[], float] = time.monotonic) -> None:
+    """Refuse to resume while a submitter of this chain is live.
+
+    A chain that has ended (stopped, failed) may still have its submitter
+    writing the report: then wait up to ``wait`` seconds for it to exit
+    rather than send the user away for a few seconds.
+    """
     ids = [status.submitter_job_id] if status.submitter_job_id else []
     for cycle in range(max(0, status.submitter_cycle - 1), status.submitter_cycle + 2):
         ids += backend.find_by_name(submitter_job_name(status.chain_id, cycle))
-    live = [i for i, info in backend.query(sorted(set(ids))).items() if info.state.active]
-    if live:
-        raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
-                            "nothing to resume")
+    ids = sorted(set(ids))
+    deadline = clock() + wait
+    told = False
+    while True:
+        live = [i for i, info in backend.query(ids).items() if info.state.active]
+        if not live:
+            return
+        if not status.state.ended:
+            raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
+                                "nothing to resume")
+        if clock() >= deadline:
+            raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
+                                f"is still finishing its report after {wait:.0f}s; resume when it has ended")
+        if notify and not told:
+            notify(f"waiting for submitter job {live[0]} to finish the {status.state.value} chain's report")
+            told = True
+        sleep(min(2.0, max(0.0, deadline - clock())))
 
 
 def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus]:

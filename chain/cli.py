@@ -149,7 +149,7 @@ def submit(
         template_dir=template_dir, backend=backend,
     )
     result = api.submit(flags, os.environ, config=config, chain_dir=api.chain_dir_path(chain_dir, cwd),
-                        workdir=cwd, resume=resume)
+                        workdir=cwd, resume=resume, notify=lambda line: typer.echo(f"chain: {line}", err=True))
     typer.echo(f"chain {result.chain_id}: submitter job {result.job_id} on {result.backend} ({result.why})")
     typer.echo(f"chain directory: {result.chain_dir}")
     if wait:

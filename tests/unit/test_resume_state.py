@@ -72,3 +72,63 @@ def test_resume_after_crashed_submitter_keeps_hooks_run(tmp_path: Path, monkeypa
     api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True)
     resumed = chain.load_status()
     assert resumed is not None and [h["name"] for h in resumed.hooks] == ["report"]
+
+
+class FinishingBackend(FakeBackend):
+    """The old submitter stays RUNNING for ``polls`` queries, then COMPLETED."""
+
+    def __init__(self, polls: int) -> None:
+        super().__init__()
+        self.polls = polls
+        self.queries = 0
+
+    def query(self, job_ids: Any) -> dict[str, JobInfo]:
+        from chain.backends.base import JobState
+
+        self.queries += 1
+        state = JobState.RUNNING if self.queries <= self.polls else JobState.COMPLETED
+        return {j: JobInfo(j, state) for j in job_ids}
+
+
+def _ended_status(state: ChainState) -> Any:
+    from chain.state import ChainStatus
+
+    return ChainStatus(chain_id="c-1", state=state, submitter_job_id="41", submitter_cycle=3)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> None:
+    backend, clock, said = FinishingBackend(polls=3), FakeClock(), []
+    api._refuse_live_submitter(backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append,
+                               sleep=clock.sleep, clock=clock)
+    assert backend.queries == 4 and clock.slept == [2.0, 2.0, 2.0]
+    assert said == ["waiting for submitter job 41 to finish the failed chain's report"]
+
+
+def test_resume_gives_up_waiting_with_a_clear_error() -> None:
+    backend, clock = FinishingBackend(polls=10**6), FakeClock()
+    with pytest.raises(api.ChainDirError, match=r"is stopped but its submitter \(job 41\) is still finishing "
+                                                r"its report after 120s"):
+        api._refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep,
+                                   clock=clock)
+    assert clock.now == pytest.approx(120)
+
+
+def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
+    backend, clock = FinishingBackend(polls=1), FakeClock()
+    with pytest.raises(api.ChainDirError, match=r"still has an active submitter \(job 41\)"):
+        api._refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
+                                   clock=clock)
+    assert clock.slept == []
