@@ -4,7 +4,6 @@ no traceback, nothing submitted, nothing existing overwritten (issue 7)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
