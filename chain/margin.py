@@ -2,8 +2,9 @@
 
 Pure. The runner measures the time from its stop signal to the app's exit
 (the checkpoint cost seen from outside); the next runner's margin becomes
-max(configured floor, 2 x the worst seen + a few seconds), and a runner
-that had to be killed before it finished doubles it. It never shrinks.
+max(configured floor, 2 x the worst seen + a few seconds). A runner that
+had to be killed before it finished at least doubles it, and its time from
+stop to kill counts as a lower bound of what the app needs. It never shrinks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def next_margin(
 ) -> tuple[MarginState, str]:
     """The margin for the next runner, and why (for the chain log).
 
+    ``stop_to_exit`` is the measured stop signal -> app exit; for a killed
+    app (``killed``) it is the time it was given, which it needed more than.
     Never below the configured ``floor``, never above half the runner's
     time (the app must still get to compute).
     """

@@ -328,8 +328,8 @@ class Submitter:
         the runner itself sent counts (not scancel or preemption)."""
         killed = bool(record.get("killed")) or outcome.slurm_state is JobState.TIMEOUT
         ours = record.get("stop_sent") is not None and not record.get("external_signal")
-        # a killed app's time is only a lower bound of what it needed
-        measured = record.get("stop_to_exit") if ours and not killed else None
+        # for a killed app this is the time it was given: a lower bound of what it needs
+        measured = record.get("stop_to_exit") if ours else None
         before = MarginState(max(status.margin, self.settings.runner_margin), status.worst_stop_to_exit)
         after, why = next_margin(before, floor=self.settings.runner_margin,
                                  runner_seconds=self.settings.runner_seconds,

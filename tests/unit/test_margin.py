@@ -33,3 +33,14 @@ def test_killed_doubles():
 def test_capped_at_half_the_runner_time():
     state, why = next_margin(MarginState(60), floor=60, runner_seconds=300, stop_to_exit=200.0, killed=False)
     assert state.margin == 150 and "capped" in why
+
+
+def test_a_kill_counts_the_time_given_as_a_lower_bound():
+    """Margin 5 s: the runner kills the app 3.75 s after its stop signal. The
+    app needs more than that: 2 x 3.75 + 5 -> 13 s (doubling alone, 10 s,
+    would give it only 7.5 s and may be cut again)."""
+    state, why = next_margin(MarginState(5), floor=5, runner_seconds=60, stop_to_exit=3.75, killed=True)
+    assert state.margin == 13 and state.worst_stop_to_exit == 3.75 and "killed" in why
+    # a kill after a short grace still at least doubles
+    state, _ = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=45.0, killed=True)
+    assert state.margin == 120
