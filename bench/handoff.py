@@ -146,12 +146,17 @@ def job_end_time(job: str, what: str) -> tuple[float, str]:
     return time.time(), f"seen ended by the benchmark ({what})"
 
 
+def min_job_age() -> str:
+    m = re.search(r"MinJobAge\s*=\s*(\S+ \S+)", real("scontrol", "show", "config").stdout)
+    return m.group(1) if m else "?"
+
+
 def job_state(job: str) -> str:
     p = real("squeue", "-h", "--states=all", "-j", job, "-o", "%T")
     state = p.stdout.strip()
     if state:
         return state
-    return sacct_times(job).get("state", "UNKNOWN")
+    return str(sacct_times(job).get("state", "UNKNOWN"))
 
 
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
@@ -336,7 +341,16 @@ def med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def measure(ws: Workspace) -> dict[str, Any]:
+def write_results(out: Path, stem: str, results: dict[str, Any], table: str) -> None:
+    """bench/results/<stem>.json (raw) and .md (the table); print the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (out / f"{stem}.md").write_text(table)
+    print(table)
+    log(f"wrote {out / stem}.json and .md")
+
+
+def measure(ws: Workspace, label: str | None = None) -> dict[str, Any]:
     runs = parse_iterlog(ws.dir / "iterations.log")
     # up to (and including) the run that finished the work
     used: list[Run] = []
@@ -363,7 +377,7 @@ def measure(ws: Workspace) -> dict[str, Any]:
     s2d = (ws.t_done - ws.t_submit) if ws.t_done else None
     total_iters = sum(r.iters for r in used)
     res: dict[str, Any] = {
-        "system": ws.name, "label": SYSTEMS[ws.name], "ok": ws.ok, "notes": ws.notes, "workdir": str(ws.dir),
+        "system": ws.name, "label": label or SYSTEMS[ws.name], "ok": ws.ok, "notes": ws.notes, "workdir": str(ws.dir),
         "runners": len(used), "app_exit_codes": [r.code for r in used],
         "iterations_computed": total_iters, "iterations_recomputed": total_iters - MAX_ITER,
         "handoffs_s": handoffs, "handoff_median_s": med(handoffs), "handoff_max_s": max(handoffs) if handoffs else None,
@@ -458,28 +472,28 @@ def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str
 
 
 def chain_start(ws: Workspace, used: list[Run], calls: list[tuple[float, str, str, str]]) -> dict[str, Any]:
-    """submit -> first app start, split at the submitter's and first runner's milestones."""
+    """submit -> first app start, split at the first runner's milestones.
+
+    ``chain submit`` submits the submitter and the first runner itself, so
+    runner 1 does not wait for the submitter job to start."""
     if not used:
         return {}
     first = used[0]
     ev = ctld_events([ws.submitter_job, first.job])
-    sub_first_call = next((c[0] for c in calls if c[0] > ws.t_submitted and c[1] != first.job), None)
-    sbatch = next((c[0] for c in calls if c[0] > ws.t_submitted and c[2] == "sbatch"), None)
     runner_q = next((c[0] for c in calls if c[1] == first.job and c[2] == "squeue"), None)
 
     def d(x: float | None, y: float | None) -> float | None:
         return round(y - x, 3) if x is not None and y is not None else None
 
     return {
-        "chain_submit_command (python start-up, render, sbatch)": d(ws.t_submit, ws.t_submitted),
-        "submit_to_submitter_allocate": d(ws.t_submit, ev[ws.submitter_job].get("allocate")) if ws.submitter_job else None,
-        "submitter_allocate_to_first_call (launch + python start)":
-            d(ev[ws.submitter_job].get("allocate"), sub_first_call) if ws.submitter_job else None,
-        "submitter_first_call_to_runner_sbatch": d(sub_first_call, sbatch),
-        "runner_sbatch_to_allocate": d(sbatch, ev[first.job].get("allocate")),
-        "runner_allocate_to_runner_squeue": d(ev[first.job].get("allocate"), runner_q),
+        "chain_submit_command (python start-up, render, 2 x sbatch)": d(ws.t_submit, ws.t_submitted),
+        "submit_to_runner_sbatch (in slurmctld)": d(ws.t_submit, ev[first.job].get("submit")),
+        "runner_sbatch_to_allocate (scheduler)": d(ev[first.job].get("submit"), ev[first.job].get("allocate")),
+        "runner_allocate_to_runner_squeue (launch + python start)": d(ev[first.job].get("allocate"), runner_q),
         "runner_squeue_to_app_start": d(runner_q, first.start),
         "submit_to_first_app_start": d(ws.t_submit, first.start),
+        "submit_to_submitter_allocate (in parallel)":
+            d(ws.t_submit, ev[ws.submitter_job].get("allocate")) if ws.submitter_job else None,
     }
 
 
@@ -603,12 +617,7 @@ def remeasure(path: Path, out: Path) -> int:
                        done_how=w["done_how"], jobs=w["jobs"], notes=w["notes"], ok=w["ok"],
                        submitter_job=w.get("submitter_job", ""))
         results["systems"][name] = measure(ws)
-    table = render(results)
-    out.mkdir(parents=True, exist_ok=True)
-    day = results["date"][:10]
-    (out / f"{day}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
-    (out / f"{day}.md").write_text(table)
-    print(table)
+    write_results(out, results["date"][:10], results, render(results))
     return 0 if all(r["ok"] for r in results["systems"].values()) else 1
 
 
@@ -639,10 +648,8 @@ def main() -> int:
         results = json.loads(Path(args.merge).read_text())
     results.update({
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge "
-                   + (re.search(r"MinJobAge\s*=\s*(\S+ \S+)", real("scontrol", "show", "config").stdout) or
-                      re.search(r"()", "")).group(1)
-                   + ", shared with other engineers' test runs",
+        "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge {min_job_age()}"
+                   ", shared with other engineers' test runs",
         "python": PY, "settings": {"max_iter": MAX_ITER, "checkpoint_every": CHECKPOINT_EVERY,
                                    "iter_seconds": ITER_SECONDS, "runner_limit_s": RUNNER_LIMIT,
                                    "runner_margin_s": RUNNER_MARGIN},
@@ -673,14 +680,7 @@ def main() -> int:
     if not args.no_status:
         log("chain status on 10 000 runners ...")
         results["status"] = status_bench(base)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    day = time.strftime("%Y-%m-%d")
-    table = render(results)
-    (out / f"{day}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
-    (out / f"{day}.md").write_text(table)
-    print(table)
-    log(f"wrote {out / (day + '.json')} and {out / (day + '.md')}")
+    write_results(Path(args.out), time.strftime("%Y-%m-%d"), results, render(results))
     return 0 if all(r["ok"] for r in results["systems"].values()) else 1
 
 
