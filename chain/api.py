@@ -192,7 +192,8 @@ def submit(
 def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
                             workdir: Path) -> None:
     """Submit the first runner together with the submitter, which adopts it:
-    one scheduling pass less before the app starts. Skipped when there is
+    one scheduling pass less before the app starts (with lookahead, the
+    second runner too, queued behind the first). Skipped when there is
     nothing to run or the counter is unreadable (the submitter then stops the
     chain with the reason, as it would at any later point)."""
     if status.runner_live:
@@ -206,6 +207,12 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     chain.submit_runner(status, counter, settings.max_iter, time.time(),
                         lambda name: backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir),
                         echo=False)
+    if settings.lookahead:
+        # runner 2 queued now, not when the submitter job gets to it: on a
+        # busy cluster the submitter may start after runner 1 has ended
+        from chain.submitter import prequeue_next
+
+        prequeue_next(chain, backend, status, workdir)
 
 
 def _write_script(path: Path, text: str) -> None:

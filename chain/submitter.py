@@ -30,6 +30,24 @@ class _Restart(Exception):
     """The submitter reached its margin while waiting."""
 
 
+def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path) -> None:
+    """Lookahead: queue the next runner behind the current one (``afterany``)
+    so its queue wait overlaps the compute; it waits to be promoted
+    (runner.py). A failure only costs the overlap: the submitter submits the
+    runner afresh when it is due."""
+    name = runner_job_name(status.chain_id, status.runner_seq + 1)
+    try:
+        job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name,
+                                dependency=f"afterany:{status.runner_job_id}", cwd=workdir)
+    except SchedulerError as exc:
+        chain.log(f"lookahead: could not pre-queue runner {status.runner_seq + 1}: {exc}")
+        return
+    status.next_job_id = job_id
+    chain.save_status(status)
+    chain.log(f"lookahead: runner {status.runner_seq + 1} queued as job {job_id} "
+              f"behind job {status.runner_job_id}")
+
+
 @dataclass
 class Submitter:
     chain: ChainDir
@@ -155,19 +173,7 @@ class Submitter:
 
     # --- lookahead ------------------------------------------------------------------------
     def _prequeue_next(self, status: ChainStatus) -> None:
-        """Queue the next runner behind the running one (``afterany``): its
-        queue wait overlaps the compute. It waits to be promoted (runner.py)."""
-        name = runner_job_name(status.chain_id, status.runner_seq + 1)
-        try:
-            job_id = self.backend.submit(self.chain.scripts / RUNNER_SCRIPT, job_name=name,
-                                         dependency=f"afterany:{status.runner_job_id}", cwd=self.workdir)
-        except SchedulerError as exc:
-            self.chain.log(f"lookahead: could not pre-queue runner {status.runner_seq + 1}: {exc}")
-            return
-        status.next_job_id = job_id
-        self.chain.save_status(status)
-        self.chain.log(f"lookahead: runner {status.runner_seq + 1} queued as job {job_id} "
-                       f"behind job {status.runner_job_id}")
+        prequeue_next(self.chain, self.backend, status, self.workdir)
 
     def _promote_next(self, status: ChainStatus, counter: int) -> None:
         """The pre-queued runner becomes the current one (no new sbatch)."""

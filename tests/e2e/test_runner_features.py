@@ -198,6 +198,8 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
     assert report["state"] == "completed", log
     assert not overlaps, overlaps
     assert log.count("lookahead: runner") >= 2, log
+    # runner 2 was queued by chain submit itself, before the submitter job started
+    assert log.index("lookahead: runner 2 queued") < log.index("cycle 0 start"), log
     assert "lookahead: cancelled the pre-queued runner job" in log
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(60)
     starts = IterLog.read(tmp_path / "iterations.log").starts()
