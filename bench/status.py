@@ -3,9 +3,9 @@
 
 Builds a synthetic chain directory with chain's own classes, then times the
 ``chain`` entry point (wall time, median of N runs after a warm-up) as a user
-runs it: from a wheel of this checkout installed into a scratch venv (pip
-compiles the bytecode at install, as for any pip-installed tool; the venv
-sees this interpreter's site-packages for jinja2/typer/rich/tenacity).  The
+runs it: from a wheel of this checkout installed into a scratch venv with its
+dependencies from the package index (pip compiles the bytecode at install,
+as for any pip-installed tool).  The
 development install (editable, as `scripts/setup` makes it) is timed too,
 with the environment as it is: where ``PYTHONDONTWRITEBYTECODE`` is set,
 every start recompiles chain's modules.  In-process figures show where the
@@ -81,18 +81,27 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     return chain.root
 
 
-def user_install(venv: Path) -> Path:
-    """A wheel of this checkout in a scratch venv: the ``chain`` a user runs."""
-    if venv.exists():
-        shutil.rmtree(venv)
+def user_install(venv: Path) -> tuple[Path, str]:
+    """A wheel of this checkout in a scratch venv: the ``chain`` a user runs.
+
+    An isolated venv with the dependencies from the package index, as
+    ``pip install slurm-chain`` makes it; if the index cannot be reached, a
+    venv that sees this interpreter's site-packages (and its .pth files)."""
     wheels = venv.parent / "wheel"
     shutil.rmtree(wheels, ignore_errors=True)
     subprocess.run([PY, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)], check=True,
                    capture_output=True)
-    subprocess.run([PY, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", *map(str, wheels.glob("*.whl"))],
-                   check=True, capture_output=True)
-    return venv / "bin" / "chain"
+    wheel = [str(w) for w in wheels.glob("*.whl")]
+    for how, venv_args, pip_args in (("isolated venv, dependencies from the index", [], []),
+                                     ("venv with this interpreter's site-packages", ["--system-site-packages"],
+                                      ["--no-deps"])):
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([PY, "-m", "venv", *venv_args, str(venv)], check=True)
+        pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *pip_args, *wheel],
+                             capture_output=True, text=True, check=False)
+        if pip.returncode == 0:
+            return venv / "bin" / "chain", how
+    raise RuntimeError(f"cannot install the wheel: {pip.stderr.strip()[-300:]}")
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str], repeats: int) -> dict[str, Any]:
@@ -123,12 +132,13 @@ def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 9) -> dict[
     chain_root = build_chain_dir(base / "status10k", n_runners)
     # the work directory, not the chain: a cwd inside ROOT would import this checkout
     cwd = chain_root.parent
-    user_chain = user_install(base / "status-venv")
+    user_chain, how = user_install(base / "status-venv")
     dev_chain = Path(PY).parent / "chain"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
     env["COLUMNS"] = "120"
     cd = ["--chain-dir", str(chain_root)]
     out: dict[str, Any] = {"runners": n_runners, "chain_dir": str(chain_root), "repeats": repeats,
+                           "user_install": how,
                            "runners_jsonl_bytes": (chain_root / "runners.jsonl").stat().st_size,
                            "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
     commands = {
@@ -139,6 +149,7 @@ def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 9) -> dict[
         "dev_status": [str(dev_chain), "status", *cd] if dev_chain.exists() else [PY, "-m", "chain", "status", *cd],
         "python_bare": [PY, "-c", "pass"],
         "python_no_site": [PY, "-S", "-c", "pass"],
+        "python_user_venv": [str(user_chain.parent / "python"), "-c", "pass"],
         "import_chain_cli": [str(user_chain.parent / "python"), "-c", "import chain.cli"],
     }
     out["commands"] = {key: timed(argv, cwd, env, repeats) for key, argv in commands.items()}
@@ -157,8 +168,9 @@ LABELS = {
     "status_json_history10": "`chain status --json --history 10` (user install)",
     "help": "`chain --help` (user install)",
     "dev_status": "`chain status` (editable dev install, this environment)",
-    "python_bare": "`python3 -c pass`",
-    "python_no_site": "`python3 -S -c pass` (no site-packages .pth files)",
+    "python_bare": "`python3 -c pass` (this interpreter, with this machine's site-packages .pth files)",
+    "python_no_site": "`python3 -S -c pass` (no site-packages)",
+    "python_user_venv": "`python -c pass` (the user install's venv)",
     "import_chain_cli": "`python -c 'import chain.cli'` (user install)",
 }
 
@@ -177,9 +189,12 @@ def target_rows(st: dict[str, Any]) -> list[str]:
 def section(st: dict[str, Any]) -> list[str]:
     """The start-up and status section of the results table."""
     lines = ["", f"## chain start-up and status on {st['runners']} runners (wall time, {st['repeats']} runs after a "
-             "warm-up)", "", "| command | median (s) | min (s) |", "|---|---|---|"]
+             "warm-up)", "", f"User install: a wheel of this checkout in an {st.get('user_install', '?')}.", "",
+             "| command | median (s) | min (s) |", "|---|---|---|"]
     for key, label in LABELS.items():
-        r = st["commands"][key]
+        r = st["commands"].get(key)
+        if r is None:
+            continue
         if "error" in r:
             lines.append(f"| {label} | error: {r['error']} | |")
         else:
