@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from chain import settings as settings_mod
 from chain.backends import choose_backend, make_backend
-from chain.backends.base import Backend, JobInfo
+from chain.backends.base import Backend, JobInfo, JobState
 from chain.decision import ChainState
 from chain.errors import ChainDirError, CheckpointError, ConfigError, SchedulerError
 from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
@@ -172,6 +172,14 @@ def submit(
         status.retries_used = 0
         if was_ended:  # hooks of a crashed submitter still count as run
             status.hooks = []
+        if status.next_job_id and not status.runner_live:
+            # a pre-queued runner of the previous run (its submitter died
+            # before dropping it): it must not run beside the new runners
+            try:
+                backend.cancel(status.next_job_id)
+            except SchedulerError as exc:
+                chain.log(f"lookahead: cancel of stale job {status.next_job_id} failed: {exc}", echo=False)
+            status.next_job_id = ""
         chain.cancel_file.unlink(missing_ok=True)
     else:
         status = ChainStatus(chain_id=chain_id, created=time.time(), workdir=str(workdir), backend=name)
@@ -248,10 +256,17 @@ def _refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float
     deadline = clock() + wait
     told = False
     while True:
-        live = [i for i, info in backend.query(ids).items() if info.state.active]
+        infos = backend.query(ids)
+        live = [i for i, info in infos.items() if info.state.active]
         if not live:
             return
-        if not status.state.ended:
+        if not status.state.ended or any(infos[i].state is JobState.PENDING for i in live):
+            # a driven chain, or a successor submitter still queued: nothing
+            # is about to finish by itself
+            pending = [i for i in live if infos[i].state is JobState.PENDING]
+            if status.state.ended and pending:
+                raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter job "
+                                    f"{pending[0]} is still queued: scancel it, then resume")
             raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
                                 "nothing to resume")
         if clock() >= deadline:
@@ -305,7 +320,8 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
 
     from chain.metrics import chain_metrics
 
-    metrics = chain_metrics(recent + ([current] if current else []), iteration, settings.max_iter, time.time())
+    metrics = chain_metrics(recent[-METRICS_WINDOW:] + ([current] if current else []), iteration, settings.max_iter,
+                            time.time())
     outputs = [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
                                 chain.reports / "progress.png") if p.exists()]
 
@@ -363,6 +379,8 @@ def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:
     runner = status.runner_job_id if status.runner_live else ""
     if runner:
         backend.cancel(runner)  # Slurm sends SIGTERM first: the app can checkpoint
+    if status.next_job_id:
+        backend.cancel(status.next_job_id)  # lookahead's pre-queued runner
     watched = sorted(submitters | ({runner} if runner else set()))
     deadline = time.time() + wait
     while time.time() < deadline:
@@ -380,6 +398,9 @@ def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:
             iter_after=record.get("iter_after", status.iter_before), verdict="stop",
             reason="cancelled by chain cancel", recorded="exit_code" in record))
         status.runner_live = False
+    if status.next_job_id:
+        chain.log(f"lookahead: cancelled the pre-queued runner job {status.next_job_id}", echo=False)
+        status.next_job_id = ""
     if not status.state.ended:
         status.state = ChainState.CANCELLED
         status.reason = "cancelled by chain cancel"

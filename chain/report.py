@@ -140,11 +140,12 @@ def _print(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    out = Console(highlight=False)
+    # markup off: notes (error messages) and the chain id are printed literally
+    out = Console(highlight=False, markup=False, emoji=False)
     if not out.is_terminal:
         out.width = 150  # a hook's log file: do not squeeze the table to 80 columns
     for note in summary["notes"]:
-        out.print(f"[yellow]{note}[/]", markup=True, soft_wrap=True)
+        out.print(note, style="yellow", soft_wrap=True)
     table = Table(title=f"chain {summary['chain_id']}: usage ({summary['backend'] or '?'} backend; "
                   "times in s, RSS in MiB)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     heads = ("#", "job", "state", "exit", "node", "wait", "elapsed", "cpu", "rss", "counter", "useful",

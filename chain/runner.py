@@ -80,7 +80,7 @@ def _wait_for_promotion(chain: ChainDir, job_id: str, seq: int | None, clock: Ca
     give_up = clock() + patience
     while True:
         status = chain.load_status()
-        if status is None or status.next_job_id != job_id or seq != status.runner_seq + 1:
+        if status is None or status.state.ended or status.next_job_id != job_id or seq != status.runner_seq + 1:
             return status
         if clock() >= give_up:
             return status
@@ -131,7 +131,8 @@ def run(
         return 0
     seq = runner_seq(job_name)
     status = _wait_for_promotion(chain, job_id, seq, clock)
-    if status is None or status.state.ended or (seq is not None and seq != status.runner_seq):
+    if status is None or status.state.ended or (seq is not None and seq != status.runner_seq) \
+            or (status.runner_job_id and status.runner_job_id != job_id):
         # A stale or pre-queued runner: never run a second copy of the app.
         save(status="ended", exit_code=0, superseded=True, end=clock(),
              detail="superseded: not the chain's current runner")

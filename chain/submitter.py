@@ -334,8 +334,12 @@ class Submitter:
         the runner itself sent counts (not scancel or preemption)."""
         killed = bool(record.get("killed")) or outcome.slurm_state is JobState.TIMEOUT
         ours = record.get("stop_sent") is not None and not record.get("external_signal")
-        # for a killed app this is the time it was given: a lower bound of what it needs
         measured = record.get("stop_to_exit") if ours else None
+        if killed and isinstance(measured, (int, float)) and isinstance(record.get("kill_at"), (int, float)) \
+                and isinstance(record.get("stop_sent"), (int, float)):
+            # the time it was given (stop -> kill): a lower bound of what it needs;
+            # not kill -> exit, which a hung app could stretch
+            measured = min(measured, record["kill_at"] - record["stop_sent"])
         before = MarginState(max(status.margin, self.settings.runner_margin), status.worst_stop_to_exit)
         after, why = next_margin(before, floor=self.settings.runner_margin,
                                  runner_seconds=self.settings.runner_seconds,
@@ -357,6 +361,7 @@ class Submitter:
         return 0
 
     def _stop(self, status: ChainStatus, state: ChainState, reason: str) -> int:
+        self._drop_next(status)  # a pre-queued runner must not outlive the chain
         status.state = state
         status.reason = reason
         status.runner_live = False

@@ -278,3 +278,11 @@ def test_a_running_runner_is_useful_so_far() -> None:
     assert (row["allocated_s"], row["useful_s"], row["lost_s"]) == (42.0, 41.0, 1.0)
     row = build_rows([live], {}, now=141.0)[0]
     assert (row["allocated_s"], row["useful_s"], row["lost_s"]) == (41.0, 41.0, 0.0)
+
+
+def test_report_prints_error_text_literally(chain_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An sacct error (or a job name) with brackets is text, not rich markup."""
+    message = "sacct: error: [/x] bad [bold]thing"
+    make_report(chain_dir, echo=True, run=FakeSacct((1, "", message)), settle=0)
+    out = capsys.readouterr().out
+    assert "[/x] bad [bold]thing" in out

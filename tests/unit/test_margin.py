@@ -44,3 +44,25 @@ def test_a_kill_counts_the_time_given_as_a_lower_bound():
     # a kill after a short grace still at least doubles
     state, _ = next_margin(MarginState(60), floor=60, runner_seconds=3600, stop_to_exit=45.0, killed=True)
     assert state.margin == 120
+
+
+def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die(tmp_path):
+    """A hung app that took 30 s to die after the kill was given 3.75 s:
+    that, not 30 s, is what it is known to need."""
+    from chain import api
+    from chain.decision import Outcome
+    from chain.state import ChainDir, ChainStatus
+    from chain.submitter import Submitter
+
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "runner_time": "1:00", "runner_margin": 5},
+                                 {}, None, tmp_path)
+    status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), margin=5)
+    class NoScheduler:
+        cheap_queries = False  # all the submitter asks of its backend here
+
+    sub = Submitter(chain, settings, NoScheduler(), tmp_path, "5", sleep=lambda s: None)  # type: ignore[arg-type]
+    record = {"stop_sent": 1000.0, "kill_at": 1003.75, "stop_to_exit": 30.0, "killed": True}
+    sub._adapt_margin(status, record, Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=5))
+    assert status.margin == 13 and status.worst_stop_to_exit == 3.75

@@ -1,0 +1,127 @@
+"""A runner pre-queued by lookahead must never outlive its chain: chain
+cancel and every way the submitter stops cancel it, a resume cancels a stale
+one, and a stale one that starts anyway exits without running the app (found
+in review: chain submit --lookahead queues runner 2 at once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chain import api, runner
+from chain.backends.base import JobInfo, JobState
+from chain.decision import ChainState
+from chain.state import ChainDir, ChainStatus
+from chain.submitter import Submitter
+
+
+class Recorder:
+    """Submits get ids 101, 102, ...; every job is PENDING until cancelled."""
+
+    name = "slurm"
+    cheap_queries = False
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, str | None]] = []
+        self.cancelled: list[str] = []
+
+    def submit(self, script: Path, *, job_name: str, dependency: str | None = None, **_: Any) -> str:
+        self.submitted.append((job_name, dependency))
+        return str(100 + len(self.submitted))
+
+    def find_by_name(self, job_name: str) -> list[str]:
+        return []
+
+    def query(self, job_ids: Any) -> dict[str, JobInfo]:
+        return {j: JobInfo(j, JobState.CANCELLED if j in self.cancelled else JobState.PENDING) for j in job_ids}
+
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+        self.cancelled.append(job_id)
+
+    def end_time(self, job_id: str) -> float | None:
+        return None
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    backend = Recorder()
+    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
+    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: backend)
+    return backend
+
+
+def _submit(tmp_path: Path, **flags: Any) -> ChainDir:
+    api.submit({"app_cmd": "true", "max_iter": 10, "lookahead": True, **flags}, {}, config=None,
+               chain_dir=tmp_path / ".chain", workdir=tmp_path)
+    return ChainDir(tmp_path / ".chain")
+
+
+def test_chain_cancel_cancels_the_prequeued_runner(tmp_path: Path, fake: Recorder) -> None:
+    chain = _submit(tmp_path)  # r1 = 101, r2 = 102 behind it, s0 = 103
+    api.cancel(tmp_path / ".chain", wait=0)
+    assert sorted(fake.cancelled) == ["101", "102", "103"]
+    status = chain.load_status()
+    assert status is not None and status.state is ChainState.CANCELLED and status.next_job_id == ""
+
+
+def test_resume_cancels_a_stale_prequeued_runner(tmp_path: Path, fake: Recorder) -> None:
+    chain = _submit(tmp_path)
+    status = chain.load_status()
+    assert status is not None
+    # the submitter died after judging runner 1 and before dropping runner 2
+    status.state, status.runner_live, status.next_job_id = ChainState.STOPPED, False, "102"
+    chain.save_status(status)
+    fake.cancelled.append("103")  # that submitter is gone
+    api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True)
+    assert "102" in fake.cancelled
+    resumed = chain.load_status()
+    assert resumed is not None and resumed.next_job_id == "105"  # the new runner's own pre-queued successor
+    assert fake.submitted[-3:] == [(f"{resumed.chain_id}.r2", None),
+                                   (f"{resumed.chain_id}.r3", "afterany:104"), (f"{resumed.chain_id}.s1", None)]
+
+
+def test_every_stop_of_the_submitter_drops_the_prequeued_runner(tmp_path: Path) -> None:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "lookahead": True}, {}, None, tmp_path)
+    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
+                                  next_job_id="8"))
+    backend = Recorder()
+    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)  # type: ignore[arg-type]
+    status = chain.load_status()
+    assert status is not None
+    sub._stop(status, ChainState.STOPPED, "checkpoint counter unreadable")
+    assert backend.cancelled == ["8"]
+    saved = chain.load_status()
+    assert saved is not None and saved.next_job_id == ""
+
+
+@pytest.mark.parametrize("change", ["ended", "another current runner"])
+def test_a_stale_prequeued_runner_never_runs_the_app(tmp_path: Path, change: str) -> None:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    marker = tmp_path / "ran"
+    settings = api.load_settings({"app_cmd": f"touch {marker}", "max_iter": 10}, {}, None, tmp_path)
+    if change == "ended":  # cancelled while job 102 was queued as runner 2
+        status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.CANCELLED,
+                             runner_seq=1, runner_job_id="101", next_job_id="102")
+    else:  # resumed: runner 2 is now job 104, and 102 is nobody's
+        status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.RUNNING, runner_seq=2,
+                             runner_job_id="104", runner_live=True, next_job_id="105")
+    chain.save_status(status)
+    ticks = iter(range(10**6))
+    code = runner.run(chain, settings, Recorder(), job_id="102", job_name="c-1.r2",  # type: ignore[arg-type]
+                      workdir=tmp_path, clock=lambda: float(next(ticks)))
+    assert code == 0 and not marker.exists()
+    assert next(ticks) < 20, "it waited out its promotion patience instead of leaving at once"
+    record = chain.read_record("102")
+    assert record is not None and record["superseded"]
+
+
+def test_resume_refuses_at_once_while_a_successor_submitter_is_queued(tmp_path: Path) -> None:
+    backend = Recorder()  # every job PENDING
+    status = ChainStatus(chain_id="c-1", state=ChainState.STOPPED, submitter_job_id="41", submitter_cycle=2)
+    with pytest.raises(api.ChainDirError, match="submitter job 41 is still queued: scancel it, then resume"):
+        api._refuse_live_submitter(backend, status, wait=120, sleep=pytest.fail)  # type: ignore[arg-type]
