@@ -648,8 +648,7 @@ def main() -> int:
         results = json.loads(Path(args.merge).read_text())
     results.update({
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge {min_job_age()}"
-                   ", shared with other engineers' test runs",
+        "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge {min_job_age()}",
         "python": PY, "settings": {"max_iter": MAX_ITER, "checkpoint_every": CHECKPOINT_EVERY,
                                    "iter_seconds": ITER_SECONDS, "runner_limit_s": RUNNER_LIMIT,
                                    "runner_margin_s": RUNNER_MARGIN},
@@ -659,6 +658,8 @@ def main() -> int:
         if name not in SYSTEMS:
             ap.error(f"unknown system {name!r}")
         ws = make_workspace(base, name)
+        others = real("squeue", "-h", "-o", "%i").stdout.split()
+        ws.notes.append(f"{len(others)} other jobs in the queue at the start")
         log(f"running ({name}) {SYSTEMS[name]} in {ws.dir}")
         if name == "c":
             run_chain(ws, [], timeout=600)

@@ -301,7 +301,7 @@ def main() -> int:
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "cluster": f"{real('sinfo', '-V').stdout.strip()}, node vm {CPUS} CPUs, partition debug, sched/backfill, "
-                   "priority/basic, shared with other engineers' test runs",
+                   "priority/basic",
         "settings": {"pending": levels, "dmin": args.dmin, "dmax": args.dmax, "seed": args.seed,
                      "pairs": args.pairs, "chain_args": CHAIN_ARGS, "pure_compute_s": PURE_COMPUTE},
         "workdir": str(base), "runs": [], "load": {},
