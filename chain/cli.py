@@ -211,7 +211,7 @@ def status(
 
     directory = api.chain_dir_path(chain_dir, _cwd())
     if watch:
-        _watch(directory, interval=2.0)
+        _watch(directory, interval=2.0, history=history)
         return
     if as_json:
         # compact: the C encoder (indent= falls back to pure Python, 4x slower)
@@ -223,7 +223,7 @@ def status(
     print_status(api.status_report(directory, history=shown), history=shown)
 
 
-def _watch(directory: Path, interval: float) -> None:
+def _watch(directory: Path, interval: float, history: int | None = None) -> None:
     """Refresh until the chain ends: the full view on a terminal, one line
     per change otherwise (logs and CI stay readable)."""
     from chain import api
@@ -231,18 +231,18 @@ def _watch(directory: Path, interval: float) -> None:
 
     last = ""
     while True:
-        report = api.status_report(directory, history=10)
+        report = api.status_report(directory, history=10 if history is None else history)
         ended = report["state"] in ("completed", "failed", "stopped", "cancelled")
         if sys.stdout.isatty():
             typer.echo("\x1b[2J\x1b[H", nl=False)
-            print_status(report, history=5)
+            print_status(report, history=5 if history is None else history)
         else:
             line = progress_line(report)
             if line != last:
                 typer.echo(f"[{time.strftime('%H:%M:%S')}] {line}")
                 last = line
             if ended:
-                print_status(report, history=10)
+                print_status(report, history=10 if history is None else history)
         if ended:
             return
         time.sleep(interval)

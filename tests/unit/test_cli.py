@@ -107,6 +107,15 @@ def test_status_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "50->60" in result.stdout and "0->10" not in result.stdout
 
 
+def test_status_watch_honours_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ended chain: --watch prints the final view once, with --history rows."""
+    monkeypatch.chdir(tmp_path)
+    _chain_dir(tmp_path, 6, ChainState.COMPLETED)
+    result = runner.invoke(app, ["status", "--watch", "--history", "3"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.stderr
+    assert "runners (last 3 of 6)" in result.stdout and "20->30" not in result.stdout
+
+
 def test_shell_helpers_dir_exists() -> None:
     result = runner.invoke(app, ["shell-helpers"])
     path = Path(result.stdout.strip())
