@@ -172,14 +172,12 @@ def submit(
         status.retries_used = 0
         if was_ended:  # hooks of a crashed submitter still count as run
             status.hooks = []
-        if status.next_job_id and not status.runner_live:
+        if not status.runner_live:
             # a pre-queued runner of the previous run (its submitter died
-            # before dropping it): it must not run beside the new runners
-            try:
-                backend.cancel(status.next_job_id)
-            except SchedulerError as exc:
-                chain.log(f"lookahead: cancel of stale job {status.next_job_id} failed: {exc}", echo=False)
-            status.next_job_id = ""
+            # before dropping it) must not run beside the new runners
+            from chain.submitter import drop_next
+
+            drop_next(chain, backend, status, echo=False)
         chain.cancel_file.unlink(missing_ok=True)
     else:
         status = ChainStatus(chain_id=chain_id, created=time.time(), workdir=str(workdir), backend=name)
@@ -260,15 +258,13 @@ def _refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float
         live = [i for i, info in infos.items() if info.state.active]
         if not live:
             return
-        if not status.state.ended or any(infos[i].state is JobState.PENDING for i in live):
-            # a driven chain, or a successor submitter still queued: nothing
-            # is about to finish by itself
-            pending = [i for i in live if infos[i].state is JobState.PENDING]
-            if status.state.ended and pending:
-                raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter job "
-                                    f"{pending[0]} is still queued: scancel it, then resume")
+        if not status.state.ended:
             raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
                                 "nothing to resume")
+        pending = [i for i in live if infos[i].state is JobState.PENDING]
+        if pending:  # a successor submitter still queued: nothing will finish by itself
+            raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter job "
+                                f"{pending[0]} is still queued: scancel it, then resume")
         if clock() >= deadline:
             raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
                                 f"is still finishing its report after {wait:.0f}s; resume when it has ended")

@@ -229,20 +229,22 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> None
     from chain import api
     from chain.status_view import print_status, progress_line
 
+    rows = 10 if history is None else history
+    rows_on_screen = 5 if history is None else history  # the view must fit a terminal
     last = ""
     while True:
-        report = api.status_report(directory, history=10 if history is None else history)
+        report = api.status_report(directory, history=rows)
         ended = report["state"] in ("completed", "failed", "stopped", "cancelled")
         if sys.stdout.isatty():
             typer.echo("\x1b[2J\x1b[H", nl=False)
-            print_status(report, history=5 if history is None else history)
+            print_status(report, history=rows_on_screen)
         else:
             line = progress_line(report)
             if line != last:
                 typer.echo(f"[{time.strftime('%H:%M:%S')}] {line}")
                 last = line
             if ended:
-                print_status(report, history=10 if history is None else history)
+                print_status(report, history=rows)
         if ended:
             return
         time.sleep(interval)

@@ -48,6 +48,21 @@ def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdi
               f"behind job {status.runner_job_id}")
 
 
+def drop_next(chain: ChainDir, backend: Backend, status: ChainStatus, *, echo: bool = True) -> None:
+    """The chain does not go on from here: cancel the pre-queued runner and
+    forget it (it would exit at once anyway, finding itself not promoted).
+    A failed cancel is logged, not raised."""
+    if not status.next_job_id:
+        return
+    job_id, status.next_job_id = status.next_job_id, ""
+    chain.save_status(status)
+    try:
+        backend.cancel(job_id)
+        chain.log(f"lookahead: cancelled the pre-queued runner job {job_id}", echo=echo)
+    except SchedulerError as exc:
+        chain.log(f"lookahead: cancel of job {job_id} failed: {exc}", echo=echo)
+
+
 @dataclass
 class Submitter:
     chain: ChainDir
@@ -137,7 +152,6 @@ class Submitter:
                                   Progress(status.no_progress, status.retries_used))
                 self._judge(status, outcome, decision)
                 if decision.verdict is Verdict.STOP:
-                    self._drop_next(status)
                     return self._stop(status, decision.state, decision.reason)
                 continue
             try:
@@ -172,9 +186,6 @@ class Submitter:
             lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)))
 
     # --- lookahead ------------------------------------------------------------------------
-    def _prequeue_next(self, status: ChainStatus) -> None:
-        prequeue_next(self.chain, self.backend, status, self.workdir)
-
     def _promote_next(self, status: ChainStatus, counter: int) -> None:
         """The pre-queued runner becomes the current one (no new sbatch)."""
         job_id, status.next_job_id = status.next_job_id, ""
@@ -187,17 +198,7 @@ class Submitter:
         self.chain.submit_runner(status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
 
     def _drop_next(self, status: ChainStatus) -> None:
-        """The chain does not go on: cancel the pre-queued runner (it would
-        exit at once anyway, finding itself not promoted)."""
-        if not status.next_job_id:
-            return
-        job_id, status.next_job_id = status.next_job_id, ""
-        self.chain.save_status(status)
-        try:
-            self.backend.cancel(job_id)
-            self.chain.log(f"lookahead: cancelled the pre-queued runner job {job_id}")
-        except SchedulerError as exc:
-            self.chain.log(f"lookahead: cancel of job {job_id} failed: {exc}")
+        drop_next(self.chain, self.backend, status)
 
     # --- waiting for the runner ------------------------------------------------------
     def _wait(self, status: ChainStatus) -> Outcome:
@@ -222,7 +223,7 @@ class Submitter:
             now = self.clock()
             if self.settings.lookahead and not status.next_job_id and record is not None \
                     and record.get("status") == "running":
-                self._prequeue_next(status)
+                prequeue_next(self.chain, self.backend, status, self.workdir)
             if now >= next_query:
                 try:
                     info = self.backend.query([job_id]).get(job_id)
