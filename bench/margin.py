@@ -56,7 +56,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from handoff import (BENCH, PY, ROOT, Workspace, ctld_events, fmt, log, make_workspace,  # noqa: E402
-                     parse_iterlog, real, sacct_times, wait_job_end)
+                     parse_iterlog, real, sacct_times, wait_job_end, write_results)
 
 FAULT_APP = ROOT / "tests" / "faults" / "fault_app.py"
 APP_CMD = "env -u CHAIN_DEADLINE python3 app.py"
@@ -343,11 +343,7 @@ def main() -> int:
     scen = dict(old.get("setup", {}).get("scenarios", [])) | dict(setup.scenarios)
     results["backends"][key] = {"label": label + (" — QUICK TRIAL" if args.quick else ""), "when": when,
                                 "setup": setup.__dict__ | {"scenarios": list(scen.items())}, "runs": runs}
-    table = render(results)
-    path.write_text(json.dumps(results, indent=1, default=str) + "\n")
-    path.with_suffix(".md").write_text(table)
-    print(table)
-    log(f"wrote {path} and {path.with_suffix('.md')}")
+    write_results(out, path.stem, results, render(results))
     return 0 if all(r["ok"] for r in runs) else 1
 
 
