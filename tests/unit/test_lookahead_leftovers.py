@@ -13,6 +13,7 @@ import pytest
 from chain import api, runner
 from chain.backends.base import JobInfo, JobState
 from chain.decision import ChainState
+from chain.errors import ChainDirError
 from chain.state import ChainDir, ChainStatus
 from chain.submitter import Submitter
 
@@ -56,6 +57,22 @@ def _submit(tmp_path: Path, **flags: Any) -> ChainDir:
     api.submit({"app_cmd": "true", "max_iter": 10, "lookahead": True, **flags}, {}, config=None,
                chain_dir=tmp_path / ".chain", workdir=tmp_path)
     return ChainDir(tmp_path / ".chain")
+
+
+def test_submit_with_lookahead_queues_runner_2_behind_runner_1(tmp_path: Path, fake: Recorder) -> None:
+    """On a busy cluster the submitter job may start after runner 1 ended:
+    chain submit queues runner 2 itself, so the first handoff overlaps too."""
+    chain = _submit(tmp_path)
+    status = chain.load_status()
+    assert status is not None
+    assert [d for _, d in fake.submitted] == [None, "afterany:101", None]
+    assert [n.rsplit(".", 1)[1] for n, _ in fake.submitted] == ["r1", "r2", "s0"]
+    assert status.runner_job_id == "101" and status.next_job_id == "102" and status.runner_seq == 1
+
+    fake.submitted.clear()
+    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=tmp_path / "plain",
+               workdir=tmp_path)
+    assert [d for _, d in fake.submitted] == [None, None]  # no lookahead: runner 1 and the submitter only
 
 
 def test_chain_cancel_cancels_the_prequeued_runner(tmp_path: Path, fake: Recorder) -> None:
@@ -123,5 +140,5 @@ def test_a_stale_prequeued_runner_never_runs_the_app(tmp_path: Path, change: str
 def test_resume_refuses_at_once_while_a_successor_submitter_is_queued(tmp_path: Path) -> None:
     backend = Recorder()  # every job PENDING
     status = ChainStatus(chain_id="c-1", state=ChainState.STOPPED, submitter_job_id="41", submitter_cycle=2)
-    with pytest.raises(api.ChainDirError, match="submitter job 41 is still queued: scancel it, then resume"):
+    with pytest.raises(ChainDirError, match="submitter job 41 is still queued: scancel it, then resume"):
         api._refuse_live_submitter(backend, status, wait=120, sleep=pytest.fail)  # type: ignore[arg-type]

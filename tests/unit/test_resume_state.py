@@ -12,6 +12,7 @@ import pytest
 from chain import api
 from chain.backends.base import JobInfo
 from chain.decision import ChainState
+from chain.errors import ChainDirError
 from chain.state import ChainDir
 
 
@@ -119,7 +120,7 @@ def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> No
 
 def test_resume_gives_up_waiting_with_a_clear_error() -> None:
     backend, clock = FinishingBackend(polls=10**6), FakeClock()
-    with pytest.raises(api.ChainDirError, match=r"is stopped but its submitter \(job 41\) is still finishing "
+    with pytest.raises(ChainDirError, match=r"is stopped but its submitter \(job 41\) is still finishing "
                                                 r"its report after 120s"):
         api._refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep,
                                    clock=clock)
@@ -128,36 +129,7 @@ def test_resume_gives_up_waiting_with_a_clear_error() -> None:
 
 def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
     backend, clock = FinishingBackend(polls=1), FakeClock()
-    with pytest.raises(api.ChainDirError, match=r"still has an active submitter \(job 41\)"):
+    with pytest.raises(ChainDirError, match=r"still has an active submitter \(job 41\)"):
         api._refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
                                    clock=clock)
     assert clock.slept == []
-
-
-def test_submit_with_lookahead_queues_runner_2_behind_runner_1(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a busy cluster the submitter job may start after runner 1 ended:
-    chain submit queues runner 2 itself, so the first handoff overlaps too."""
-    deps: list[tuple[str, str | None]] = []
-
-    class Recording(FakeBackend):
-        def submit(self, script: Path, *, job_name: str, dependency: str | None = None, **_: Any) -> str:
-            deps.append((job_name, dependency))
-            return super().submit(script, job_name=job_name)
-
-    fake = Recording()
-    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
-    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: fake)
-    chain_dir = tmp_path / ".chain"
-    api.submit({"app_cmd": "true", "max_iter": 10, "lookahead": True}, {}, config=None, chain_dir=chain_dir,
-               workdir=tmp_path)
-    status = ChainDir(chain_dir).load_status()
-    assert status is not None
-    assert [d for _, d in deps] == [None, "afterany:101", None]
-    assert [n.rsplit(".", 1)[1] for n, _ in deps] == ["r1", "r2", "s0"]
-    assert status.runner_job_id == "101" and status.next_job_id == "102" and status.runner_seq == 1
-
-    deps.clear()
-    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=tmp_path / "plain",
-               workdir=tmp_path)
-    assert [d for _, d in deps] == [None, None]  # no lookahead: runner 1 and the submitter only
