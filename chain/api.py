@@ -22,7 +22,9 @@ from chain.decision import ChainState
 from chain.errors import ChainDirError, CheckpointError, ConfigError, SchedulerError
 from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
 from chain.settings import Settings
-from chain.state import ChainDir, ChainStatus, read_counter, read_json, runner_entry, write_json_atomic
+from chain.state import (
+    ChainDir, ChainStatus, read_counter, read_json, runner_entry, tail_lines, write_json_atomic,
+)
 
 if TYPE_CHECKING:
     from chain.render import Scripts
@@ -356,7 +358,30 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     }
     if scheduler_error:
         report["scheduler_error"] = scheduler_error
+    report["nothing_driving"] = _nothing_driving(status, slurm, live and not scheduler_error)
+    if status.state in (ChainState.FAILED, ChainState.STOPPED):
+        report["failure"] = _failure_output(chain, runners[-1] if runners else chain.last_runner())
     return report
+
+
+FAILURE_TAIL_LINES = 12
+
+
+def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: bool) -> bool:
+    """A chain that is not over while no job of it can act: its submitter
+    job ended, or the scheduler no longer knows it (``chain submit --resume``)."""
+    if status.state.ended or not asked or not status.submitter_job_id:
+        return False
+    info = slurm.get(status.submitter_job_id)
+    return info is None or not info.state.active
+
+
+def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The failing runner's output: its path and last lines, for ``chain status``."""
+    if not runner or not isinstance(runner.get("job_id"), str):
+        return None
+    path = chain.runner_output(runner["job_id"])
+    return {"job_id": runner["job_id"], "log": str(path), "tail": tail_lines(path, FAILURE_TAIL_LINES)}
 
 
 def cancel(chain_dir: Path, *, wait: float = 60.0) -> str:

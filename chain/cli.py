@@ -153,7 +153,7 @@ def submit(
     typer.echo(f"chain {result.chain_id}: submitter job {result.job_id} on {result.backend} ({result.why})")
     typer.echo(f"chain directory: {result.chain_dir}")
     if wait:
-        _watch(result.chain_dir, interval=1.0)
+        raise typer.Exit(_watch(result.chain_dir, interval=1.0))
 
 
 @app.command()
@@ -211,8 +211,7 @@ def status(
 
     directory = api.chain_dir_path(chain_dir, _cwd())
     if watch:
-        _watch(directory, interval=2.0, history=history)
-        return
+        raise typer.Exit(_watch(directory, interval=2.0, history=history))
     if as_json:
         # compact: the C encoder (indent= falls back to pure Python, 4x slower)
         typer.echo(json.dumps(api.status_report(directory, history=history), default=str))
@@ -223,10 +222,12 @@ def status(
     print_status(api.status_report(directory, history=shown), history=shown)
 
 
-def _watch(directory: Path, interval: float, history: int | None = None) -> None:
+def _watch(directory: Path, interval: float, history: int | None = None) -> int:
     """Refresh until the chain ends: the full view on a terminal, one line
-    per change otherwise (logs and CI stay readable)."""
+    per change otherwise (logs and CI stay readable). Returns the exit code
+    of the final state: 0 only for a completed chain."""
     from chain import api
+    from chain.decision import ChainState
     from chain.status_view import print_status, progress_line
 
     rows = 10 if history is None else history
@@ -246,7 +247,7 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> None
             if ended:
                 print_status(report, history=rows)
         if ended:
-            return
+            return ChainState(report["state"]).exit_code
         time.sleep(interval)
 
 
@@ -318,11 +319,11 @@ def _runner(
     from chain import runner
 
     chain, settings, backend, workdir = _job_context(chain_dir)
-    raise typer.Exit(runner.run(
+    raise typer.Exit(runner.job_exit_code(runner.run(
         chain, settings, backend,
         job_id=os.environ.get("SLURM_JOB_ID", "0"), job_name=os.environ.get("SLURM_JOB_NAME", ""),
         workdir=workdir, preflight_error=preflight_error,
-    ))
+    )))
 
 
 def main() -> None:

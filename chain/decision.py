@@ -37,6 +37,17 @@ class ChainState(str, enum.Enum):
     def ended(self) -> bool:
         return self in (ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED)
 
+    @property
+    def exit_code(self) -> int:
+        """What ``chain submit --wait`` and ``chain status --watch`` exit with
+        once the chain has ended in this state (README: exit codes)."""
+        return _END_EXIT_CODES.get(self, 0)
+
+
+# 0 only for a completed chain; distinct from the ChainError codes 1-4 and 70.
+_END_EXIT_CODES = {ChainState.COMPLETED: 0, ChainState.FAILED: 10, ChainState.STOPPED: 11,
+                   ChainState.CANCELLED: 12}
+
 
 class Verdict(str, enum.Enum):
     CONTINUE = "continue"  # submit the next runner
@@ -60,6 +71,9 @@ class Outcome:
     recorded: bool = True  # the runner wrote its final record
     cancelled_by_chain: bool = False  # the chain's own machinery cancelled it
     detail: str = ""  # the runner's own account ("app exited 3", ...)
+    # the runner sent the app its stop signal before it exited: only then does
+    # runner exit 1 mean the seed's "stopped at the deadline without advance"
+    stop_signalled: bool = True
 
     @property
     def advanced(self) -> bool:
@@ -133,7 +147,8 @@ def decide(outcome: Outcome, policy: Policy, progress: Progress) -> Decision:
             replace(progress, no_progress=stalled),
         )
 
-    if code == EXIT_NO_ADVANCE and outcome.recorded and state in (None, JobState.FAILED):
+    if code == EXIT_NO_ADVANCE and outcome.recorded and outcome.stop_signalled \
+            and state in (None, JobState.FAILED):
         return _failure(outcome, policy, progress, f"stopped at the deadline without checkpoint advance ({counter})")
     if not outcome.recorded:
         what = state.value if state else "ended"
@@ -141,8 +156,9 @@ def decide(outcome: Outcome, policy: Policy, progress: Progress) -> Decision:
             outcome, policy, progress,
             f"runner {what} without a record (exit {code if code is not None else '?'}, counter {counter})",
         )
-    detail = f": {outcome.detail}" if outcome.detail else ""
-    return _failure(outcome, policy, progress, f"runner failed with exit code {code}{detail} (counter {counter})")
+    if outcome.detail:  # the runner's own account says more than its exit code
+        return _failure(outcome, policy, progress, f"{outcome.detail} (runner exit code {code}, counter {counter})")
+    return _failure(outcome, policy, progress, f"runner failed with exit code {code} (counter {counter})")
 
 
 def _continue_reason(code: int | None, state: JobState | None) -> str:

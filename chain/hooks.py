@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from chain.appenv import app_environ
 from chain.settings import Settings
 from chain.state import ChainDir, ChainStatus
 
@@ -66,7 +67,8 @@ def run_hooks(
         entry: dict[str, Any] = {"name": hook.name, "argv": argv, "log": str(log_path), "started": started}
         try:
             with log_path.open("a", encoding="utf-8") as log:
-                env = dict(os.environ, CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id)
+                env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
+                env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id)
                 proc = subprocess.run(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                       env=env, timeout=timeout, check=False)
             entry["rc"] = proc.returncode

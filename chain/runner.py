@@ -1,9 +1,11 @@
 """The runner: runs the app inside the runner job, stops it before the wall
 time so it can checkpoint, and records the outcome for the submitter.
 
-Exit contract (the seed's): 0 all iterations done; 99 app checkpointed
-voluntarily; 124 stopped at the deadline with checkpoint advance; 1 stopped
-without advance; other codes passed through. 75 (EX_TEMPFAIL) passes through.
+Exit contract (the seed's), as recorded in the runner's record: 0 all
+iterations done; 99 app checkpointed voluntarily; 124 stopped at the deadline
+with checkpoint advance; 1 stopped without advance; other codes passed
+through. 75 (EX_TEMPFAIL) passes through. The job itself exits 0 for the
+codes that hand over to the next runner (see ``job_exit_code``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
+from chain.appenv import app_environ
 from chain.backends.base import Backend
-from chain.decision import EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
+from chain.decision import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
 from chain.errors import ChainError, CheckpointError
 from chain.settings import LaunchMode, Settings
 from chain.state import ChainDir, ChainStatus, read_counter, write_json_atomic
@@ -60,6 +63,28 @@ def classify_exit(app_rc: int, we_stopped: bool, advanced: bool) -> int:
     if we_stopped:
         return EXIT_TIMEOUT_ADVANCED if advanced else EXIT_NO_ADVANCE
     return app_rc
+
+
+def job_exit_code(code: int) -> int:
+    """Pure: what the runner job itself exits with, for Slurm.
+
+    A runner that ended the way the contract intends (done, or checkpointed
+    for the next runner: 99, 124, 75) exits 0, so Slurm shows it COMPLETED
+    and ``--mail-type=FAIL`` does not mail at every handoff. The contract
+    code stays in the runner's record, ``chain status`` and ``usage.csv``.
+    """
+    return 0 if code in (EXIT_DONE, *CONTINUE_CODES) else code
+
+
+def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, external: str | None,
+                  killed: bool) -> str:
+    """Pure: the runner's one-line account of how the app ended."""
+    if not stop_sent:  # the app ended on its own: a failure, or done
+        return f"{how} after {ran:.1f} s, before the stop signal"
+    text = f"{how} after SIG{stop_signal}"
+    if external:  # a signal name as Python spells it: SIGTERM
+        text += f" (runner got {external})"
+    return text + (" (killed after the grace period)" if killed else "")
 
 
 def runner_seq(job_name: str) -> int | None:
@@ -160,7 +185,7 @@ def run(
     margin = max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
     plan = plan_schedule(start, settings.runner_seconds, margin, slurm_end)
     stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
-    env = dict(os.environ)
+    env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
     env.update(
         MAX_ITER=str(settings.max_iter),
         CKPT_PATH=settings.ckpt_path,
@@ -188,7 +213,8 @@ def run(
              detail=f"cannot start the app: {exc.strerror}")
         return 127
 
-    save(app_start=clock())
+    app_started = clock()
+    save(app_start=app_started)
     group = settings.launch_mode is LaunchMode.DIRECT
     stop_sent: float | None = None
     external: str | None = None
@@ -246,9 +272,8 @@ def run(
         code = EXIT_BAD_CHECKPOINT
     how = f"app killed by {signal.Signals(-rc).name} (exit {app_rc})" if rc < 0 and -rc in _SIGNALS \
         else f"app exited {app_rc}"
-    detail = counter_error or (how + (" after SIG" + settings.stop_signal if stop_sent else "")
-                               + (f" (runner got SIG{external})" if external else "")
-                               + (" (killed after the grace period)" if killed else ""))
+    detail = counter_error or describe_exit(how, ended - app_started, settings.stop_signal,
+                                            stop_sent is not None, external, killed)
     save(status="ended", exit_code=code, app_exit_code=app_rc, end=ended, iter_after=iter_after,
          stop_sent=stop_sent, stop_to_exit=(ended - stop_sent) if stop_sent else None,
          external_signal=external, killed=killed, detail=detail)

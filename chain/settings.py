@@ -73,6 +73,7 @@ class Settings:
     poll_max: int = 330
     backend: BackendName = BackendName.AUTO
     template_dir: str = ""
+    venv_on_path: bool = True
 
     @property
     def runner_seconds(self) -> int:
@@ -226,6 +227,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries"),
     FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "auto, slurm, local or pyslurm"),
     FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones"),
+    FieldSpec("venv_on_path", "CHAIN_VENV_ON_PATH", _bool,
+              "put the bin directory of the virtualenv running chain first on the app's PATH, as activate does"),
 )
 FIELD_BY_NAME = {spec.name: spec for spec in FIELDS}
 CONFIG_FILE_NAME = "chain.toml"

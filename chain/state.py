@@ -55,6 +55,23 @@ def read_json(path: Path, what: str) -> Any:
         raise ChainDirError(f"{what} {path} is corrupt: {exc.msg} at line {exc.lineno}") from None
 
 
+def tail_lines(path: Path, count: int, *, max_bytes: int = 16384) -> list[str]:
+    """The last ``count`` lines of a text file, reading at most its last
+    ``max_bytes`` (a runner's output can be large); [] if unreadable."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read(max_bytes)
+    except OSError:
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # the first one is cut
+    return lines[-count:] if count else []
+
+
 _SCALAR_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "str": str, "bool": bool}
 
 
@@ -174,6 +191,10 @@ class ChainDir:
 
     def record_file(self, job_id: str) -> Path:
         return self.records / f"{job_id}.json"
+
+    def runner_output(self, job_id: str) -> Path:
+        """The runner job's Slurm output (``--output`` of templates/runner.sbatch.j2)."""
+        return self.slurm_logs / f"runner-{job_id}.out"
 
     def create(self) -> None:
         try:

@@ -33,8 +33,9 @@ _ENDED_JOB = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEM
 
 def submitter_lost(report: dict[str, Any]) -> bool:
     """The chain is not ended but its submitter job is (killed, or its
-    successor could not be submitted)."""
-    return report["state"] in ("running", "pending") and report.get("submitter_state") in _ENDED_JOB
+    successor could not be submitted), or the scheduler no longer knows it."""
+    return report["state"] in ("running", "pending") and (
+        report.get("submitter_state") in _ENDED_JOB or bool(report.get("nothing_driving")))
 
 
 def progress_line(report: dict[str, Any]) -> str:
@@ -83,8 +84,10 @@ def print_status(report: dict[str, Any], *, history: int = 10, console: Console 
     sub_state = f" ({report['submitter_state']})" if report.get("submitter_state") else ""
     out.print(Text(f"submitter: cycle {report['submitter_cycle']}, job {report['submitter_job_id'] or '-'}{sub_state}"))
     if submitter_lost(report):
-        out.print(Text(f"the submitter job has ended ({report['submitter_state']}) but the chain is "
-                       f"{state}: nothing drives it. Continue it with: chain submit --resume", style="bold yellow"))
+        gone = f"has ended ({report['submitter_state']})" if report.get("submitter_state") else \
+            "is gone from the scheduler"
+        out.print(Text(f"the submitter job {gone} but the chain is {state}: nothing drives it. "
+                       "Continue it with: chain submit --resume", style="bold yellow"))
     if report.get("runner_job_id"):
         current = report.get("current_runner") or {}
         phase = current.get("status", "submitted")
@@ -116,6 +119,18 @@ def print_status(report: dict[str, Any], *, history: int = 10, console: Console 
                     style="" if hook.get("rc") == 0 else "red")
         line.append(f"  log: {hook.get('log', '-')}")
         out.print(line)
+    _print_failure(out, report.get("failure"))
     for path in report.get("outputs") or []:
         out.print(Text(f"output: {path}"))
     out.print(Text(f"log: {report['log']}"))
+
+
+def _print_failure(out: Console, failure: dict[str, Any] | None) -> None:
+    """The failing runner's last output lines and where the rest is."""
+    if not failure:
+        return
+    tail = failure.get("tail") or []
+    out.print(Text(f"runner {failure.get('job_id')} output: {failure.get('log')}"
+                   + ("" if tail else " (empty or missing)"), style="bold"))
+    for line in tail:
+        out.print(Text(f"  | {line}"), overflow="fold")

@@ -300,6 +300,7 @@ class Submitter:
                 recorded=True,
                 cancelled_by_chain=self.chain.cancel_file.exists(),
                 detail=str(record.get("detail", "")),
+                stop_signalled=record.get("stop_sent") is not None or "stop_sent" not in record,
             )
         try:
             after = read_counter(self.workdir / self.settings.ckpt_path)

@@ -156,3 +156,45 @@ def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[s
     assert f"reason: {reason}" in text
     assert "chain c-[x]:smile:" in text and "log: /d/[log]/chain.log" in text
     assert "fail: [red]no[/red]" in text and "hook [h]: failed (exit 1)" in text
+
+
+@pytest.mark.parametrize("state", [ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED,
+                                   ChainState.CANCELLED])
+def test_watch_exits_with_the_final_states_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                state: ChainState) -> None:
+    """0 only for a completed chain; each other end state its own code (README)."""
+    monkeypatch.chdir(tmp_path)
+    _chain_dir(tmp_path, 2, state)
+    result = runner.invoke(app, ["status", "--watch"], env={"COLUMNS": "160"})
+    assert result.exit_code == {"completed": 0, "failed": 10, "stopped": 11, "cancelled": 12}[state.value]
+    assert state.value in result.stdout
+
+
+def test_status_of_a_failed_chain_shows_the_failing_runners_output(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    chain_dir = _chain_dir(tmp_path, 2, ChainState.FAILED)
+    out = ChainDir(chain_dir).runner_output("11")
+    out.write_text("".join(f"line {i}\n" for i in range(40)) + "ModuleNotFoundError: No module named 'x'\n")
+    result = runner.invoke(app, ["status"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.stderr
+    assert str(out) in result.stdout and "ModuleNotFoundError: No module named 'x'" in result.stdout
+    assert "line 39" in result.stdout and "line 20" not in result.stdout  # only the tail
+    data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert data["failure"]["job_id"] == "11" and data["failure"]["tail"][-1].startswith("ModuleNotFoundError")
+
+
+def test_status_says_nothing_drives_a_chain_whose_submitter_the_scheduler_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running chain whose submitter job id the backend does not know."""
+    monkeypatch.chdir(tmp_path)
+    chain_dir = _chain_dir(tmp_path, 2, ChainState.RUNNING)
+    chain = ChainDir(chain_dir)
+    status = chain.load_status()
+    assert status is not None
+    status.submitter_job_id = "999999"
+    chain.save_status(status)
+    data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert data["nothing_driving"] is True
+    result = runner.invoke(app, ["status"], env={"COLUMNS": "200"})
+    assert "nothing drives it" in result.stdout and "chain submit --resume" in result.stdout

@@ -101,3 +101,24 @@ def test_counter_rejects_anything_else(text):
     # the seed's tr -cd 0-9 read "v2 iter 10" as 210
     with pytest.raises(CheckpointError):
         parse_counter(text)
+
+
+def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop():
+    """Runner exit 1 means "stopped at the deadline without advance" only
+    when the runner sent the stop signal; otherwise the app failed on its own."""
+    early = decide(outcome(1, 0, 0, stop_signalled=False,
+                           detail="app exited 1 after 0.4 s, before the stop signal"), POLICY, Progress())
+    assert early.state is ChainState.FAILED
+    assert early.reason.startswith("app exited 1 after 0.4 s, before the stop signal")
+    assert "deadline" not in early.reason
+    late = decide(outcome(1, 0, 0, detail="app exited 1 after SIGTERM"), POLICY, Progress())
+    assert late.state is ChainState.FAILED and "stopped at the deadline without checkpoint advance" in late.reason
+
+
+def test_end_states_have_distinct_exit_codes():
+    codes = {state: state.exit_code for state in ChainState if state.ended}
+    assert codes[ChainState.COMPLETED] == 0
+    others = [codes[s] for s in (ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED)]
+    assert all(c != 0 for c in others) and len(set(others)) == 3
+    # never one of the ChainError codes (1-4) or the internal-error code
+    assert not set(others) & {1, 2, 3, 4, 70}

@@ -1,0 +1,42 @@
+"""The environment an app (and a user hook) starts with.
+
+A user who ran ``chain`` from a virtualenv without activating it (``.venv/bin/chain
+submit ...``) still expects ``python3 app.py`` in the runner to import
+``chain.app``: the job scripts run ``chain`` by the venv's absolute path, but the
+app's ``python3`` is looked up on ``PATH``. So, when ``chain`` runs inside a
+virtualenv and the ``venv_on_path`` setting is on (the default), the app gets
+the environment ``source .venv/bin/activate`` would give it: the venv's ``bin``
+first on ``PATH`` and ``VIRTUAL_ENV`` set. ``--no-venv-on-path`` leaves ``PATH``
+as the job has it (after ``module load``), for apps that bring their own Python.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Mapping
+
+
+def venv_bin(executable: str, prefix: str, base_prefix: str) -> str | None:
+    """The ``bin`` directory of the virtualenv this Python runs in, or None
+    outside a virtualenv. Pure: the caller passes ``sys`` facts in."""
+    if prefix == base_prefix or not executable:
+        return None
+    # not resolved: a venv's python is a symlink to the base interpreter
+    return str(Path(executable).parent)
+
+
+def app_environ(environ: Mapping[str, str], *, venv_on_path: bool,
+                executable: str = sys.executable, prefix: str = sys.prefix,
+                base_prefix: str = sys.base_prefix) -> dict[str, str]:
+    """A copy of ``environ`` for the app: the venv activated when asked."""
+    env = dict(environ)
+    bindir = venv_bin(executable, prefix, base_prefix) if venv_on_path else None
+    if bindir is None:
+        return env
+    parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bindir]
+    env["PATH"] = os.pathsep.join([bindir, *parts])
+    env["VIRTUAL_ENV"] = prefix
+    env.pop("PYTHONHOME", None)  # as activate does: it would point the venv's python elsewhere
+    return env
