@@ -92,6 +92,36 @@ def test_app_failure_stops_the_chain(backend: str, tmp_path: Path) -> None:
     assert len(report["runners"]) == 1
 
 
+def test_early_app_exit_fails_the_wait_and_says_what_happened(backend: str, tmp_path: Path) -> None:
+    """An app that exits 1 at once: `submit --wait` exits 10 (failed), the
+    reason names the early exit (not a deadline stop), the runner job is not
+    the one Slurm reports as a success, and status shows the runner's output."""
+    proc = chain_cmd("submit", "--backend", backend, "--max-iter", "50", "--wait", "--app-cmd",
+                     "echo 'import failed: no chain here' >&2; exit 1", "--runner-time", "0:30",
+                     "--runner-margin", "10", "--poll-max", "10", cwd=tmp_path, timeout=120, check=False)
+    assert proc.returncode == 10, proc.stdout + proc.stderr
+    report = status(tmp_path)
+    assert report["state"] == "failed"
+    assert "app exited 1 after" in report["reason"] and "before the stop signal" in report["reason"]
+    assert "deadline" not in report["reason"]
+    assert any("import failed: no chain here" in line for line in report["failure"]["tail"])
+    shown = chain_cmd("status", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "import failed: no chain here" in shown and report["failure"]["log"] in shown
+
+
+def test_handover_runners_end_completed_to_the_scheduler(backend: str, tmp_path: Path) -> None:
+    """A runner whose app checkpointed (99) ends COMPLETED for the scheduler
+    (no FAIL mail per handoff) while chain's own records keep the 99."""
+    _submit_quick(tmp_path, backend, "n=$(cat state_iter.txt 2>/dev/null || echo 0); "
+                  "echo $((n + 25)) > state_iter.txt; [ $((n + 25)) -ge 50 ] && exit 0; exit 99")
+    report = wait_ended(tmp_path, timeout=120)
+    assert report["state"] == "completed", report
+    first = report["runners"][0]
+    assert first["exit_code"] == 99
+    info = make_backend(backend, tmp_path / ".chain").query([first["job_id"]])[first["job_id"]]
+    assert info.state.value == "COMPLETED" and info.exit_code == 0, info
+
+
 def test_no_progress_stops_after_two_runners(backend: str, tmp_path: Path) -> None:
     _submit_quick(tmp_path, backend, "echo 7 > state_iter.txt; exit 99")
     report = wait_ended(tmp_path, timeout=90)
