@@ -43,9 +43,15 @@ def load_settings(
     environ: Mapping[str, str],
     config: Path | None,
     cwd: Path,
-    base: Settings | None = None,
+    stored: Settings | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> Settings:
-    """Resolve settings: flag > environment > file > base (defaults or stored)."""
+    """Resolve settings: flag > environment > file > default.
+
+    For an existing chain (``stored``: its settings) only flags change the
+    stored values; each environment variable or file key that differs is
+    reported through ``notify`` and not applied (README: resume rule).
+    """
     file_values: dict[str, Any] = {}
     label = "config file"
     if config is not None:
@@ -55,7 +61,12 @@ def load_settings(
         path = cwd / settings_mod.CONFIG_FILE_NAME
         file_values = settings_mod.read_config_file(path)
         label = str(path)
-    return settings_mod.resolve(flags, environ, file_values, base, file_label=label)
+    if stored is None:
+        return settings_mod.resolve(flags, environ, file_values, file_label=label)
+    for line in settings_mod.unapplied(flags, environ, file_values, stored, file_label=label):
+        if notify:
+            notify(line)
+    return settings_mod.resolve(flags, {}, {}, stored)
 
 
 def stored_settings(chain: ChainDir) -> Settings:
@@ -101,6 +112,23 @@ def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) ->
     return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
 
 
+def render_chain(flags: Mapping[str, Any], environ: Mapping[str, str], *, config: Path | None, chain_dir: Path,
+                 cwd: Path, notify: Callable[[str], None] | None = None) -> Scripts:
+    """Both scripts as ``submit`` would write them: for the chain in
+    ``chain_dir`` when there is one (its stored settings, id and working
+    directory; flags change them as on resume), else for a new chain with a
+    placeholder id."""
+    chain = ChainDir(chain_dir)
+    existing = chain.load_status() if chain.state_file.is_file() else None
+    if existing is None:
+        settings = load_settings(flags, environ, config, cwd)
+        return render(settings, f"{settings.job_name}-xxxxxx", chain_dir, cwd)
+    if notify:
+        notify(f"rendering the stored settings of chain {existing.chain_id} in {chain_dir}")
+    settings = load_settings(flags, environ, config, cwd, stored_settings(chain), notify)
+    return render(settings, existing.chain_id, chain_dir, Path(existing.workdir or cwd))
+
+
 @dataclass(frozen=True)
 class Submitted:
     chain_id: str
@@ -118,41 +146,31 @@ def submit(
     chain_dir: Path,
     workdir: Path,
     resume: bool = False,
+    new: bool = False,
     notify: Callable[[str], None] | None = None,
 ) -> Submitted:
     """Start a new chain in ``chain_dir``, or resume a stopped one.
 
-    ``notify`` receives progress lines for a person (e.g. a wait for the
-    previous submitter to finish its report).
+    ``resume`` keeps the chain's stored settings, changed only by ``flags``.
+    ``new`` starts a new chain where an ended one is, keeping the old chain
+    directory under another name. ``notify`` receives lines for a person
+    (settings not applied on resume, a wait for the previous submitter).
     """
     chain = ChainDir(chain_dir)
-    existing = chain.load_status() if chain.state_file.exists() else None
     if chain_dir.exists() and not chain_dir.is_dir():
         raise ChainDirError(f"chain directory {chain_dir} is not a directory")
-    base: Settings | None = None
-    if resume:
-        if existing is None:
-            raise ChainDirError(f"nothing to resume: {chain_dir} holds no chain")
-        base = stored_settings(chain)
-        if existing.state is ChainState.COMPLETED and flags.get("max_iter") is None \
-                and "MAX_ITER" not in environ:
-            raise ChainDirError(f"chain {existing.chain_id} is already completed (raise --max-iter to extend it)")
-    elif existing is not None:
-        if not existing.state.ended:
-            raise ChainDirError(
-                f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "
-                "see chain status, or chain cancel"
-            )
-        raise ChainDirError(
-            f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; "
-            "continue it with chain submit --resume, or use another --chain-dir"
-        )
-    settings = load_settings(flags, environ, config, workdir, base)
+    existing = chain.load_status() if chain.state_file.exists() else None
+    _check_submit_allowed(chain_dir, existing, flags, resume=resume, new=new)
+    if new and existing is not None:
+        kept = archive_chain_dir(chain_dir, existing)
+        if notify:
+            notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
+        existing = None
+    base = stored_settings(chain) if resume else None
+    settings = load_settings(flags, environ, config, workdir, base, notify)
     check_app(settings, workdir)
-    requested = settings.backend.value
-    if resume and flags.get("backend") is None and "CHAIN_BACKEND" not in environ and existing:
-        requested = existing.backend or requested
-    name, why = choose_backend(requested, chain_dir)
+    # on resume, settings.backend is the stored (resolved) one unless a flag changed it
+    name, why = choose_backend(settings.backend.value, chain_dir)
     backend = make_backend(name, chain_dir)
     if resume and existing is not None:
         _refuse_live_submitter(backend, existing, wait=FINISHING_WAIT, notify=notify)
@@ -195,6 +213,48 @@ def submit(
     chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
               f"on {name} ({why})", echo=False)
     return Submitted(chain_id, job_id, name, why, chain_dir)
+
+
+def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: Mapping[str, Any], *,
+                          resume: bool, new: bool) -> None:
+    """The refusal rules of ``submit``: what the chain directory holds against
+    what was asked (a one-line ChainDirError saying what to do instead)."""
+    if resume and new:
+        raise ConfigError("--resume and --new exclude each other")
+    if existing is None:
+        if resume:
+            raise ChainDirError(f"nothing to resume: {chain_dir} holds no chain")
+        return
+    if not existing.state.ended:
+        if resume:
+            return  # the live-submitter check follows, with the backend
+        raise ChainDirError(f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "
+                            "see chain status, or chain cancel")
+    if new:
+        return
+    if existing.state is ChainState.COMPLETED and (not resume or flags.get("max_iter") is None):
+        raise ChainDirError(
+            f"{chain_dir} holds the completed chain {existing.chain_id}: extend it with "
+            "chain submit --resume --max-iter N, or start a new chain with chain submit --new "
+            "(keeps the old one; the app's checkpoint counter must start afresh) or --chain-dir DIR")
+    if not resume:
+        raise ChainDirError(f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; continue it "
+                            "with chain submit --resume, or start a new chain with chain submit --new "
+                            "or --chain-dir DIR")
+
+
+def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
+    """Move an ended chain's directory aside (``<dir>.<chain id>``, numbered if taken)."""
+    target = chain_dir.with_name(f"{chain_dir.name}.{status.chain_id}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = chain_dir.with_name(f"{chain_dir.name}.{status.chain_id}.{n}")
+    try:
+        chain_dir.rename(target)
+    except OSError as exc:
+        raise ChainDirError(f"cannot move {chain_dir} aside to {target}: {exc.strerror}") from None
+    return target
 
 
 def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,

@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 _NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
 
 from chain import __version__
+from chain.cli_options import setting_flags, with_setting_options
 from chain.errors import ChainError
 
 if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
@@ -69,12 +70,12 @@ app = typer.Typer(
     name="chain",
     help="Run a long computation on Slurm as a self-driving chain of checkpointed jobs.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
-ChainDirOpt = typer.Option(None, "--chain-dir", help="Chain directory [default: .chain, or $CHAIN_DIR].")
+ChainDirOpt = typer.Option(None, "--chain-dir", metavar="DIR", help="Chain directory [default: .chain, or $CHAIN_DIR].")
 
 
 def _cwd() -> Path:
@@ -94,62 +95,33 @@ def _root(
     """chain: submitter/runner job chains for Slurm (and a local stand-in)."""
 
 
-def _settings_flags(**values: Any) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
+def _notify(line: str) -> None:
+    typer.echo(f"chain: {line}", err=True)
 
 
 @app.command()
+@with_setting_options
 def submit(
-    max_iter: Optional[str] = typer.Option(None, "--max-iter", help="Stop when the counter reaches this [MAX_ITER, 500]."),
-    app_cmd: Optional[str] = typer.Option(None, "--app-cmd", help="Shell command running the app [APP_CMD]."),
-    ckpt_path: Optional[str] = typer.Option(None, "--ckpt-path", help="Counter file the app writes [CKPT_PATH, state_iter.txt]."),
-    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="App checkpoints every N iterations [CHECKPOINT_EVERY, 20]."),
-    runner_time: Optional[str] = typer.Option(None, "--runner-time", help="Runner wall time, Slurm syntax [RUNNER_TIME_LIMIT, 00:03:00]."),
-    runner_margin: Optional[str] = typer.Option(None, "--runner-margin", help="Seconds before the runner's end to signal the app [RUNNER_MARGIN_SEC, 60]."),
-    submitter_time: Optional[str] = typer.Option(None, "--submitter-time", help="Submitter wall time [SUBMITTER_TIME_LIMIT, 3:30]."),
-    submitter_margin: Optional[str] = typer.Option(None, "--submitter-margin", help="Seconds before its end the submitter restarts [SUBMITTER_MARGIN_SEC, 60]."),
-    launch_mode: Optional[str] = typer.Option(None, "--launch-mode", help="direct or srun [LAUNCH_MODE, direct]."),
-    srun_args: Optional[str] = typer.Option(None, "--srun-args", help="Arguments to srun [SRUN_ARGS, -n 1]."),
-    modules: Optional[str] = typer.Option(None, "--modules", help="Modules to load before the app [MODULE_LIST]."),
-    stop_signal: Optional[str] = typer.Option(None, "--stop-signal", help="Signal sent to the app before the end: TERM, or INT for R [CHAIN_STOP_SIGNAL]."),
-    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition [CHAIN_PARTITION]."),
-    qos: Optional[str] = typer.Option(None, "--qos", help="Slurm QOS [CHAIN_QOS]."),
-    account: Optional[str] = typer.Option(None, "--account", help="Slurm account [CHAIN_ACCOUNT]."),
-    runner_mem: Optional[str] = typer.Option(None, "--runner-mem", help="Runner --mem [CHAIN_RUNNER_MEM, 512M]."),
-    submitter_mem: Optional[str] = typer.Option(None, "--submitter-mem", help="Submitter --mem [CHAIN_SUBMITTER_MEM, 256M]."),
-    cpus_per_task: Optional[str] = typer.Option(None, "--cpus-per-task", help="Runner --cpus-per-task [CHAIN_CPUS_PER_TASK, 1]."),
-    ntasks: Optional[str] = typer.Option(None, "--ntasks", help="Runner --ntasks [CHAIN_NTASKS, 1]."),
-    job_name: Optional[str] = typer.Option(None, "--job-name", help="Prefix of the jobs' names [CHAIN_JOB_NAME, chain]."),
-    runner_sbatch_args: Optional[str] = typer.Option(None, "--runner-sbatch-args", help="Extra sbatch arguments of the runner."),
-    submitter_sbatch_args: Optional[str] = typer.Option(None, "--submitter-sbatch-args", help="Extra sbatch arguments of the submitter."),
-    retries: Optional[str] = typer.Option(None, "--retries", help="Runner failures tolerated before the chain stops [CHAIN_RETRIES, 0]."),
-    lookahead: Optional[bool] = typer.Option(None, "--lookahead/--no-lookahead", help="Pre-queue the next runner behind the running one [off]."),
-    adaptive_margin: Optional[bool] = typer.Option(None, "--adaptive-margin/--fixed-margin", help="Raise the runner margin to 2x the app's slowest measured stop + 5 s [on]."),
-    hook: Optional[list[str]] = typer.Option(None, "--hook", help="Command run when the chain completes (repeatable)."),
-    poll_max: Optional[str] = typer.Option(None, "--poll-max", help="Longest wait between Slurm queries, seconds [330]."),
-    template_dir: Optional[str] = typer.Option(None, "--template-dir", help="Directory of templates overriding the built-in ones."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="auto, slurm, local or pyslurm [CHAIN_BACKEND, auto]."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML settings file [default: ./chain.toml if present]."),
+    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present]."),
     chain_dir: Optional[str] = ChainDirOpt,
-    resume: bool = typer.Option(False, "--resume", help="Continue the stopped chain in --chain-dir from its checkpoint."),
-    wait: bool = typer.Option(False, "--wait", help="Stay and show progress until the chain ends."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the chain in --chain-dir from its checkpoint, "
+                                "with its stored settings (flags given here change them)."),
+    new: bool = typer.Option(False, "--new", help="Start a new chain where an ended one is (the old chain "
+                             "directory is kept as DIR.<chain id>)."),
+    wait: bool = typer.Option(False, "--wait", help="Stay and show progress until the chain ends; exit 0 only if "
+                              "it completed (10 failed, 11 stopped, 12 cancelled)."),
+    **settings: Any,
 ) -> None:
-    """Submit a new chain (or --resume a stopped one); prints the chain id and job id."""
+    """Submit a new chain (or --resume a stopped one); prints the chain id and job id.
+
+    Every setting is an option, an environment variable or a chain.toml key
+    (flag > environment > file > default)."""
     from chain import api
 
     cwd = _cwd()
-    flags = _settings_flags(
-        max_iter=max_iter, app_cmd=app_cmd, ckpt_path=ckpt_path, checkpoint_every=checkpoint_every,
-        runner_time=runner_time, runner_margin=runner_margin, submitter_time=submitter_time,
-        submitter_margin=submitter_margin, launch_mode=launch_mode, srun_args=srun_args, modules=modules,
-        stop_signal=stop_signal, partition=partition, qos=qos, account=account, runner_mem=runner_mem,
-        submitter_mem=submitter_mem, cpus_per_task=cpus_per_task, ntasks=ntasks, job_name=job_name,
-        runner_sbatch_args=runner_sbatch_args, submitter_sbatch_args=submitter_sbatch_args,
-        retries=retries, adaptive_margin=adaptive_margin, lookahead=lookahead, hooks=list(hook) if hook else None, poll_max=poll_max,
-        template_dir=template_dir, backend=backend,
-    )
-    result = api.submit(flags, os.environ, config=config, chain_dir=api.chain_dir_path(chain_dir, cwd),
-                        workdir=cwd, resume=resume, notify=lambda line: typer.echo(f"chain: {line}", err=True))
+    result = api.submit(setting_flags(settings), os.environ, config=config,
+                        chain_dir=api.chain_dir_path(chain_dir, cwd), workdir=cwd, resume=resume, new=new,
+                        notify=_notify)
     typer.echo(f"chain {result.chain_id}: submitter job {result.job_id} on {result.backend} ({result.why})")
     typer.echo(f"chain directory: {result.chain_dir}")
     if wait:
@@ -157,32 +129,23 @@ def submit(
 
 
 @app.command()
+@with_setting_options
 def render(
-    max_iter: Optional[str] = typer.Option(None, "--max-iter"),
-    app_cmd: Optional[str] = typer.Option(None, "--app-cmd"),
-    runner_time: Optional[str] = typer.Option(None, "--runner-time"),
-    runner_margin: Optional[str] = typer.Option(None, "--runner-margin"),
-    submitter_time: Optional[str] = typer.Option(None, "--submitter-time"),
-    submitter_margin: Optional[str] = typer.Option(None, "--submitter-margin"),
-    modules: Optional[str] = typer.Option(None, "--modules"),
-    partition: Optional[str] = typer.Option(None, "--partition"),
-    template_dir: Optional[str] = typer.Option(None, "--template-dir"),
-    config: Optional[Path] = typer.Option(None, "--config"),
+    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present]."),
     chain_dir: Optional[str] = ChainDirOpt,
-    out: Optional[Path] = typer.Option(None, "--out", help="Write submitter.sbatch and runner.sbatch here."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Write submitter.sbatch and runner.sbatch here."),
+    **settings: Any,
 ) -> None:
-    """Print both sbatch scripts exactly as `chain submit` would submit them
-    (other settings come from the environment and chain.toml)."""
+    """Print both sbatch scripts exactly as `chain submit` would submit them.
+
+    Takes every setting `chain submit` takes. Where --chain-dir holds a
+    chain, renders that chain's stored settings (flags change them, as on
+    --resume)."""
     from chain import api
 
     cwd = _cwd()
-    flags = _settings_flags(max_iter=max_iter, app_cmd=app_cmd, runner_time=runner_time,
-                            runner_margin=runner_margin, submitter_time=submitter_time,
-                            submitter_margin=submitter_margin, modules=modules, partition=partition,
-                            template_dir=template_dir)
-    directory = api.chain_dir_path(chain_dir, cwd)
-    settings = api.load_settings(flags, os.environ, config, cwd)
-    scripts = api.render(settings, f"{settings.job_name}-xxxxxx", directory, cwd)
+    scripts = api.render_chain(setting_flags(settings), os.environ, config=config,
+                               chain_dir=api.chain_dir_path(chain_dir, cwd), cwd=cwd, notify=_notify)
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)

@@ -101,10 +101,25 @@ class Settings:
 
 @dataclass(frozen=True)
 class FieldSpec:
+    """One setting: its TOML key (``name``), environment variable, converter
+    and help. The CLI options of ``chain submit`` and ``chain render`` are
+    generated from these (``chain.cli_options``)."""
+
     name: str
     env: str
     convert: Callable[[Any, str], Any]
     help: str
+    metavar: str = "TEXT"  # "BOOL": an on/off switch pair; "CMD...": repeatable
+    off_flag: str = ""  # a switch's "off" flag when not --no-<name>
+    flag: str = ""  # when not --<name with dashes>
+
+    @property
+    def option(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def default(self) -> Any:
+        return getattr(Settings(), self.name)
 
 
 def _int(minimum: int) -> Callable[[Any, str], int]:
@@ -196,39 +211,39 @@ def _job_name(value: Any, what: str) -> str:
 
 
 FIELDS: tuple[FieldSpec, ...] = (
-    FieldSpec("app_cmd", "APP_CMD", _str, "shell command that runs the app"),
-    FieldSpec("max_iter", "MAX_ITER", _int(1), "stop when the checkpoint counter reaches this"),
-    FieldSpec("ckpt_path", "CKPT_PATH", _str, "file holding the app's checkpoint counter"),
-    FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", _int(1), "app checkpoints every N iterations"),
-    FieldSpec("runner_time", "RUNNER_TIME_LIMIT", _time, "runner wall time (Slurm --time syntax)"),
-    FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", _int(0), "seconds before the runner's end to send the stop signal"),
-    FieldSpec("submitter_time", "SUBMITTER_TIME_LIMIT", _time, "submitter wall time (Slurm --time syntax)"),
-    FieldSpec("submitter_margin", "SUBMITTER_MARGIN_SEC", _int(0), "seconds before the submitter's end to restart itself"),
-    FieldSpec("launch_mode", "LAUNCH_MODE", _enum(LaunchMode), "run the app directly or via srun"),
-    FieldSpec("srun_args", "SRUN_ARGS", _shell_words, "arguments to srun in srun mode"),
-    FieldSpec("modules", "MODULE_LIST", _str, "modules loaded before the app (space or comma separated)"),
-    FieldSpec("stop_signal", "CHAIN_STOP_SIGNAL", _signal_name, "signal sent to the app before the wall time (R needs INT)"),
-    FieldSpec("partition", "CHAIN_PARTITION", _str, "Slurm partition of both jobs"),
-    FieldSpec("qos", "CHAIN_QOS", _str, "Slurm QOS of both jobs"),
-    FieldSpec("account", "CHAIN_ACCOUNT", _str, "Slurm account of both jobs"),
-    FieldSpec("runner_mem", "CHAIN_RUNNER_MEM", _str, "runner --mem"),
-    FieldSpec("submitter_mem", "CHAIN_SUBMITTER_MEM", _str, "submitter --mem"),
-    FieldSpec("cpus_per_task", "CHAIN_CPUS_PER_TASK", _int(1), "runner --cpus-per-task"),
-    FieldSpec("ntasks", "CHAIN_NTASKS", _int(1), "runner --ntasks"),
-    FieldSpec("job_name", "CHAIN_JOB_NAME", _job_name, "prefix of the jobs' names"),
-    FieldSpec("runner_sbatch_args", "CHAIN_RUNNER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the runner"),
-    FieldSpec("submitter_sbatch_args", "CHAIN_SUBMITTER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the submitter"),
-    FieldSpec("retries", "CHAIN_RETRIES", _int(0), "runner failures tolerated before the chain stops"),
+    FieldSpec("app_cmd", "APP_CMD", _str, "shell command that runs the app", metavar="CMD"),
+    FieldSpec("max_iter", "MAX_ITER", _int(1), "stop when the checkpoint counter reaches this", metavar="INT"),
+    FieldSpec("ckpt_path", "CKPT_PATH", _str, "file holding the app's checkpoint counter", metavar="PATH"),
+    FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", _int(1), "app checkpoints every N iterations", metavar="INT"),
+    FieldSpec("runner_time", "RUNNER_TIME_LIMIT", _time, "runner wall time (Slurm --time syntax)", metavar="TIME"),
+    FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", _int(0), "seconds before the runner's end to send the stop signal", metavar="SECONDS"),
+    FieldSpec("submitter_time", "SUBMITTER_TIME_LIMIT", _time, "submitter wall time (Slurm --time syntax)", metavar="TIME"),
+    FieldSpec("submitter_margin", "SUBMITTER_MARGIN_SEC", _int(0), "seconds before the submitter's end to restart itself", metavar="SECONDS"),
+    FieldSpec("launch_mode", "LAUNCH_MODE", _enum(LaunchMode), "run the app directly or via srun", metavar="direct|srun"),
+    FieldSpec("srun_args", "SRUN_ARGS", _shell_words, "arguments to srun in srun mode", metavar="ARGS"),
+    FieldSpec("modules", "MODULE_LIST", _str, "modules loaded before the app (space or comma separated)", metavar="MODULES"),
+    FieldSpec("stop_signal", "CHAIN_STOP_SIGNAL", _signal_name, "signal sent to the app before the wall time (R needs INT)", metavar="SIGNAL"),
+    FieldSpec("partition", "CHAIN_PARTITION", _str, "Slurm partition of both jobs", metavar="NAME"),
+    FieldSpec("qos", "CHAIN_QOS", _str, "Slurm QOS of both jobs", metavar="NAME"),
+    FieldSpec("account", "CHAIN_ACCOUNT", _str, "Slurm account of both jobs", metavar="NAME"),
+    FieldSpec("runner_mem", "CHAIN_RUNNER_MEM", _str, "runner --mem", metavar="MEM"),
+    FieldSpec("submitter_mem", "CHAIN_SUBMITTER_MEM", _str, "submitter --mem", metavar="MEM"),
+    FieldSpec("cpus_per_task", "CHAIN_CPUS_PER_TASK", _int(1), "runner --cpus-per-task", metavar="INT"),
+    FieldSpec("ntasks", "CHAIN_NTASKS", _int(1), "runner --ntasks", metavar="INT"),
+    FieldSpec("job_name", "CHAIN_JOB_NAME", _job_name, "prefix of the jobs' names", metavar="NAME"),
+    FieldSpec("runner_sbatch_args", "CHAIN_RUNNER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the runner", metavar="ARGS"),
+    FieldSpec("submitter_sbatch_args", "CHAIN_SUBMITTER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the submitter", metavar="ARGS"),
+    FieldSpec("retries", "CHAIN_RETRIES", _int(0), "runner failures tolerated before the chain stops", metavar="INT"),
     FieldSpec("adaptive_margin", "CHAIN_ADAPTIVE_MARGIN", _bool,
-              "raise the runner margin to 2x the app's worst measured stop time + 5 s"),
+              "raise the runner margin to 2x the app's worst measured stop time + 5 s", metavar="BOOL", off_flag="--fixed-margin"),
     FieldSpec("lookahead", "CHAIN_LOOKAHEAD", _bool,
-              "pre-queue the next runner behind the running one (its queue wait overlaps the compute)"),
-    FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes"),
-    FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries"),
-    FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "auto, slurm, local or pyslurm"),
-    FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones"),
+              "pre-queue the next runner behind the running one (its queue wait overlaps the compute)", metavar="BOOL"),
+    FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
+    FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries", metavar="SECONDS"),
+    FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "where jobs run: Slurm's clients, pyslurm, the embedded local backend, or auto (says which)", metavar="auto|slurm|local|pyslurm"),
+    FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones", metavar="DIR"),
     FieldSpec("venv_on_path", "CHAIN_VENV_ON_PATH", _bool,
-              "put the bin directory of the virtualenv running chain first on the app's PATH, as activate does"),
+              "put the bin directory of the virtualenv running chain first on the app's PATH, as activate does", metavar="BOOL"),
 )
 FIELD_BY_NAME = {spec.name: spec for spec in FIELDS}
 CONFIG_FILE_NAME = "chain.toml"
@@ -279,6 +294,38 @@ def resolve(
     settings = Settings(**values)
     validate(settings)
     return settings
+
+
+def unapplied(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    file_values: Mapping[str, Any],
+    stored: Settings,
+    *,
+    file_label: str = "config file",
+) -> list[str]:
+    """On resume a chain keeps its stored settings and only flags change
+    them: one line for each environment variable or file key that differs
+    from the stored value and is therefore not applied."""
+    lines: list[str] = []
+    for spec in FIELDS:
+        if flags.get(spec.name) is not None:
+            continue
+        stored_value = getattr(stored, spec.name)
+        for where, raw in ((spec.env, environ.get(spec.env)), (f"{file_label}: {spec.name}",
+                                                               file_values.get(spec.name))):
+            if raw is None:
+                continue
+            try:
+                value = spec.convert(raw, where)
+            except ConfigError as exc:
+                lines.append(f"not applied on resume: {exc}")
+                continue
+            if value != stored_value:
+                shown = getattr(stored_value, "value", stored_value)
+                lines.append(f"not applied on resume: {where} = {raw!r} differs from the chain's stored "
+                             f"{shown!r} (use {spec.option} to change it)")
+    return lines
 
 
 def validate(settings: Settings) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -198,3 +199,47 @@ def test_status_says_nothing_drives_a_chain_whose_submitter_the_scheduler_lost(
     assert data["nothing_driving"] is True
     result = runner.invoke(app, ["status"], env={"COLUMNS": "200"})
     assert "nothing drives it" in result.stdout and "chain submit --resume" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["submit", "render"])
+def test_every_setting_is_an_option_with_its_type_default_and_environment(command: str) -> None:
+    from chain.settings import FIELDS
+
+    out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout
+    blocks: dict[str, str] = {}  # an option's help, wrapped lines joined
+    for ln in out.splitlines():
+        if ln.startswith("  -"):
+            key = ln.split()[0]
+            blocks[key] = ln
+        elif blocks and ln.startswith("    "):
+            blocks[key] += " " + ln.strip()
+    for spec in FIELDS:
+        line = blocks.get(spec.option, "")
+        assert line, f"{spec.option} missing from chain {command} --help"
+        assert f"env {spec.env};" in line and f"toml {spec.name};" in line and "default " in line, line
+        if spec.metavar not in ("BOOL",):
+            assert spec.metavar.rstrip(".") in line, line
+
+
+def test_shell_completion_is_offered() -> None:
+    out = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).stdout
+    assert "--install-completion" in out
+    script = subprocess.run([sys.executable, "-m", "chain", "--show-completion", "bash"], capture_output=True,
+                            text=True, env={"PATH": "/usr/bin:/bin", "SHELL": "/bin/bash"}, timeout=60)
+    assert script.returncode == 0 and "complete" in script.stdout and "_CHAIN_COMPLETE" in script.stdout
+
+
+def test_render_of_a_stored_chain_uses_its_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a directory holding a chain, render shows that chain's scripts
+    (stored settings and id); flags change them, the environment does not."""
+    monkeypatch.chdir(tmp_path)
+    _chain_dir(tmp_path, 2, ChainState.STOPPED)
+    result = runner.invoke(app, ["render"], env={"CHAIN_PARTITION": "elsewhere"})
+    assert result.exit_code == 0, result.stderr
+    assert "chain-abcdef" in result.stdout and "xxxxxx" not in result.stdout
+    assert "--partition" not in result.stdout  # stored: none
+    assert "not applied on resume: CHAIN_PARTITION" in result.stderr
+    changed = runner.invoke(app, ["render", "--max-iter", "321", "--partition", "gpu"])
+    assert "MAX_ITER=321" in changed.stdout and "#SBATCH --partition=gpu" in changed.stdout
+    fresh = runner.invoke(app, ["render", "--app-cmd", "x", "--chain-dir", str(tmp_path / "other")])
+    assert "chain-xxxxxx" in fresh.stdout

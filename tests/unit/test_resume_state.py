@@ -133,3 +133,64 @@ def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
         api._refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
                                    clock=clock)
     assert clock.slept == []
+
+
+def _ended_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str = "stopped",
+                 **flags: Any) -> tuple[ChainDir, FakeBackend]:
+    fake = FakeBackend()
+    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
+    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: fake)
+    chain_dir = tmp_path / ".chain"
+    api.submit({"app_cmd": "true", "max_iter": 10, "runner_time": "10:00", **flags}, {}, config=None,
+               chain_dir=chain_dir, workdir=tmp_path)
+    chain = ChainDir(chain_dir)
+    status = chain.load_status()
+    assert status is not None
+    status.state = ChainState(state)
+    chain.save_status(status)
+    return chain, fake
+
+
+def test_resume_keeps_stored_settings_against_a_changed_toml_and_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only flags change a resumed chain; a differing chain.toml key or
+    environment variable is listed, one line each, and not applied."""
+    chain, _ = _ended_chain(tmp_path, monkeypatch, partition="short")
+    (tmp_path / "chain.toml").write_text('runner_time = "2:00:00"\ncheckpoint_every = 20\n')
+    lines: list[str] = []
+    api.submit({"max_iter": "40"}, {"MAX_ITER": "99", "CHAIN_PARTITION": "long", "CHAIN_RETRIES": "0"},
+               config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, notify=lines.append)
+    stored = api.stored_settings(chain)
+    assert stored.max_iter == 40  # the flag
+    assert stored.partition == "short" and stored.runner_time == "10:00"  # not the env, not the file
+    unapplied = [line for line in lines if line.startswith("not applied on resume")]
+    assert len(unapplied) == 2, lines  # CHAIN_PARTITION and runner_time; MAX_ITER lost to the flag,
+    assert any("CHAIN_PARTITION" in line and "--partition" in line for line in unapplied)  # retries same
+    assert any("runner_time" in line and "--runner-time" in line for line in unapplied)
+    assert "#SBATCH --partition=short" in (chain.scripts / "runner.sbatch").read_text()
+
+
+def test_a_completed_chain_says_how_to_extend_or_start_anew(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    chain, fake = _ended_chain(tmp_path, monkeypatch, state="completed")
+    with pytest.raises(ChainDirError) as plain:
+        api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path)
+    assert "--resume --max-iter" in str(plain.value) and "--new" in str(plain.value)
+    with pytest.raises(ChainDirError, match="--resume --max-iter"):  # the environment does not extend it
+        api.submit({}, {"MAX_ITER": "50"}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True)
+    old_id = chain.load_status().chain_id  # type: ignore[union-attr]
+    lines: list[str] = []
+    new = api.submit({"app_cmd": "true", "max_iter": 5}, {}, config=None, chain_dir=chain.root,
+                     workdir=tmp_path, new=True, notify=lines.append)
+    kept = tmp_path / f".chain.{old_id}"
+    assert new.chain_id != old_id and (kept / "state.json").is_file()
+    assert ChainDir(kept).load_status().state is ChainState.COMPLETED  # type: ignore[union-attr]
+    assert chain.load_status().state is ChainState.PENDING  # type: ignore[union-attr]
+    assert any(str(kept) in line for line in lines)
+
+
+def test_new_refuses_an_active_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain, _ = _ended_chain(tmp_path, monkeypatch, state="running")
+    with pytest.raises(ChainDirError, match="active chain"):
+        api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, new=True)
+    assert not list(tmp_path.glob(".chain.*"))
