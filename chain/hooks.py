@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chain.appenv import app_environ
+from chain.decision import ChainState
 from chain.settings import Settings
 from chain.state import ChainDir, ChainStatus
 
@@ -46,9 +47,15 @@ def run_hooks(
     save: Callable[[ChainStatus], None],
     timeout: float = 3600.0,
     only: tuple[str, ...] | None = None,
+    final: tuple[ChainState, str] | None = None,
 ) -> None:
     """Run every hook not yet run (or only those named); record each result
-    in ``status.hooks``, so a restarted submitter never runs one twice."""
+    in ``status.hooks``, so a restarted submitter never runs one twice.
+
+    Each hook gets ``CHAIN_STATE`` and ``CHAIN_REASON``: the chain's final
+    state (``final``, when the state is saved only after the hooks), else
+    its current one."""
+    state, reason = final or (status.state, status.reason)
     done = {h.get("name") for h in status.hooks}
     for hook in plan_hooks(settings, workdir):
         if hook.name in done or (only is not None and hook.name not in only):
@@ -68,7 +75,8 @@ def run_hooks(
         try:
             with log_path.open("a", encoding="utf-8") as log:
                 env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
-                env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id)
+                env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value,
+                           CHAIN_REASON=reason)
                 proc = subprocess.run(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                       env=env, timeout=timeout, check=False)
             entry["rc"] = proc.returncode

@@ -354,9 +354,13 @@ class Submitter:
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:
         self.chain.log(f"counter {status.iteration} reached MAX_ITER={self.settings.max_iter}; running hooks")
-        run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status)
+        reason = f"reached MAX_ITER={self.settings.max_iter}"
+        # the state turns completed after the hooks (a watcher's --wait ends with
+        # the report made); the hooks are told the final state and reason
+        run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status,
+                  final=(ChainState.COMPLETED, reason))
         status.state = ChainState.COMPLETED
-        status.reason = f"reached MAX_ITER={self.settings.max_iter}"
+        status.reason = reason
         status.completed_at = self.clock()
         self.chain.save_status(status)
         self.chain.log("chain completed")

@@ -229,13 +229,15 @@ def test_submitter_killed_then_resume_adopts_the_runner(backend: str, tmp_path: 
 def test_failing_hook_is_reported_and_the_chain_still_completes(tmp_path: Path) -> None:
     copy_example("python", tmp_path)
     chain_cmd("submit", "--backend", "local", "--max-iter", "10", "--app-cmd", "python3 app.py",
-              "--hook", "echo broken >&2; exit 3", "--hook", "echo fine > fine.txt", cwd=tmp_path,
+              "--hook", "echo broken >&2; exit 3", "--hook", 'echo "$CHAIN_STATE: $CHAIN_REASON" > fine.txt',
+              cwd=tmp_path,
               env={"ITER_SECONDS": "0.05"})
     report = wait_ended(tmp_path, timeout=90)
     assert report["state"] == "completed"
     hooks = {h["name"]: h for h in report["hooks"]}
     assert hooks["hook-1"]["rc"] == 3 and hooks["hook-2"]["rc"] == 0 and hooks["report"]["rc"] == 0
-    assert (tmp_path / "fine.txt").exists()  # a failing hook does not stop the next one
+    # a failing hook does not stop the next one, which is told the final state
+    assert (tmp_path / "fine.txt").read_text() == "completed: reached MAX_ITER=10\n"
     assert "broken" in Path(hooks["hook-1"]["log"]).read_text()
     shown = chain_cmd("status", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
     assert "hook hook-1: failed (exit 3)" in shown
