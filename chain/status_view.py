@@ -38,13 +38,22 @@ def submitter_lost(report: dict[str, Any]) -> bool:
         report.get("submitter_state") in _ENDED_JOB or bool(report.get("nothing_driving")))
 
 
+def current_runner_number(report: dict[str, Any]) -> int:
+    """The live runner's sequence number: its own record's, else one past
+    every judged runner (not past the ``--history`` rows shown)."""
+    seq = (report.get("current_runner") or {}).get("seq")
+    if isinstance(seq, int) and not isinstance(seq, bool):
+        return seq
+    return int(report.get("runner_count") or len(report.get("runners") or [])) + 1
+
+
 def progress_line(report: dict[str, Any]) -> str:
     """One line: state, counter, current runner."""
     done, total = int(report["iteration"]), int(report["max_iter"])
     line = f"{report['state']} {done}/{total}"
     if report.get("runner_job_id"):
         phase = (report.get("current_runner") or {}).get("status", "submitted")
-        line += f", runner {len(report.get('runners') or []) + 1} job {report['runner_job_id']} {phase}"
+        line += f", runner {current_runner_number(report)} job {report['runner_job_id']} {phase}"
     if report.get("reason"):
         line += f" ({report['reason']})"
     return line

@@ -243,3 +243,14 @@ def test_render_of_a_stored_chain_uses_its_settings(tmp_path: Path, monkeypatch:
     assert "MAX_ITER=321" in changed.stdout and "#SBATCH --partition=gpu" in changed.stdout
     fresh = runner.invoke(app, ["render", "--app-cmd", "x", "--chain-dir", str(tmp_path / "other")])
     assert "chain-xxxxxx" in fresh.stdout
+
+
+def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> None:
+    """Not past the rows kept by --history (seen: "runner 11" with 49 judged)."""
+    from chain.status_view import progress_line
+
+    report = {"state": "running", "iteration": 490, "max_iter": 1000, "runner_job_id": "77",
+              "runners": [{"job_id": str(i)} for i in range(10)], "runner_count": 49, "current_runner": None}
+    assert "runner 50 job 77 submitted" in progress_line(report)
+    report["current_runner"] = {"seq": 50, "status": "running"}
+    assert "runner 50 job 77 running" in progress_line(report)
