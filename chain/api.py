@@ -379,7 +379,7 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     from chain.metrics import chain_metrics
 
     metrics = chain_metrics(recent[-METRICS_WINDOW:] + ([current] if current else []), iteration, settings.max_iter,
-                            time.time())
+                            time.time(), ended=status.state.ended)
     outputs = [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
                                 chain.reports / "progress.png") if p.exists()]
 

@@ -45,16 +45,26 @@ def runner_wall(runner: Mapping[str, Any]) -> float | None:
 def useful_seconds(runner: Mapping[str, Any]) -> float:
     """Time the app computed: start until the stop signal, or until it exited
     when it ended by itself (done, voluntary checkpoint, crash). 0 for a
-    runner that never ran the app (superseded, preflight failure, no record).
+    runner that never ran the app (superseded, preflight failure, no record)
+    and for one whose counter did not advance: what it computed was never
+    checkpointed, so it was lost (counting it made a chain that made no
+    progress show 100 % efficiency).
     """
     start, end = _num(runner.get("start")), _num(runner.get("end"))
-    if start is None or end is None or runner.get("superseded"):
+    if start is None or end is None or runner.get("superseded") or _stalled(runner):
         return 0.0
     cut = _num(runner.get("stop_sent"))
     if cut is None:
         stop_to_exit = _num(runner.get("stop_to_exit"))
         cut = end - stop_to_exit if stop_to_exit is not None else end
     return max(0.0, min(cut, end) - start)
+
+
+def _stalled(runner: Mapping[str, Any]) -> bool:
+    """Both counters known and the second not past the first (a live runner
+    has no ``iter_after`` yet: not stalled)."""
+    before, after = _int(runner.get("iter_before")), _int(runner.get("iter_after"))
+    return before is not None and after is not None and after <= before
 
 
 def advance(runner: Mapping[str, Any]) -> int:
@@ -103,7 +113,8 @@ def rate_per_hour(runners: list[dict[str, Any]], iteration: int, now: float,
 
 
 def efficiency(runners: list[dict[str, Any]]) -> float | None:
-    """Useful compute / allocated time (runner wall time) over all finished runners."""
+    """Useful compute / allocated time (runner wall time) over all finished
+    runners: 0.0 when nothing was useful, None only when nothing was allocated."""
     allocated = sum(runner_wall(r) or 0.0 for r in runners)
     if allocated <= 0:
         return None
@@ -111,14 +122,19 @@ def efficiency(runners: list[dict[str, Any]]) -> float | None:
     return useful / allocated
 
 
-def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float) -> dict[str, Any]:
+def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float, *,
+                  ended: bool = False) -> dict[str, Any]:
     """``rate_per_hour``, ``eta_seconds``, ``efficiency`` for ``chain status``.
 
     ``runners``: runner records or runners.jsonl entries (or both merged, as
     ``chain.usage.load_runners`` returns them); ``iteration``: the current
     counter; ``now``: epoch seconds. Unknown values are None; the ETA is 0
-    once the counter reached ``max_iter``.
+    once the counter reached ``max_iter``. An ``ended`` chain (completed,
+    failed, stopped, cancelled) has no rate and no ETA: nothing runs, and a
+    failed chain's ETA would promise an end that will not come.
     """
+    if ended:
+        return {"rate_per_hour": None, "eta_seconds": None, "efficiency": efficiency(runners)}
     rate = rate_per_hour(runners, iteration, now)
     remaining = max(0, max_iter - iteration)
     if remaining == 0:

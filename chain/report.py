@@ -2,32 +2,53 @@
 (``report/summary.json``) and the progress plot (``report/progress.png``).
 
 Usable mid-chain or after; run by the built-in ``report`` hook at completion.
-Slurm accounting (sacct) adds queue wait, elapsed, CPU time, node and MaxRSS;
-without it (accounting disabled, local backend) the chain's own records fill
-what they can and the Slurm columns stay empty.
+Slurm accounting (sacct) adds queue wait, elapsed, allocated CPUs, CPU time
+and MaxRSS; without it (accounting disabled, local backend) the chain's own
+records fill what they can (the node from the runner's record, the queue
+wait from our clock) and the other Slurm columns stay empty. The same sacct
+call accounts the chain's submitter jobs (the *driver*); on the local
+backend its own job records give their elapsed time. ``summary.json`` also
+holds the chain's state: ``state.json``'s when the report is made, or, as the
+report hook of a completing chain (whose state is saved after its hooks),
+the final one the hook is told (``CHAIN_STATE``, ``CHAIN_REASON``). The
+printed report fits an 80-column terminal.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
+import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chain.metrics import chain_metrics, parse_iteration_log, work_redone
-from chain.state import ChainDir, write_json_atomic
+from chain.decision import ChainState
+from chain.metrics import IterEvent, advance, chain_metrics, parse_iteration_log, work_redone
+from chain.state import ChainDir, ChainStatus, write_json_atomic
+from chain.timefmt import format_duration
 from chain.usage import (
     COLUMNS,
     Run,
     SacctUsage,
     build_rows,
+    driver_usage,
     fetch_usage,
+    load_local_jobs,
     load_runners,
+    load_submitter_ids,
     usage_totals,
 )
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
 ITER_LOG = "iterations.log"
+LOCAL_NOTE = ("accounting unavailable: the chain ran on the local backend; "
+              "usage from the chain's own records")
 
 
 def _max_iter(chain: ChainDir) -> int:
@@ -39,136 +60,249 @@ def _max_iter(chain: ChainDir) -> int:
         return 0
 
 
-def make_report(chain_dir: Path, *, echo: bool = True, run: Run | None = None,
-                settle: float = 15.0) -> list[Path]:
-    """Write the report files into ``<chain_dir>/report``; return their paths.
+def final_state(status: ChainStatus | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """Pure: the chain's (state, reason) for the summary.
 
-    ``run`` replaces the sacct subprocess call (tests); ``settle`` bounds the
-    wait for sacct records of just-ended runners.
+    state.json's, unless it has not ended and ``environ`` is a hook's of this
+    chain (``CHAIN_ID`` and a valid ``CHAIN_STATE``): the submitter saves a
+    completing chain's state only after its hooks, and tells them the final one.
     """
-    chain = ChainDir(Path(chain_dir))
-    status = chain.load_status()
-    chain_id = status.chain_id if status else chain.root.name
-    backend = status.backend if status else ""
-    workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
-    max_iter = _max_iter(chain)
-    runners = load_runners(chain)
-    iteration = status.iteration if status else max(
-        [r["iter_after"] for r in runners if isinstance(r.get("iter_after"), int)], default=0)
+    if status is None:
+        return "", ""
+    told = environ.get("CHAIN_STATE", "")
+    if status.state.ended or environ.get("CHAIN_ID") != status.chain_id \
+            or told not in {s.value for s in ChainState}:
+        return status.state.value, status.reason
+    return told, environ.get("CHAIN_REASON", "")
 
+
+def _read_events(workdir: Path) -> list[IterEvent]:
     try:
-        events = parse_iteration_log((workdir / ITER_LOG).read_text(encoding="utf-8", errors="replace"))
+        return parse_iteration_log((workdir / ITER_LOG).read_text(encoding="utf-8", errors="replace"))
     except OSError:
-        events = []
-    redone = work_redone(events) if events else None
+        return []
 
-    notes: list[str] = []
-    acct: dict[str, SacctUsage] = {}
-    ids = [str(r["job_id"]) for r in runners]
-    if backend == "local":
-        notes.append("accounting unavailable: the chain ran on the local backend; "
-                     "usage from the chain's own records")
-    elif ids:
-        ended = [str(r["job_id"]) for r in runners if r.get("judged") or r.get("status") == "ended"]
-        kwargs: dict[str, Any] = {"ended": ended, "settle": settle}
-        if run is not None:
-            kwargs["run"] = run
-        acct, note = fetch_usage(ids, **kwargs)
-        if note:
-            notes.append(note + ("; usage from the chain's own records" if not acct else ""))
 
-    rows = build_rows(runners, acct, redone.by_job if redone else None, now=time.time())
-    totals = usage_totals(rows, redone.iterations if redone else None, redone.seconds if redone else None)
-    chain.reports.mkdir(parents=True, exist_ok=True)
-    csv_path = chain.reports / "usage.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+def _accounting(chain: ChainDir, status: ChainStatus | None, runners: list[dict[str, Any]],
+                submitters: list[str], run: Run | None, settle: float,
+                now: float) -> tuple[dict[str, SacctUsage], str, list[str]]:
+    """Usage records of the runners and the submitter jobs: (records by job
+    id, their source ("sacct", "local backend" or ""), notes)."""
+    if status is not None and status.backend == "local":
+        return load_local_jobs(chain.root, submitters, now), "local backend", [LOCAL_NOTE]
+    ids = [str(r["job_id"]) for r in runners] + submitters
+    if not ids:
+        return {}, "", []
+    # Wait for the final records of ended jobs; not for the current submitter,
+    # which is still running (it runs the report hook) or ended long before.
+    current = status.submitter_job_id if status else ""
+    ended = [str(r["job_id"]) for r in runners if r.get("judged") or r.get("status") == "ended"]
+    ended += [j for j in submitters if j != current]
+    kwargs: dict[str, Any] = {"ended": ended, "settle": settle}
+    if run is not None:
+        kwargs["run"] = run
+    acct, note = fetch_usage(ids, **kwargs)
+    notes = [note + ("; usage from the chain's own records" if not acct else "")] if note else []
+    return acct, "sacct" if acct else "", notes
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    paths = [csv_path]
 
-    submitted = [r["submitted"] for r in runners if isinstance(r.get("submitted"), (int, float)) and r["submitted"]]
+
+def _rates(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float,
+           ended: bool) -> dict[str, Any]:
+    """The span (first submission to the last runner's end), the mean rate over
+    it, and ``chain status``'s metrics (no rate or ETA once the chain ended)."""
+    submitted = [r["submitted"] for r in runners
+                 if isinstance(r.get("submitted"), (int, float)) and r["submitted"]]
     ends = [r["end"] for r in runners if isinstance(r.get("end"), (int, float))]
-    summary: dict[str, Any] = {
-        "chain_id": chain_id,
-        "backend": backend,
-        "state": status.state.value if status else "",
-        "iteration": iteration,
-        "max_iter": max_iter,
-        "accounting": bool(acct),
-        "notes": notes,
-        "totals": totals,
-        "work_redone": None if redone is None else {
-            "iterations": redone.iterations, "seconds": round(redone.seconds, 3),
-            "restarts_behind": redone.restarts, "by_job": redone.by_job},
-        "span_s": round(max(ends) - min(submitted), 3) if ends and submitted else None,
-        "metrics": chain_metrics(runners, iteration, max_iter, time.time()),
-        "iteration_log": str(workdir / ITER_LOG) if events else None,
-        "generated": time.time(),
-        "files": {"usage": str(csv_path)},
+    span = round(max(ends) - min(submitted), 3) if ends and submitted else None
+    advanced = sum(advance(r) for r in runners)
+    return {
+        "span_s": span,
+        # iterations checkpointed per hour of the whole span (queue waits included)
+        "mean_rate_per_hour": round(advanced * 3600 / span, 3) if span and advanced else None,
+        "metrics": chain_metrics(runners, iteration, max_iter, now, ended=ended),
     }
 
-    png = chain.reports / "progress.png"
+
+def _plot(chain: ChainDir, events: list[IterEvent], runners: list[dict[str, Any]], max_iter: int,
+          chain_id: str, notes: list[str]) -> Path | None:
     try:
         from chain.plot import progress_data, render_progress
 
         data = progress_data(events, runners, max_iter=max_iter, chain_id=chain_id)
-        paths.append(render_progress(data, png))
-        summary["files"]["progress"] = str(png)
+        return render_progress(data, chain.reports / "progress.png")
     except Exception as exc:  # noqa: BLE001  (a broken plot must not lose the usage report)
         notes.append(f"progress plot failed: {type(exc).__name__}: {exc}")
+        return None
+
+
+def make_report(chain_dir: Path, *, echo: bool = True, run: Run | None = None, settle: float = 15.0,
+                console: Console | None = None, environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Write the report files into ``<chain_dir>/report``; return their paths.
+
+    ``run`` replaces the sacct subprocess call (tests); ``settle`` bounds the
+    wait for sacct records of just-ended jobs; ``console`` is where ``echo``
+    prints (default: stdout); ``environ`` (default: ``os.environ``) may be a
+    hook's, telling the final state (``final_state``).
+    """
+    chain = ChainDir(Path(chain_dir))
+    status = chain.load_status()
+    state, reason = final_state(status, os.environ if environ is None else environ)
+    workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
+    max_iter = _max_iter(chain)
+    runners = load_runners(chain)
+    submitters = load_submitter_ids(chain, status.submitter_job_id if status else "")
+    iteration = status.iteration if status else max(
+        [r["iter_after"] for r in runners if isinstance(r.get("iter_after"), int)], default=0)
+    events = _read_events(workdir)
+    redone = work_redone(events) if events else None
+    now = time.time()
+    acct, source, notes = _accounting(chain, status, runners, submitters, run, settle, now)
+
+    rows = build_rows(runners, acct if source == "sacct" else {}, redone.by_job if redone else None, now=now)
+    totals = usage_totals(rows, redone.iterations if redone else None, redone.seconds if redone else None)
+    driver = driver_usage(submitters, [str(r["job_id"]) for r in runners], acct, source)
+    chain.reports.mkdir(parents=True, exist_ok=True)
+    csv_path = chain.reports / "usage.csv"
+    _write_csv(csv_path, rows)
+    paths = [csv_path]
+
+    summary: dict[str, Any] = {
+        "chain_id": status.chain_id if status else chain.root.name,
+        "backend": status.backend if status else "",
+        "state": state,
+        "reason": reason,
+        "iteration": iteration,
+        "max_iter": max_iter,
+        "accounting": source == "sacct",
+        "notes": notes,
+        "totals": totals,
+        "driver": driver.to_json(),
+        "work_redone": None if redone is None else {
+            "iterations": redone.iterations, "seconds": round(redone.seconds, 3),
+            "restarts_behind": redone.restarts, "by_job": redone.by_job},
+        **_rates(runners, iteration, max_iter, now, bool(state) and ChainState(state).ended),
+        "iteration_log": str(workdir / ITER_LOG) if events else None,
+        "generated": now,
+        "files": {"usage": str(csv_path)},
+    }
+    png = _plot(chain, events, runners, max_iter, summary["chain_id"], notes)
+    if png is not None:
+        paths.append(png)
+        summary["files"]["progress"] = str(png)
 
     summary_path = chain.reports / "summary.json"
     write_json_atomic(summary_path, summary)
     paths.insert(1, summary_path)
     if echo:
-        _print(summary, rows)
+        print_report(summary, rows, console)
     return paths
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None or value == "":
+# --- the printed report ------------------------------------------------------------
+
+def _dur(seconds: Any) -> str:
+    """Short duration: tenths under a minute (margins are seconds), else 1h02m."""
+    if not isinstance(seconds, (int, float)):
         return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return f"{seconds:.1f}s" if abs(seconds) < 59.95 else format_duration(seconds)
 
 
-def _print(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def _percent(fraction: float) -> str:
+    """One decimal, rounded down: 99.96 % efficiency is not 100.0 %."""
+    return f"{math.floor(fraction * 1000 + 1e-9) / 10:.1f}%"
+
+
+def _counter(before: Any, after: Any) -> str:
+    if before is None and after is None:
+        return "-"
+    return f"{'?' if before is None else before}→{'?' if after is None else after}"
+
+
+def driver_line(driver: dict[str, Any]) -> str:
+    """Pure: the printed line for ``summary["driver"]`` (``DriverUsage.to_json``)."""
+    jobs = driver["jobs"]
+    head = f"driver: {jobs} submitter job{'s' if jobs != 1 else ''}"
+    if not jobs:
+        return head
+    if not driver["accounted"]:
+        return head + ", allocation unknown (no accounting record)"
+    part = "" if driver["accounted"] == jobs else f" ({driver['accounted']} accounted)"
+    if driver["cpu_s"] is None:
+        return (head + part + f", {_dur(driver['elapsed_s'])} elapsed; "
+                "CPU-seconds unknown (no allocated CPUs recorded)")
+    line = head + part + f" held {driver['cpu_s']:,.0f} CPU-s ({_dur(driver['elapsed_s'])} elapsed)"
+    if driver["ratio"] is not None:
+        line += f" = {100 * driver['ratio']:.1f}% of the runners' {driver['runner_cpu_s']:,.0f} CPU-s"
+    return line
+
+
+def _table(summary: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    # markup off: notes (error messages) and the chain id are printed literally
-    out = Console(highlight=False, markup=False, emoji=False)
-    if not out.is_terminal:
-        out.width = 150  # a hook's log file: do not squeeze the table to 80 columns
-    for note in summary["notes"]:
-        out.print(note, style="yellow", soft_wrap=True)
-    table = Table(title=f"chain {summary['chain_id']}: usage ({summary['backend'] or '?'} backend; "
-                  "times in s, RSS in MiB)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    heads = ("#", "job", "state", "exit", "node", "wait", "elapsed", "cpu", "rss", "counter", "useful",
-             "lost", "stop→exit", "redone")
-    for i, head in enumerate(heads):
-        table.add_column(head, justify="right" if i >= 5 else "left")
+    # Nine short columns, two spaces apart (the box's blank divider and one of
+    # padding), fit 80 characters with 8-digit job ids, node names of 8-10,
+    # 6-digit counters and day-long runners; the rest is in usage.csv and the
+    # lines under the table.
+    table = Table(title=f"chain {summary['chain_id']}: {len(rows)} runner(s), "
+                  f"{summary['backend'] or '?'} backend", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i, head in enumerate(("#", "job", "node", "state", "exit", "counter", "wait", "alloc", "lost")):
+        table.add_column(head, justify="right" if i >= 5 else "left", no_wrap=True)
     for r in rows:
-        rss = r.get("max_rss_bytes")
-        table.add_row(
-            _fmt(r["seq"]), r["job_id"], _fmt(r["slurm_state"]), _fmt(r["slurm_exit_code"] or r["runner_exit_code"]),
-            _fmt(r["node"]), _fmt(r["queue_wait_s"]), _fmt(r["allocated_s"]), _fmt(r["cpu_s"]),
-            _fmt(rss / 2**20 if isinstance(rss, int) else None), f"{_fmt(r['iter_before'])}->{_fmt(r['iter_after'])}",
-            _fmt(r["useful_s"]), _fmt(r["lost_s"]), _fmt(r["stop_to_exit_s"], 2), _fmt(r["redone_iterations"]),
-        )
+        state = (r["slurm_state"] or "-").split(" ")[0]  # "CANCELLED by 0" -> "CANCELLED"
+        code = r["runner_exit_code"] if r["runner_exit_code"] is not None else r["slurm_exit_code"]
+        table.add_row(str(r["seq"] if r["seq"] is not None else "-"), r["job_id"], r["node"] or "-", state,
+                      "-" if code is None else str(code), _counter(r["iter_before"], r["iter_after"]),
+                      _dur(r["queue_wait_s"]), _dur(r["allocated_s"]), _dur(r["lost_s"]))
     t = summary["totals"]
     table.add_section()
-    table.add_row("", "total", "", "", "", _fmt(t["queue_wait_s"]), _fmt(t["allocated_s"]), _fmt(t["cpu_s"]),
-                  _fmt(t["max_rss_bytes"] / 2**20 if t["max_rss_bytes"] else None), _fmt(t["iterations"]),
-                  _fmt(t["useful_s"]), _fmt(t["lost_s"]), _fmt(t["stop_to_exit_s"], 2), _fmt(t["redone_iterations"]))
-    out.print(table)
-    m = summary["metrics"]
+    table.add_row("", "total", "", "", "", f"+{t['iterations']}", _dur(t["queue_wait_s"]),
+                  _dur(t["allocated_s"]), _dur(t["lost_s"]))
+    return table
+
+
+def _lines(summary: dict[str, Any]) -> list[str]:
+    t, m = summary["totals"], summary["metrics"]
     eff = t["efficiency"]
-    out.print(f"allocated {t['allocated_s']:.0f} s = useful {t['useful_s']:.0f} s + lost to margins "
-              f"{t['lost_s']:.0f} s" + (f" (efficiency {100 * eff:.0f}%)" if eff is not None else "")
-              + f"; queue wait {t['queue_wait_s']:.0f} s"
-              + (f"; rate {m['rate_per_hour']:,.0f} it/h" if m.get("rate_per_hour") else ""))
+    rss = t["max_rss_bytes"]
+    redone = t["redone_iterations"]
+    state = summary["state"] or "?"
+    lines = [
+        f"state {state}" + (f" ({summary['reason']})" if summary.get("reason") else "")
+        + f"; counter {summary['iteration']}/{summary['max_iter']}",
+        f"allocated {_dur(t['allocated_s'])} = useful {_dur(t['useful_s'])} + lost {_dur(t['lost_s'])}"
+        + (f" (efficiency {_percent(eff)})" if eff is not None else ""),
+        f"queue wait {_dur(t['queue_wait_s'])}; cpu {_dur(t['cpu_s'])}; max RSS "
+        + (f"{rss / 2**20:.0f} MiB" if rss else "-") + f"; stop→exit {_dur(t['stop_to_exit_s'])}"
+        + "; redone " + ("-" if redone is None else f"{redone} it ({_dur(t['redone_s'])})"),
+        driver_line(summary["driver"]),
+    ]
+    if m.get("rate_per_hour") is not None:
+        eta = m.get("eta_seconds")
+        lines.append(f"rate {m['rate_per_hour']:,.0f} it/h"
+                     + (f", ETA {format_duration(eta)}" if eta is not None else ""))
+    elif summary.get("mean_rate_per_hour") is not None:
+        lines.append(f"mean rate {summary['mean_rate_per_hour']:,.0f} it/h over the chain's span")
+    return lines
+
+
+def print_report(summary: dict[str, Any], rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    """The report for a terminal (80 columns) or a hook's log file."""
+    from rich.console import Console
+
+    # markup off: notes (error messages) and the chain id are printed literally
+    out = console or Console(highlight=False, markup=False, emoji=False)
+    for note in summary["notes"]:
+        out.print(note, style="yellow")
+    out.print(_table(summary, rows))
+    for line in _lines(summary):
+        out.print(line)

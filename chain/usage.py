@@ -1,8 +1,10 @@
 """Usage of a chain's runners: sacct parsing, per-runner rows, totals.
 
-Pure parts (``parse_sacct_usage``, ``build_rows``, ``usage_totals``) take
-literal text and dicts; the one Slurm call (``fetch_usage``) takes the
-run-command as a parameter so tests feed it literal output.
+Pure parts (``parse_sacct_usage``, ``build_rows``, ``usage_totals``,
+``driver_usage``) take literal text and dicts; the one Slurm call
+(``fetch_usage``) takes the run-command as a parameter so tests feed it
+literal output. The *driver* is the chain's submitter jobs: their allocation
+is a cost of the chain beside the runners'.
 """
 
 from __future__ import annotations
@@ -13,16 +15,21 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from chain.backends import local_spool
+from chain.backends.local_supervisor import JobRecord, Spool
 from chain.backends.slurm_parse import parse_slurm_timestamp
+from chain.errors import SchedulerError
 from chain.metrics import runner_wall, useful_seconds
 from chain.retry import RetryPolicy, TransientError, is_transient
 from chain.state import ChainDir
 
 # One call without -X: job lines carry state, exit code, times and TotalCPU
 # (summed over the steps; with -X it prints 0); step lines carry MaxRSS.
-SACCT_USAGE_FIELDS = "JobIDRaw,State,ExitCode,Submit,Start,End,ElapsedRaw,TotalCPU,NodeList,MaxRSS"
+# AllocCPUS last: output captured without it (10 fields) still parses.
+SACCT_USAGE_FIELDS = "JobIDRaw,State,ExitCode,Submit,Start,End,ElapsedRaw,TotalCPU,NodeList,MaxRSS,AllocCPUS"
 SACCT_BATCH = 1000  # job ids per sacct call (a long chain's command line stays short)
 ACCOUNTING_DISABLED = "Slurm accounting storage is disabled"
 
@@ -30,15 +37,16 @@ Run = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 COLUMNS = (
     "seq", "job_id",
-    # from sacct (empty without accounting)
+    # from sacct (empty without accounting, but for node and queue wait: the
+    # runner's own record has its host and our clock its submission and start)
     "slurm_state", "slurm_exit_code", "node", "submit", "start", "end",
-    "queue_wait_s", "elapsed_s", "cpu_s", "max_rss_bytes",
+    "queue_wait_s", "elapsed_s", "alloc_cpus", "cpu_s", "max_rss_bytes",
     # from the chain's own records
     "runner_exit_code", "app_exit_code", "iter_before", "iter_after", "iterations",
     "redone_iterations", "allocated_s", "useful_s", "lost_s", "stop_to_exit_s",
     "verdict", "reason",
 )
-SLURM_COLUMNS = COLUMNS[2:12]
+SLURM_COLUMNS = COLUMNS[COLUMNS.index("slurm_state"):COLUMNS.index("max_rss_bytes") + 1]
 _FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED",
           "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED"}
 
@@ -77,6 +85,14 @@ class SacctUsage:
     cpu: float | None = None
     node: str = ""
     max_rss: int | None = None
+    alloc_cpus: int | None = None
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        """The allocation: allocated CPUs x elapsed (what the job held, used or not)."""
+        if self.alloc_cpus is None or self.elapsed is None:
+            return None
+        return self.alloc_cpus * self.elapsed
 
     @property
     def queue_wait(self) -> float | None:
@@ -98,6 +114,7 @@ def parse_sacct_usage(text: str) -> dict[str, SacctUsage]:
         if len(parts) < 10 or not parts[0]:
             continue
         job_id, state, exit_code, submit, start, end, elapsed, cpu, node, rss = parts[:10]
+        alloc = parts[10].strip() if len(parts) > 10 else ""
         base, dot, _step = job_id.partition(".")
         size = parse_size(rss)
         if size is not None:
@@ -109,6 +126,7 @@ def parse_sacct_usage(text: str) -> dict[str, SacctUsage]:
             submit=parse_slurm_timestamp(submit), start=parse_slurm_timestamp(start),
             end=parse_slurm_timestamp(end), elapsed=float(elapsed) if elapsed.isdigit() else None,
             cpu=parse_cpu_time(cpu), node="" if node in {"None assigned", "(null)"} else node,
+            alloc_cpus=int(alloc) if alloc.isdigit() else None,
         )
     for job_id, sizes in steps.items():
         if job_id in jobs:
@@ -224,6 +242,108 @@ def load_runners(chain: ChainDir) -> list[dict[str, Any]]:
     return runners
 
 
+def load_submitter_ids(chain: ChainDir, current: str = "") -> list[str]:
+    """Every submitter job of the chain, in submission order: submitter_ids.txt,
+    then ``current`` (state.json's) if the file lacks it."""
+    ids: list[str] = []
+    try:
+        ids = [line.strip() for line in chain.submitter_ids.read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    except OSError:
+        pass
+    return list(dict.fromkeys([*ids, current] if current else ids))
+
+
+def local_usage(record: JobRecord, now: float) -> SacctUsage:
+    """Pure: a local backend job record as sacct would account it. Its end
+    is the scheduled one while it runs, so a running job's elapsed is up to
+    ``now``. The local backend allocates no CPUs: ``alloc_cpus`` stays None."""
+    end = None if record.active else record.end
+    upto = now if record.active else end
+    elapsed: float | None
+    if record.start is None:
+        elapsed = 0.0  # never started (pending, or cancelled before it ran): held nothing
+    else:
+        elapsed = max(0.0, upto - record.start) if upto is not None else None
+    return SacctUsage(
+        job_id=record.job_id, state=record.state,
+        exit_code="" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}",
+        submit=record.submit_time, start=record.start, end=end, elapsed=elapsed, node=record.hostname or "",
+    )
+
+
+def load_local_jobs(chain_root: Path, job_ids: Sequence[str], now: float) -> dict[str, SacctUsage]:
+    """The local backend's own records (its spool in the chain directory) of
+    ``job_ids``; read only, so a report never changes a job's record."""
+    spool = Spool(local_spool(chain_root))
+    found: dict[str, SacctUsage] = {}
+    for job_id in job_ids:
+        try:
+            record = spool.read(job_id)
+        except (SchedulerError, OSError):
+            continue  # a corrupt or unreadable record: that job stays unaccounted
+        if record is not None:
+            found[job_id] = local_usage(record, now)
+    return found
+
+
+# --- the driver (submitter jobs) ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class DriverUsage:
+    """What the chain's submitter jobs held, beside what its runners held.
+
+    Sums cover the jobs that have a record (``accounted`` of ``job_ids``);
+    ``cpu_s`` (allocated CPUs x elapsed) is None when a record lacks the
+    CPUs (the local backend allocates none). ``ratio`` = driver / runner
+    CPU-seconds, only when every job of both kinds is accounted.
+    """
+
+    job_ids: list[str]
+    accounted: int
+    elapsed_s: float | None
+    cpu_s: float | None
+    runners: int
+    runners_accounted: int
+    runner_cpu_s: float | None
+    source: str  # "sacct", "local backend", or "" when no submitter job has a record
+
+    @property
+    def ratio(self) -> float | None:
+        complete = self.accounted == len(self.job_ids) and self.runners_accounted == self.runners
+        if not complete or self.cpu_s is None or not self.runner_cpu_s:
+            return None
+        return round(self.cpu_s / self.runner_cpu_s, 4)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": len(self.job_ids), "job_ids": self.job_ids, "accounted": self.accounted,
+                "elapsed_s": self.elapsed_s, "cpu_s": self.cpu_s, "runners": self.runners,
+                "runners_accounted": self.runners_accounted, "runner_cpu_s": self.runner_cpu_s,
+                "ratio": self.ratio, "source": self.source}
+
+
+def _cpu_sum(jobs: list[SacctUsage]) -> float | None:
+    held = [u.cpu_seconds for u in jobs]
+    if not jobs or any(c is None for c in held):
+        return None
+    return round(sum(c for c in held if c is not None), 3)
+
+
+def driver_usage(submitter_ids: Sequence[str], runner_ids: Sequence[str],
+                 acct: Mapping[str, SacctUsage], source: str) -> DriverUsage:
+    """Pure: the submitter jobs' allocation (``acct`` holds both kinds of job,
+    from one sacct call or the local backend's records)."""
+    subs = [acct[j] for j in submitter_ids if j in acct]
+    runs = [acct[j] for j in runner_ids if j in acct]
+    elapsed = [u.elapsed for u in subs if u.elapsed is not None]
+    return DriverUsage(
+        job_ids=list(submitter_ids), accounted=len(subs),
+        elapsed_s=round(sum(elapsed), 3) if elapsed else None, cpu_s=_cpu_sum(subs),
+        runners=len(runner_ids), runners_accounted=len(runs), runner_cpu_s=_cpu_sum(runs),
+        source=source if subs else "",
+    )
+
+
 # --- rows and totals -------------------------------------------------------------------
 
 def _iso(ts: float | None) -> str:
@@ -237,10 +357,12 @@ def _r(value: float | None) -> float | None:
 def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, SacctUsage],
                redone_by_job: Mapping[str, int] | None = None, *,
                now: float | None = None) -> list[dict[str, Any]]:
-    """One row per runner (COLUMNS); Slurm columns None without a sacct record.
+    """One row per runner (COLUMNS); Slurm columns None without a sacct record,
+    but the node (the runner's own ``host``) and the queue wait (our clock).
 
     allocated = sacct's elapsed (else the runner's own wall time);
-    useful = app start to stop signal or exit (capped at allocated);
+    useful = app start to stop signal or exit (capped at allocated), 0 when
+    the counter did not advance (``chain.metrics.useful_seconds``);
     lost = allocated - useful, so the three add up per row. A runner still
     running (a start, no end) counts as useful up to ``now`` if given.
     """
@@ -268,12 +390,13 @@ def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, SacctUsage],
             lost_s=round(float(_r(allocated) or 0) - float(_r(useful) or 0), 3) if allocated is not None else None,
             stop_to_exit_s=_r(runner.get("stop_to_exit")),
             verdict=runner.get("verdict"), reason=runner.get("reason"),
+            node=_short_host(runner.get("host")),
         )
         if u is not None:
-            row.update(slurm_state=u.state, slurm_exit_code=u.exit_code, node=u.node,
+            row.update(slurm_state=u.state, slurm_exit_code=u.exit_code, node=u.node or row["node"],
                        submit=_iso(u.submit), start=_iso(u.start), end=_iso(u.end),
-                       queue_wait_s=_r(u.queue_wait), elapsed_s=_r(u.elapsed), cpu_s=_r(u.cpu),
-                       max_rss_bytes=u.max_rss)
+                       queue_wait_s=_r(u.queue_wait), elapsed_s=_r(u.elapsed), alloc_cpus=u.alloc_cpus,
+                       cpu_s=_r(u.cpu), max_rss_bytes=u.max_rss)
         else:
             # Queue wait from our own clock: submission to the runner's start.
             sub, st = runner.get("submitted"), runner.get("start")
@@ -281,6 +404,13 @@ def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, SacctUsage],
                 row["queue_wait_s"] = _r(st - sub)
         rows.append(row)
     return rows
+
+
+def _short_host(host: Any) -> str | None:
+    """The runner's ``os.uname().nodename`` as Slurm names nodes (no domain)."""
+    if not isinstance(host, str) or not host:
+        return None
+    return host.split(".")[0]
 
 
 def _sum(rows: list[dict[str, Any]], key: str) -> float:

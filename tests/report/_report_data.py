@@ -150,3 +150,75 @@ def write_chain(root: Path, *, backend: str = "slurm", log: str | None = ITER_LO
 
 def records() -> list[dict[str, Any]]:
     return [dict(r) for r in RECORDS]
+
+
+# sacct -n -P -j 1,3,4,5,7,8,9,11,2,6,10 -o SACCT_USAGE_FIELDS (with AllocCPUS), on the dev
+# cluster (Slurm 22.05.8): an 80-iteration chain whose runners (1 3 4 5 7 8 9 11) asked for
+# --cpus-per-task 2 and whose submitter restarted twice (jobs 2, 6, 10: 1 CPU each).
+SACCT_DRIVER = """\
+1|COMPLETED|0:0|2026-12-01T12:59:46|2026-12-01T12:59:46|2026-12-01T12:59:52|6|00:00.348|vm||2
+1.batch|COMPLETED|0:0|2026-12-01T12:59:46|2026-12-01T12:59:46|2026-12-01T12:59:52|6|00:00.348|vm||2
+2|COMPLETED|0:0|2026-12-01T12:59:46|2026-12-01T12:59:46|2026-12-01T13:00:11|25|00:00.439|vm||1
+2.batch|COMPLETED|0:0|2026-12-01T12:59:46|2026-12-01T12:59:46|2026-12-01T13:00:11|25|00:00.439|vm|20128K|1
+3|COMPLETED|0:0|2026-12-01T12:59:52|2026-12-01T12:59:53|2026-12-01T12:59:59|6|00:00.427|vm||2
+3.batch|COMPLETED|0:0|2026-12-01T12:59:53|2026-12-01T12:59:53|2026-12-01T12:59:59|6|00:00.427|vm||2
+4|COMPLETED|0:0|2026-12-01T12:59:59|2026-12-01T13:00:02|2026-12-01T13:00:08|6|00:00.474|vm||2
+4.batch|COMPLETED|0:0|2026-12-01T13:00:02|2026-12-01T13:00:02|2026-12-01T13:00:08|6|00:00.474|vm||2
+5|COMPLETED|0:0|2026-12-01T13:00:08|2026-12-01T13:00:09|2026-12-01T13:00:15|6|00:00.438|vm||2
+5.batch|COMPLETED|0:0|2026-12-01T13:00:09|2026-12-01T13:00:09|2026-12-01T13:00:15|6|00:00.438|vm||2
+6|COMPLETED|0:0|2026-12-01T13:00:11|2026-12-01T13:00:12|2026-12-01T13:00:37|25|00:00.451|vm||1
+6.batch|COMPLETED|0:0|2026-12-01T13:00:12|2026-12-01T13:00:12|2026-12-01T13:00:37|25|00:00.451|vm|19952K|1
+7|COMPLETED|0:0|2026-12-01T13:00:15|2026-12-01T13:00:16|2026-12-01T13:00:22|6|00:00.465|vm||2
+7.batch|COMPLETED|0:0|2026-12-01T13:00:16|2026-12-01T13:00:16|2026-12-01T13:00:22|6|00:00.465|vm||2
+8|COMPLETED|0:0|2026-12-01T13:00:23|2026-12-01T13:00:23|2026-12-01T13:00:29|6|00:00.428|vm||2
+8.batch|COMPLETED|0:0|2026-12-01T13:00:23|2026-12-01T13:00:23|2026-12-01T13:00:29|6|00:00.428|vm||2
+9|COMPLETED|0:0|2026-12-01T13:00:29|2026-12-01T13:00:32|2026-12-01T13:00:38|6|00:00.337|vm||2
+9.batch|COMPLETED|0:0|2026-12-01T13:00:32|2026-12-01T13:00:32|2026-12-01T13:00:38|6|00:00.337|vm||2
+10|COMPLETED|0:0|2026-12-01T13:00:37|2026-12-01T13:00:40|2026-12-01T13:00:47|7|00:02.471|vm||1
+10.batch|COMPLETED|0:0|2026-12-01T13:00:40|2026-12-01T13:00:40|2026-12-01T13:00:47|7|00:02.471|vm||1
+11|COMPLETED|0:0|2026-12-01T13:00:40|2026-12-01T13:00:43|2026-12-01T13:00:45|2|00:00.500|vm||2
+11.batch|COMPLETED|0:0|2026-12-01T13:00:43|2026-12-01T13:00:43|2026-12-01T13:00:45|2|00:00.500|vm||2
+"""
+DRIVER_RUNNERS = ["1", "3", "4", "5", "7", "8", "9", "11"]
+DRIVER_SUBMITTERS = ["2", "6", "10"]
+
+# A local backend job record (local-jobs/jobs/2.json; env dropped): the submitter of a local chain.
+LOCAL_SUBMITTER = {"batch_pid": 7064, "batch_script": "/tmp/capl/.chain/local-jobs/jobs/2.sh", "batch_ticks": 33122, "boot_id": "0e83b2fc-4ec8-4b0b-8163-7fc80ee01849", "cancel_requested": False, "cancelled_by": None, "dependency": None, "end": 1796130068.2384808, "exit_code": 0, "hostname": "vm", "job_id": "2", "kill_wait": 30.0, "name": "chain-586737.s0", "open_mode": "append", "reason": "None", "script": "/tmp/capl/.chain/scripts/submitter.sbatch", "signal": 0, "start": 1796130055.4503417, "state": "COMPLETED", "stderr": "/tmp/capl/.chain/logs/submitter-2.out", "stdout": "/tmp/capl/.chain/logs/submitter-2.out", "submit_dir": "/tmp/capl", "submit_time": 1796130055.094479, "supervisor_pid": 7063, "supervisor_ticks": 33119, "time_limit": 240.0, "time_limit_text": "00:04:00", "time_scale": 1.0, "user": "root", "work_dir": "/tmp/capl", "env": {}}
+
+# Production-sized values for the 80-column test: 8-digit job ids, a long
+# node name, day-long runners, 6-digit counters, "CANCELLED by <uid>".
+SACCT_LONG = """\
+41234567|TIMEOUT|0:0|2026-11-20T08:00:00|2026-11-20T09:30:00|2026-11-21T09:29:00|86340|31-10:12:00|node0123||32
+41234567.batch|CANCELLED|0:15|2026-11-20T09:30:00|2026-11-20T09:30:00|2026-11-21T09:29:00|86340|31-10:12:00|node0123|12345678K|32
+41234568|CANCELLED by 12345|0:0|2026-11-21T09:29:30|2026-11-21T12:00:00|2026-11-22T02:00:00|50400|18-16:00:00|node0123||32
+41234568.batch|CANCELLED|0:15|2026-11-21T12:00:00|2026-11-21T12:00:00|2026-11-22T02:00:00|50400|18-16:00:00|node0123|11345678K|32
+41234569|COMPLETED|0:0|2026-11-22T02:01:00|2026-11-22T02:05:00|2026-11-22T20:05:00|64800|23-00:00:00|node0123||32
+41234569.batch|COMPLETED|0:0|2026-11-22T02:05:00|2026-11-22T02:05:00|2026-11-22T20:05:00|64800|23-00:00:00|node0123|10345678K|32
+41234560|RUNNING|0:0|2026-11-20T07:59:00|2026-11-20T07:59:30|Unknown|230430|00:10:00|node0007||1
+"""
+RUNNERS_LONG = """\
+{"end": 1795253330.0, "exit_code": 124, "iter_after": 100480, "iter_before": 100000, "job_id": "41234567", "reason": "stopped at the deadline (100000->100480)", "recorded": true, "seq": 101, "start": 1795167005.0, "state": "TIMEOUT", "stop_to_exit": 42.5, "submitted": 1795161600.0, "verdict": "continue"}
+{"end": 1795312790.0, "exit_code": 1, "iter_after": 100700, "iter_before": 100480, "job_id": "41234568", "reason": "cancelled", "recorded": true, "seq": 102, "start": 1795262405.0, "state": "CANCELLED", "stop_to_exit": 3.0, "submitted": 1795253370.0, "verdict": "continue"}
+{"end": 1795377890.0, "exit_code": 0, "iter_after": 101000, "iter_before": 100700, "job_id": "41234569", "reason": "app finished at 101000", "recorded": true, "seq": 103, "start": 1795313105.0, "state": "COMPLETED", "stop_to_exit": null, "submitted": 1795312860.0, "verdict": "complete"}
+"""
+LONG_HOST = "node0123.cluster.example.org"  # os.uname().nodename in the runner records
+
+
+def write_long_chain(root: Path, *, backend: str = "slurm") -> Path:
+    """A finished chain with the production-sized values above (no iteration log)."""
+    chain = root / ".chain"
+    (chain / "runners").mkdir(parents=True)
+    state = {"chain_id": "chain-7f3a9c", "state": "completed", "reason": "reached MAX_ITER=101000",
+             "backend": backend, "workdir": str(root), "iteration": 101000, "runner_seq": 103,
+             "submitter_job_id": "41234560"}
+    (chain / "state.json").write_text(json.dumps(state))
+    (chain / "settings.json").write_text(json.dumps({"max_iter": 101000}))
+    (chain / "runners.jsonl").write_text(RUNNERS_LONG)
+    (chain / "worker_ids.txt").write_text("41234567\n41234568\n41234569\n")
+    (chain / "submitter_ids.txt").write_text("41234560\n")
+    for line in RUNNERS_LONG.splitlines():
+        entry = json.loads(line)
+        record = {k: entry[k] for k in ("job_id", "seq", "start", "end", "iter_before", "iter_after", "exit_code")}
+        record.update(status="ended", host=LONG_HOST)
+        (chain / "runners" / f"{entry['job_id']}.json").write_text(json.dumps(record))
+    return chain

@@ -185,7 +185,8 @@ def test_rows_without_accounting_use_own_records() -> None:
     runners = [dict(r, submitted=s) for r, s in zip(records(), (1795938872.620649, None, 1795938889.1779118))]
     rows = build_rows(runners, {})
     for row in rows:
-        assert all(row[c] is None for c in SLURM_COLUMNS if c != "queue_wait_s")
+        assert all(row[c] is None for c in SLURM_COLUMNS if c not in ("queue_wait_s", "node"))
+        assert row["node"] == "vm"  # the runner's own record has its host
         assert row["allocated_s"] == pytest.approx(row["useful_s"] + row["lost_s"])
     assert rows[0]["queue_wait_s"] == pytest.approx(1795938875.6853447 - 1795938872.620649, abs=1e-3)
     assert rows[1]["queue_wait_s"] is None
@@ -229,7 +230,9 @@ def test_make_report_with_accounting(chain_dir: Path) -> None:
     t = summary["totals"]
     assert t["allocated_s"] == 17.0 and t["allocated_s"] == pytest.approx(t["useful_s"] + t["lost_s"])
     assert t["redone_iterations"] == 0 and t["runners"] == 3
-    assert summary["metrics"]["eta_seconds"] == 0.0 and summary["metrics"]["rate_per_hour"] > 0
+    # a completed chain: no rate or ETA (as chain status), but the mean rate over its span
+    assert summary["metrics"]["eta_seconds"] is None and summary["metrics"]["rate_per_hour"] is None
+    assert summary["mean_rate_per_hour"] == pytest.approx(30 * 3600 / summary["span_s"], rel=1e-4)
     assert (summary["chain_id"], summary["iteration"], summary["max_iter"]) == ("chain-effb11", 30, 30)
 
 
@@ -238,7 +241,9 @@ def test_make_report_accounting_disabled(chain_dir: Path, capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "accounting unavailable: Slurm accounting storage is disabled" in out.splitlines()[0]
     rows = _csv(paths[0])
-    assert len(rows) == 3 and all(r[c] == "" for r in rows for c in SLURM_COLUMNS if c != "queue_wait_s")
+    own = ("queue_wait_s", "node")  # our clock and the runner's record fill these without sacct
+    assert len(rows) == 3 and all(r[c] == "" for r in rows for c in SLURM_COLUMNS if c not in own)
+    assert [r["node"] for r in rows] == ["vm"] * 3
     summary = json.loads(paths[1].read_text())
     assert summary["accounting"] is False and len(summary["notes"]) == 1
     t = summary["totals"]

@@ -89,7 +89,9 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
         assert key in data
     assert data["state"] == "completed" and data["iteration"] == 30 and len(data["runners"]) == 3
     assert set(data["runners"][0]) >= {"job_id", "state", "exit_code", "iter_before", "iter_after"}
-    assert data["metrics"]["rate_per_hour"] > 0
+    # an ended chain shows no rate or ETA (issue 13); a running one does
+    assert data["metrics"]["rate_per_hour"] is None and data["metrics"]["eta_seconds"] is None
+    assert data["metrics"]["efficiency"] is not None
     short = json.loads(runner.invoke(app, ["status", "--json", "--history", "2"]).stdout)
     assert [r["job_id"] for r in short["runners"]] == [r["job_id"] for r in data["runners"][-2:]]
     assert short["runner_count"] == 3 and short["metrics"] == data["metrics"]
@@ -100,8 +102,11 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
 def test_status_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     _chain_dir(tmp_path, 6, ChainState.RUNNING)
+    data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert data["metrics"]["rate_per_hour"] > 0 and data["metrics"]["eta_seconds"] > 0
     result = runner.invoke(app, ["status", "--history", "5"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.stderr
+    assert "rate " in result.stdout and "ETA " in result.stdout
     assert "chain-abcdef" in result.stdout and "running" in result.stdout
     assert "60/100 (60%)" in result.stdout
     assert "runners (last 5 of 6)" in result.stdout
