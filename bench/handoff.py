@@ -502,7 +502,7 @@ def chain_calls_model(hours: float = 24.0) -> dict[str, Any]:
     """Slurm calls the chain submitter + runner make for one runner of ``hours``,
     from chain's own PollPolicy (what the wrappers would count on a long runner)."""
     sys.path.insert(0, str(ROOT))
-    from chain.policy import PollPolicy
+    from chain.core.poll import PollPolicy
 
     pol = PollPolicy()
     end = hours * 3600

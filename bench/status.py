@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 def build_chain_dir(work: Path, n_runners: int) -> Path:
     """A completed chain of ``n_runners`` 30 s runners, as chain writes it."""
     from chain import api
-    from chain.decision import ChainState
-    from chain.state import ChainDir, ChainStatus, write_json_atomic
+    from chain.core.model import ChainState
+    from chain.store.state import ChainDir, ChainStatus, write_json_atomic
 
     if work.exists():
         shutil.rmtree(work)

@@ -15,19 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from chain import settings as settings_mod
+from chain.core import settings as settings_mod
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.decision import ChainState
+from chain.core.model import ChainState
 from chain.errors import ChainDirError, CheckpointError, ConfigError, SchedulerError
-from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
-from chain.settings import Settings
-from chain.state import (
+from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
+from chain.core.settings import Settings
+from chain.store.state import (
     ChainDir, ChainStatus, read_counter, read_json, runner_entry, tail_lines, write_json_atomic,
 )
 
 if TYPE_CHECKING:
-    from chain.render import Scripts
+    from chain.jobs.render import Scripts
 
 
 def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
@@ -107,7 +107,7 @@ def check_app(settings: Settings, workdir: Path) -> None:
 
 
 def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) -> Scripts:
-    from chain.render import render_scripts  # jinja2 only where scripts are made
+    from chain.jobs.render import render_scripts  # jinja2 only where scripts are made
 
     return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
 
@@ -195,7 +195,7 @@ def submit(
         if not status.runner_live:
             # a pre-queued runner of the previous run (its submitter died
             # before dropping it) must not run beside the new runners
-            from chain.submitter import drop_next
+            from chain.jobs.submitter import drop_next
 
             drop_next(chain, backend, status, echo=False)
         chain.cancel_file.unlink(missing_ok=True)
@@ -278,7 +278,7 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     if settings.lookahead:
         # runner 2 queued now, not when the submitter job gets to it: on a
         # busy cluster the submitter may start after runner 1 has ended
-        from chain.submitter import prequeue_next
+        from chain.jobs.submitter import prequeue_next
 
         prequeue_next(chain, backend, status, workdir)
 
@@ -376,7 +376,7 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     except CheckpointError:  # the status view must not fail on a bad counter
         pass
 
-    from chain.metrics import chain_metrics
+    from chain.reporting.metrics import chain_metrics
 
     metrics = chain_metrics(recent[-METRICS_WINDOW:] + ([current] if current else []), iteration, settings.max_iter,
                             time.time(), ended=status.state.ended)

@@ -1,6 +1,6 @@
 """The ChainError family: every error a user should see as one line.
 
-The CLI maps each class to an exit code in one place (``chain.cli``);
+The CLI maps each class to an exit code in one place (``chain.cli.commands``);
 anything else escaping is a bug.
 """
 

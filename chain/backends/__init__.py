@@ -11,7 +11,7 @@ from chain.backends.base import Backend, JobInfo, JobState
 from chain.errors import BackendUnavailable
 
 if TYPE_CHECKING:  # tenacity is imported only by the backends that retry
-    from chain.retry import RetryPolicy
+    from chain.core.retry import RetryPolicy
 
 __all__ = ["Backend", "JobInfo", "JobState", "choose_backend", "make_backend"]
 
@@ -26,16 +26,16 @@ def make_backend(name: str, chain_dir: Path, retry: "RetryPolicy | None" = None)
     """The backend called ``name`` (slurm, local, pyslurm) for one chain;
     ``retry`` bounds the effort per request (default: ``RetryPolicy()``)."""
     if name == "slurm":
-        from chain.backends.slurm_cli import SlurmCliBackend
+        from chain.backends.slurm.cli import SlurmCliBackend
 
         return SlurmCliBackend(retry=retry)
     if name == "local":
-        from chain.backends.local import LocalBackend
+        from chain.backends.local.backend import LocalBackend
 
         scale = float(os.environ.get("CHAIN_LOCAL_TIME_SCALE", "1") or 1)
         return LocalBackend(local_spool(chain_dir), time_scale=scale)
     if name == "pyslurm":
-        from chain.backends.pyslurm_backend import PyslurmBackend
+        from chain.backends.slurm.pyslurm import PyslurmBackend
 
         return PyslurmBackend(retry=retry)
     raise BackendUnavailable(f"unknown backend {name!r} (auto, slurm, local or pyslurm)")
@@ -52,11 +52,11 @@ def choose_backend(requested: str, chain_dir: Path) -> tuple[str, str]:
     """
     if requested != "auto":
         return requested, f"--backend {requested}"
-    from chain.backends.slurm_cli import SlurmCliBackend
+    from chain.backends.slurm.cli import SlurmCliBackend
 
     slurm_answers = SlurmCliBackend().available()
     try:
-        from chain.backends.pyslurm_backend import PyslurmBackend
+        from chain.backends.slurm.pyslurm import PyslurmBackend
 
         pyslurm_backend = PyslurmBackend()
     except BackendUnavailable as exc:

@@ -8,86 +8,13 @@ submit a rendered sbatch script, query jobs, find a job by name, cancel.
 from __future__ import annotations
 
 import abc
-import enum
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from chain.core.model import JobState
 
-class JobState(str, enum.Enum):
-    """Slurm's job states (base names, as sacct/squeue print them)."""
-
-    PENDING = "PENDING"
-    CONFIGURING = "CONFIGURING"
-    RUNNING = "RUNNING"
-    COMPLETING = "COMPLETING"
-    SUSPENDED = "SUSPENDED"
-    REQUEUED = "REQUEUED"
-    RESIZING = "RESIZING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    TIMEOUT = "TIMEOUT"
-    CANCELLED = "CANCELLED"
-    NODE_FAIL = "NODE_FAIL"
-    PREEMPTED = "PREEMPTED"
-    OUT_OF_MEMORY = "OUT_OF_MEMORY"
-    BOOT_FAIL = "BOOT_FAIL"
-    DEADLINE = "DEADLINE"
-    REVOKED = "REVOKED"
-    SPECIAL_EXIT = "SPECIAL_EXIT"
-    UNKNOWN = "UNKNOWN"
-
-    @classmethod
-    def parse(cls, text: str) -> "JobState":
-        """Parse a state as printed by squeue, sacct or scontrol.
-
-        sacct prints ``CANCELLED by 1000``; squeue may print ``NODE_FAIL`` or
-        the short ``NF``; anything unknown maps to UNKNOWN rather than raising.
-        """
-        word = text.strip().split(" ")[0].rstrip("+").upper()
-        if word in cls.__members__:
-            return cls[word]
-        return _SHORT_STATES.get(word, cls.UNKNOWN)
-
-    @property
-    def active(self) -> bool:
-        """True while the job holds or waits for resources."""
-        return self in _ACTIVE
-
-    @property
-    def finished(self) -> bool:
-        return not self.active and self is not JobState.UNKNOWN
-
-
-_ACTIVE = frozenset(
-    {
-        JobState.PENDING,
-        JobState.CONFIGURING,
-        JobState.RUNNING,
-        JobState.COMPLETING,
-        JobState.SUSPENDED,
-        JobState.REQUEUED,
-        JobState.RESIZING,
-    }
-)
-
-_SHORT_STATES = {
-    "PD": JobState.PENDING,
-    "CF": JobState.CONFIGURING,
-    "R": JobState.RUNNING,
-    "CG": JobState.COMPLETING,
-    "S": JobState.SUSPENDED,
-    "RQ": JobState.REQUEUED,
-    "CD": JobState.COMPLETED,
-    "F": JobState.FAILED,
-    "TO": JobState.TIMEOUT,
-    "CA": JobState.CANCELLED,
-    "NF": JobState.NODE_FAIL,
-    "PR": JobState.PREEMPTED,
-    "OOM": JobState.OUT_OF_MEMORY,
-    "BF": JobState.BOOT_FAIL,
-    "DL": JobState.DEADLINE,
-}
+__all__ = ["Backend", "JobInfo", "JobState"]
 
 
 @dataclass(frozen=True)

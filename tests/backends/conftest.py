@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from chain.backends.base import JobInfo
-from chain.backends.local import parse_directives
-from chain.backends.slurm_parse import (
+from chain.backends.local.backend import parse_directives
+from chain.backends.slurm.parse import (
     SACCT_FIELDS,
     parse_sacct,
     parse_sbatch_parsable,

@@ -29,10 +29,10 @@ from types import ModuleType
 import pytest
 
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.backends.local import LocalBackend
-from chain.backends.slurm_cli import SlurmCliBackend
+from chain.backends.local.backend import LocalBackend
+from chain.backends.slurm.cli import SlurmCliBackend
 from chain.errors import BackendUnavailable
-from chain.retry import RetryPolicy
+from chain.core.retry import RetryPolicy
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -233,7 +233,7 @@ class TestPyslurmBackendOnStandIn(Contract):
     @pytest.fixture
     def target(self, tmp_path: Path, slurm_cluster: object,
                cli_pyslurm_module: Callable[[str], ModuleType]) -> Iterator[Target]:
-        from chain.backends.pyslurm_backend import PyslurmBackend, running_slurm_version
+        from chain.backends.slurm.pyslurm import PyslurmBackend, running_slurm_version
 
         slurm = running_slurm_version()
         assert slurm is not None
@@ -247,7 +247,7 @@ if PYSLURM_IMPORTS:
     class TestPyslurm(Contract):
         @pytest.fixture
         def target(self, tmp_path: Path, slurm_cluster: object) -> Iterator[Target]:
-            from chain.backends.pyslurm_backend import PyslurmBackend
+            from chain.backends.slurm.pyslurm import PyslurmBackend
 
             yield from _target(PyslurmBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
                                timeout=60.0)
@@ -256,7 +256,7 @@ else:
 
     def test_pyslurm_unavailable_says_why_in_one_line() -> None:
         """pyslurm does not import here: the backend says so, in one line."""
-        from chain.backends.pyslurm_backend import PyslurmBackend
+        from chain.backends.slurm.pyslurm import PyslurmBackend
 
         with pytest.raises(BackendUnavailable) as caught:
             PyslurmBackend()
@@ -270,7 +270,7 @@ else:
 
 def test_pyslurm_of_another_slurm_release_is_unavailable() -> None:
     """An importable pyslurm built for another Slurm release is refused, in one line."""
-    from chain.backends.pyslurm_backend import PyslurmBackend
+    from chain.backends.slurm.pyslurm import PyslurmBackend
 
     fake = ModuleType("pyslurm")
     fake.__version__ = "25.11.0"  # type: ignore[attr-defined]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from chain.backends.base import JobInfo, JobState
-from chain.backends.local import LocalBackend, parse_directives
-from chain.backends.local_supervisor import current_user, proc_ticks
+from chain.backends.local.backend import LocalBackend, parse_directives
+from chain.backends.local.supervisor import current_user, proc_ticks
 from chain.errors import SchedulerError
 
 pytestmark = pytest.mark.timeout(60)
@@ -270,7 +270,7 @@ def test_job_survives_submitter(tmp_path: Path) -> None:
     script = write_script(tmp_path, "sleep 1; echo survived")
     code = textwrap.dedent(f"""
         from pathlib import Path
-        from chain.backends.local import LocalBackend
+        from chain.backends.local.backend import LocalBackend
         print(LocalBackend(Path({str(tmp_path / 'spool')!r})).submit(
             Path({str(script)!r}), job_name="orphan", cwd=Path({str(tmp_path)!r})))
     """)
@@ -325,7 +325,7 @@ def test_unique_ids_under_concurrent_submits(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         from concurrent.futures import ThreadPoolExecutor
         from pathlib import Path
-        from chain.backends.local import LocalBackend
+        from chain.backends.local.backend import LocalBackend
         b = LocalBackend(Path({str(tmp_path / 'spool')!r}))
         with ThreadPoolExecutor(3) as pool:
             ids = list(pool.map(lambda i: b.submit(Path({str(script)!r}), job_name=f"j{{i}}",

@@ -25,12 +25,12 @@ from _report_data import (
 )
 from rich.console import Console
 
-from chain.backends.local_supervisor import JobRecord
-from chain.decision import ChainState
-from chain.metrics import chain_metrics, efficiency
-from chain.report import driver_line, final_state, make_report
-from chain.state import ChainStatus
-from chain.usage import build_rows, driver_usage, local_usage, parse_sacct_usage, usage_totals
+from chain.backends.local.supervisor import JobRecord
+from chain.core.model import ChainState
+from chain.reporting.metrics import chain_metrics, efficiency
+from chain.reporting.report import driver_line, final_state, make_report
+from chain.store.state import ChainStatus
+from chain.reporting.usage import build_rows, driver_usage, local_usage, parse_sacct_usage, usage_totals
 
 
 class FakeSacct:

@@ -7,7 +7,7 @@ import json
 import pytest
 from _report_data import ITER_LOG, ITER_LOG_RESTART, RUNNERS_JSONL, records
 
-from chain.metrics import (
+from chain.reporting.metrics import (
     chain_metrics,
     efficiency,
     parse_iteration_log,

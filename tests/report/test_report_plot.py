@@ -9,8 +9,8 @@ import matplotlib.image
 import pytest
 from _report_data import ITER_LOG, ITER_LOG_RESTART, RUNNERS_JSONL, records
 
-from chain.metrics import parse_iteration_log
-from chain.plot import progress_data, render_progress
+from chain.reporting.metrics import parse_iteration_log
+from chain.reporting.plot import progress_data, render_progress
 
 
 def _runners() -> list[dict[str, object]]:

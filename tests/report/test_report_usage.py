@@ -19,11 +19,11 @@ from _report_data import (
     write_chain,
 )
 
-from chain import usage
-from chain.backends.slurm_parse import parse_slurm_timestamp
-from chain.report import make_report
-from chain.state import ChainDir
-from chain.usage import (
+from chain.reporting import usage
+from chain.backends.slurm.parse import parse_slurm_timestamp
+from chain.reporting.report import make_report
+from chain.store.state import ChainDir
+from chain.reporting.usage import (
     COLUMNS,
     SLURM_COLUMNS,
     build_rows,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.appenv import app_environ, venv_bin
+from chain.jobs.appenv import app_environ, venv_bin
 
 VENV = "/home/u/proj/.venv"
 

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from chain import __version__
-from chain.cli import app
-from chain.decision import ChainState
-from chain.settings import resolve
-from chain.state import ChainDir, ChainStatus, write_json_atomic
+from chain.cli.commands import app
+from chain.core.model import ChainState
+from chain.core.settings import resolve
+from chain.store.state import ChainDir, ChainStatus, write_json_atomic
 
 runner = CliRunner()
 
@@ -133,7 +133,7 @@ def test_status_says_when_nothing_drives_the_chain() -> None:
 
     from rich.console import Console
 
-    from chain.status_view import print_status, submitter_lost
+    from chain.cli.status_view import print_status, submitter_lost
 
     report = {"chain_id": "c-1", "state": "running", "backend": "slurm", "iteration": 5, "max_iter": 10,
               "submitter_cycle": 2, "submitter_job_id": "41", "submitter_state": "FAILED", "log": "x"}
@@ -149,7 +149,7 @@ def test_status_says_when_nothing_drives_the_chain() -> None:
 def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[str]) -> None:
     """Reasons and paths come from apps and users: brackets and :name: are
     not rich markup or emoji codes."""
-    from chain.status_view import print_status
+    from chain.cli.status_view import print_status
 
     reason = "app exited 3: [bold]oops[/] :smile: [/bad]"
     report = {"chain_id": "c-[x]:smile:", "state": "failed", "backend": "slurm", "iteration": 5, "max_iter": 10,
@@ -208,7 +208,7 @@ def test_status_says_nothing_drives_a_chain_whose_submitter_the_scheduler_lost(
 
 @pytest.mark.parametrize("command", ["submit", "render"])
 def test_every_setting_is_an_option_with_its_type_default_and_environment(command: str) -> None:
-    from chain.settings import FIELDS
+    from chain.core.settings import FIELDS
 
     out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout
     blocks: dict[str, str] = {}  # an option's help, wrapped lines joined
@@ -252,7 +252,7 @@ def test_render_of_a_stored_chain_uses_its_settings(tmp_path: Path, monkeypatch:
 
 def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> None:
     """Not past the rows kept by --history (seen: "runner 11" with 49 judged)."""
-    from chain.status_view import progress_line
+    from chain.cli.status_view import progress_line
 
     report = {"state": "running", "iteration": 490, "max_iter": 1000, "runner_job_id": "77",
               "runners": [{"job_id": str(i)} for i in range(10)], "runner_count": 49, "current_runner": None}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from chain.cli import app
+from chain.cli.commands import app
 
 OK = ["--app-cmd", "true"]
 STATE_OK = {"chain_id": "chain-aaaaaa", "state": "running", "backend": "local", "workdir": "/tmp"}

@@ -1,9 +1,8 @@
 import pytest
 
-from chain.backends.base import JobState
-from chain.decision import (
-    ChainState, Outcome, Policy, Progress, Step, Verdict, decide, next_step, parse_counter,
-)
+from chain.core.model import JobState
+from chain.core.decision import Outcome, Policy, Progress, Step, Verdict, decide, next_step
+from chain.core.model import ChainState, parse_counter
 from chain.errors import CheckpointError
 
 POLICY = Policy(max_iter=100)

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from chain import api, runner
+from chain import api
+from chain.jobs import runner
 from chain.backends.base import JobInfo, JobState
-from chain.decision import ChainState
+from chain.core.model import ChainState
 from chain.errors import ChainDirError
-from chain.state import ChainDir, ChainStatus
-from chain.submitter import Submitter
+from chain.store.state import ChainDir, ChainStatus
+from chain.jobs.submitter import Submitter
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-from chain.margin import MarginState, next_margin
+from chain.core.margin import MarginState, next_margin
 
 
 def test_floor_until_something_is_measured():
@@ -50,9 +50,9 @@ def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die(tmp_path):
     """A hung app that took 30 s to die after the kill was given 3.75 s:
     that, not 30 s, is what it is known to need."""
     from chain import api
-    from chain.decision import Outcome
-    from chain.state import ChainDir, ChainStatus
-    from chain.submitter import Submitter
+    from chain.core.decision import Outcome
+    from chain.store.state import ChainDir, ChainStatus
+    from chain.jobs.submitter import Submitter
 
     chain = ChainDir(tmp_path / ".chain")
     chain.create()

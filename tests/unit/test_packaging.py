@@ -20,7 +20,7 @@ def test_wheel_ships_templates_and_helpers_and_renders(tmp_path: Path) -> None:
     # Render from the unpacked wheel alone: the installed layout finds its templates.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import chain.render as r; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import chain.jobs.render as r; "
             "assert r.builtin_template_dir() == __import__('pathlib').Path(sys.argv[1]) / 'chain' / 'templates', "
             "r.builtin_template_dir(); from chain.cli import main; sys.argv = ['chain', 'render', '--app-cmd', 'x']; main()")
     out = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, cwd=tmp_path,

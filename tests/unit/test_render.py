@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from chain.errors import ConfigError
-from chain.render import render_scripts
-from chain.settings import resolve
+from chain.jobs.render import render_scripts
+from chain.core.settings import resolve
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

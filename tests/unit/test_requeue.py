@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chain import api, runner
+from chain import api
+from chain.jobs import runner
 from chain.backends.base import JobInfo, JobState
-from chain.state import ChainDir, ChainStatus, write_json_atomic
-from chain.submitter import Submitter
+from chain.store.state import ChainDir, ChainStatus, write_json_atomic
+from chain.jobs.submitter import Submitter
 
 
 class QueueStub:

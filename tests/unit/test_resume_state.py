@@ -11,9 +11,9 @@ import pytest
 
 from chain import api
 from chain.backends.base import JobInfo
-from chain.decision import ChainState
+from chain.core.model import ChainState
 from chain.errors import ChainDirError
-from chain.state import ChainDir
+from chain.store.state import ChainDir
 
 
 class FakeBackend:
@@ -84,7 +84,7 @@ class FinishingBackend(FakeBackend):
         self.queries = 0
 
     def query(self, job_ids: Any) -> dict[str, JobInfo]:
-        from chain.backends.base import JobState
+        from chain.core.model import JobState
 
         self.queries += 1
         state = JobState.RUNNING if self.queries <= self.polls else JobState.COMPLETED
@@ -92,7 +92,7 @@ class FinishingBackend(FakeBackend):
 
 
 def _ended_status(state: ChainState) -> Any:
-    from chain.state import ChainStatus
+    from chain.store.state import ChainStatus
 
     return ChainStatus(chain_id="c-1", state=state, submitter_job_id="41", submitter_cycle=3)
 

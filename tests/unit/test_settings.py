@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from chain.errors import ConfigError
-from chain.settings import (
+from chain.core.settings import (
     FIELDS, BackendName, LaunchMode, Settings, from_json, read_config_file, resolve,
 )
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chain.backends.base import JobState
-from chain.backends.slurm_cli import SlurmCliBackend
+from chain.core.model import JobState
+from chain.backends.slurm.cli import SlurmCliBackend
 from chain.errors import SchedulerError
-from chain.retry import RetryPolicy
+from chain.core.retry import RetryPolicy
 
 DBD_DOWN = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
             "host:localhost:6819: Connection refused\nsacct: error: Problem talking to the database: "

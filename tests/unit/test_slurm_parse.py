@@ -1,7 +1,7 @@
 """Parsers on literal output of Slurm 22.05's clients (captured on the dev cluster)."""
 
-from chain.backends.base import JobState
-from chain.backends.slurm_parse import (
+from chain.core.model import JobState
+from chain.backends.slurm.parse import (
     parse_exit_code, parse_sacct, parse_sbatch_parsable, parse_scontrol, parse_slurm_timestamp, parse_squeue,
 )
 

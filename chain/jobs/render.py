@@ -16,9 +16,9 @@ from pathlib import Path
 import jinja2
 
 from chain.errors import ConfigError
-from chain.names import submitter_job_name
-from chain.settings import Settings
-from chain.timefmt import format_sbatch_time
+from chain.core.names import submitter_job_name
+from chain.core.settings import Settings
+from chain.core.timefmt import format_sbatch_time
 
 RUNNER_TEMPLATE = "runner.sbatch.j2"
 SUBMITTER_TEMPLATE = "submitter.sbatch.j2"
@@ -28,10 +28,11 @@ def builtin_template_dir() -> Path:
     """The shipped templates: ``chain/templates`` in an installed wheel (the
     top-level ``templates/`` is packaged there), ``templates/`` beside the
     package in a source checkout or editable install."""
-    installed = Path(__file__).resolve().parent / "templates"
+    package = Path(__file__).resolve().parents[1]  # chain/
+    installed = package / "templates"
     if installed.is_dir():
         return installed
-    return Path(__file__).resolve().parent.parent / "templates"
+    return package.parent / "templates"
 
 
 def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:

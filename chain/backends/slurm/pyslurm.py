@@ -49,7 +49,7 @@ docstrings under https://pyslurm.github.io/):
   as the CLI backend keeps sacct's.
 - ``pyslurm/core/error.pyx``: ``RPCError(Exception)`` with ``.errno`` and
   ``.msg`` (slurm_strerror text, e.g. "Socket timed out on send/recv
-  operation"), so ``chain.retry.is_transient`` applies to its message.
+  operation"), so ``chain.core.retry.is_transient`` applies to its message.
 
 pyslurm could not be installed on the machine this was written on (Slurm
 22.05): this module is exercised there only up to the version check; the
@@ -69,7 +69,7 @@ from typing import Any, TypeVar
 
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.errors import BackendUnavailable, SchedulerError
-from chain.retry import RetryPolicy, TransientError, is_transient
+from chain.core.retry import RetryPolicy, TransientError, is_transient
 
 T = TypeVar("T")
 
@@ -227,7 +227,7 @@ class PyslurmBackend(Backend):
             raise SchedulerError(f"pyslurm {what} failed: {message[:300]}") from exc
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """A pyslurm call under the one retry policy (chain.retry)."""
+        """A pyslurm call under the one retry policy (chain.core.retry)."""
         return self.retry.call(lambda: self._once(what, fn))
 
     def _load(self, job_id: str) -> Any | None:

@@ -11,7 +11,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from chain.timefmt import format_duration
+from chain.core.timefmt import format_duration
 
 _STATE_STYLE = {
     "completed": "bold green",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.backends.slurm_parse import (
+from chain.backends.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     parse_sacct,
@@ -22,7 +22,7 @@ from chain.backends.slurm_parse import (
     parse_squeue,
 )
 from chain.errors import SchedulerError
-from chain.retry import RetryPolicy, TransientError, is_transient
+from chain.core.retry import RetryPolicy, TransientError, is_transient
 
 Run = Callable[[Sequence[str], Mapping[str, str] | None, Path | None], "subprocess.CompletedProcess[str]"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from chain.errors import ConfigError
-from chain.timefmt import parse_slurm_time
+from chain.core.timefmt import parse_slurm_time
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,7 +103,7 @@ class Settings:
 class FieldSpec:
     """One setting: its TOML key (``name``), environment variable, converter
     and help. The CLI options of ``chain submit`` and ``chain render`` are
-    generated from these (``chain.cli_options``)."""
+    generated from these (``chain.cli.options``)."""
 
     name: str
     env: str

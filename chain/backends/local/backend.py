@@ -1,7 +1,7 @@
 """An embedded Slurm-like backend: the same sbatch scripts as local processes.
 
 For machines without a cluster (a laptop, CI). Each submitted job gets a
-detached supervisor process (``chain.backends.local_supervisor``) that honours
+detached supervisor process (``chain.backends.local.supervisor``) that honours
 the script's ``#SBATCH`` time limit, output files and dependencies, and writes
 the job's record into a spool directory; every query reads those records, so
 jobs outlive the process that submitted them, as with Slurm. Anchor:
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import chain
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.backends.local_supervisor import (
+from chain.backends.local.supervisor import (
     JobRecord,
     Spool,
     current_user,
@@ -41,7 +41,7 @@ from chain.backends.local_supervisor import (
     supervise_main,
 )
 from chain.errors import ConfigError, SchedulerError
-from chain.timefmt import format_duration, parse_slurm_time
+from chain.core.timefmt import format_duration, parse_slurm_time
 
 TIME_SCALE_ENV = "CHAIN_LOCAL_TIME_SCALE"  # test knob: multiplies every time limit
 KILL_WAIT_ENV = "CHAIN_LOCAL_KILL_WAIT"  # test knob: KillWait for backends built in jobs
@@ -436,7 +436,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from chain.backends import local_spool
-from chain.backends.local_supervisor import JobRecord, Spool
-from chain.backends.slurm_parse import parse_slurm_timestamp
+from chain.backends.local.supervisor import JobRecord, Spool
+from chain.backends.slurm.parse import parse_slurm_timestamp
 from chain.errors import SchedulerError
-from chain.metrics import runner_wall, useful_seconds
-from chain.retry import RetryPolicy, TransientError, is_transient
-from chain.state import ChainDir
+from chain.reporting.metrics import runner_wall, useful_seconds
+from chain.core.retry import RetryPolicy, TransientError, is_transient
+from chain.store.state import ChainDir
 
 # One call without -X: job lines carry state, exit code, times and TotalCPU
 # (summed over the steps; with -X it prints 0); step lines carry MaxRSS.
@@ -362,7 +362,7 @@ def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, SacctUsage],
 
     allocated = sacct's elapsed (else the runner's own wall time);
     useful = app start to stop signal or exit (capped at allocated), 0 when
-    the counter did not advance (``chain.metrics.useful_seconds``);
+    the counter did not advance (``chain.reporting.metrics.useful_seconds``);
     lost = allocated - useful, so the three add up per row. A runner still
     running (a start, no end) counts as useful up to ``now`` if given.
     """

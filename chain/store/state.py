@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from chain.decision import ChainState, parse_counter
+from chain.core.model import ChainState, parse_counter
 from chain.errors import ChainDirError, CheckpointError
-from chain.names import runner_job_name
+from chain.core.names import runner_job_name
 
 STATE_VERSION = 1
 

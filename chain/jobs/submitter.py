@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.decision import ChainState, Decision, Outcome, Policy, Progress, Step, Verdict, decide, next_step
+from chain.core.decision import Decision, Outcome, Policy, Progress, Step, Verdict, decide, next_step
+from chain.core.model import ChainState
 from chain.errors import ChainError, CheckpointError, SchedulerError
-from chain.hooks import run_hooks
-from chain.margin import MarginState, next_margin
-from chain.policy import PollPolicy
-from chain.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
-from chain.settings import Settings
-from chain.state import ChainDir, ChainStatus, read_counter, runner_entry
+from chain.jobs.hooks import run_hooks
+from chain.core.margin import MarginState, next_margin
+from chain.core.poll import PollPolicy
+from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
+from chain.core.settings import Settings
+from chain.store.state import ChainDir, ChainStatus, read_counter, runner_entry
 
 T = TypeVar("T")
 

@@ -127,7 +127,7 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
     """``rate_per_hour``, ``eta_seconds``, ``efficiency`` for ``chain status``.
 
     ``runners``: runner records or runners.jsonl entries (or both merged, as
-    ``chain.usage.load_runners`` returns them); ``iteration``: the current
+    ``chain.reporting.usage.load_runners`` returns them); ``iteration``: the current
     counter; ``now``: epoch seconds. Unknown values are None; the ETA is 0
     once the counter reached ``max_iter``. An ``ended`` chain (completed,
     failed, stopped, cancelled) has no rate and no ETA: nothing runs, and a

@@ -24,13 +24,13 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 _NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
 
 from chain import __version__
-from chain.cli_options import setting_flags, with_setting_options
+from chain.cli.options import setting_flags, with_setting_options
 from chain.errors import ChainError
 
 if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
     from chain.backends.base import Backend
-    from chain.settings import Settings
-    from chain.state import ChainDir
+    from chain.core.settings import Settings
+    from chain.store.state import ChainDir
 
 class ChainGroup(typer.core.TyperGroup):
     """Maps errors to one line and an exit code, for the console script and
@@ -179,7 +179,7 @@ def status(
         # compact: the C encoder (indent= falls back to pure Python, 4x slower)
         typer.echo(json.dumps(api.status_report(directory, history=history), default=str))
         return
-    from chain.status_view import print_status
+    from chain.cli.status_view import print_status
 
     shown = 10 if history is None else history
     print_status(api.status_report(directory, history=shown), history=shown)
@@ -190,8 +190,8 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> int:
     per change otherwise (logs and CI stay readable). Returns the exit code
     of the final state: 0 only for a completed chain."""
     from chain import api
-    from chain.decision import ChainState
-    from chain.status_view import print_status, progress_line
+    from chain.core.model import ChainState
+    from chain.cli.status_view import print_status, progress_line
 
     rows = 10 if history is None else history
     rows_on_screen = 5 if history is None else history  # the view must fit a terminal
@@ -229,7 +229,7 @@ def report(
 ) -> None:
     """Usage table (CSV) and progress plot (PNG), mid-chain or after."""
     from chain import api
-    from chain.report import make_report
+    from chain.reporting.report import make_report
 
     directory = api.chain_dir_path(chain_dir, _cwd())
     api.open_chain(directory)  # one-line error when there is no chain
@@ -241,7 +241,7 @@ def report(
 @app.command("shell-helpers")
 def shell_helpers() -> None:
     """Print the directory holding chain.sh and chain.R (source them in apps)."""
-    from chain.runner import shell_helpers_dir
+    from chain.jobs.runner import shell_helpers_dir
 
     typer.echo(str(shell_helpers_dir()))
 
@@ -251,8 +251,8 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
     it was submitted with, and the app's working directory."""
     from chain import api
     from chain.backends import make_backend
-    from chain.retry import RetryPolicy
-    from chain.state import ChainDir
+    from chain.core.retry import RetryPolicy
+    from chain.store.state import ChainDir
 
     path = Path(chain_dir)
     chain = ChainDir(path)
@@ -268,7 +268,7 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
 
 @app.command("_submitter", hidden=True)
 def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
-    from chain.submitter import Submitter
+    from chain.jobs.submitter import Submitter
 
     chain, settings, backend, workdir = _job_context(chain_dir)
     raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", "")).run())
@@ -279,7 +279,7 @@ def _runner(
     chain_dir: str = typer.Option(..., "--chain-dir"),
     preflight_error: Optional[str] = typer.Option(None, "--preflight-error"),
 ) -> None:
-    from chain import runner
+    from chain.jobs import runner
 
     chain, settings, backend, workdir = _job_context(chain_dir)
     raise typer.Exit(runner.job_exit_code(runner.run(

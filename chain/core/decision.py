@@ -8,46 +8,12 @@ and after) and carries out what it returns.
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, replace
 
-from chain.backends.base import JobState
-from chain.errors import CheckpointError
-
-# The runner's exit contract (the seed's, plus EX_TEMPFAIL from seed 000).
-EXIT_DONE = 0
-EXIT_NO_ADVANCE = 1
-EXIT_TEMPFAIL = 75
-EXIT_CHECKPOINTED = 99
-EXIT_TIMEOUT_ADVANCED = 124
-CONTINUE_CODES = frozenset({EXIT_CHECKPOINTED, EXIT_TIMEOUT_ADVANCED, EXIT_TEMPFAIL})
-# Slurm ended the runner but the app may have checkpointed before it did.
-CONTINUE_STATES = frozenset({JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL})
-
-
-class ChainState(str, enum.Enum):
-    PENDING = "pending"  # submitted, submitter not started yet
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"  # a runner failed
-    STOPPED = "stopped"  # the chain stopped itself: no progress, bad checkpoint
-    CANCELLED = "cancelled"
-
-    @property
-    def ended(self) -> bool:
-        return self in (ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED)
-
-    @property
-    def exit_code(self) -> int:
-        """What ``chain submit --wait`` and ``chain status --watch`` exit with
-        once the chain has ended in this state (README: exit codes)."""
-        return _END_EXIT_CODES.get(self, 0)
-
-
-# 0 only for a completed chain; distinct from the ChainError codes 1-4 and 70.
-_END_EXIT_CODES = {ChainState.COMPLETED: 0, ChainState.FAILED: 10, ChainState.STOPPED: 11,
-                   ChainState.CANCELLED: 12}
-
+from chain.core.model import (
+    CONTINUE_CODES, CONTINUE_STATES, EXIT_CHECKPOINTED, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TEMPFAIL,
+    EXIT_TIMEOUT_ADVANCED, ChainState, JobState,
+)
 
 class Verdict(str, enum.Enum):
     CONTINUE = "continue"  # submit the next runner
@@ -196,19 +162,3 @@ def next_step(counter: int, max_iter: int) -> Step:
     if counter >= max_iter:
         return Step.FINISH
     return Step.SUBMIT
-
-
-_INTEGER = re.compile(r"\s*([0-9]+)\s*", re.ASCII)
-
-
-def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
-    """The checkpoint counter, strictly: one non-negative integer, nothing else.
-
-    The seed's ``tr -cd 0-9`` read ``v2 iter 10`` as 210 and an unreadable
-    file as 0 (restarting the work); this refuses both.
-    """
-    match = _INTEGER.fullmatch(text)
-    if not match:
-        shown = text.strip()[:40]
-        raise CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {shown!r}")
-    return int(match.group(1))

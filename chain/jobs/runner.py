@@ -19,12 +19,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
-from chain.appenv import app_environ
+from chain.jobs.appenv import app_environ
 from chain.backends.base import Backend
-from chain.decision import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
+from chain.core.model import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
 from chain.errors import ChainError, CheckpointError
-from chain.settings import LaunchMode, Settings
-from chain.state import ChainDir, ChainStatus, read_counter, write_json_atomic
+from chain.core.settings import LaunchMode, Settings
+from chain.store.state import ChainDir, ChainStatus, read_counter, write_json_atomic
 
 _SIGNALS = {int(s) for s in signal.Signals}
 EXIT_PREFLIGHT = 2
@@ -94,7 +94,7 @@ def runner_seq(job_name: str) -> int | None:
 
 
 def shell_helpers_dir() -> Path:
-    return Path(__file__).resolve().parent / "shell"
+    return Path(__file__).resolve().parents[1] / "shell"  # chain/shell
 
 
 def _wait_for_promotion(chain: ChainDir, job_id: str, seq: int | None, clock: Callable[[], float],

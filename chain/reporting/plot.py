@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # no display: the report runs inside a batch job
 
 from matplotlib.figure import Figure
 
-from chain.metrics import IterEvent, advance, rate_per_hour, runner_wall
+from chain.reporting.metrics import IterEvent, advance, rate_per_hour, runner_wall
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chain.decision import ChainState
-from chain.metrics import IterEvent, advance, chain_metrics, parse_iteration_log, work_redone
-from chain.state import ChainDir, ChainStatus, write_json_atomic
-from chain.timefmt import format_duration
-from chain.usage import (
+from chain.core.model import ChainState
+from chain.reporting.metrics import IterEvent, advance, chain_metrics, parse_iteration_log, work_redone
+from chain.store.state import ChainDir, ChainStatus, write_json_atomic
+from chain.core.timefmt import format_duration
+from chain.reporting.usage import (
     COLUMNS,
     Run,
     SacctUsage,
@@ -134,7 +134,7 @@ def _rates(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: fl
 def _plot(chain: ChainDir, events: list[IterEvent], runners: list[dict[str, Any]], max_iter: int,
           chain_id: str, notes: list[str]) -> Path | None:
     try:
-        from chain.plot import progress_data, render_progress
+        from chain.reporting.plot import progress_data, render_progress
 
         data = progress_data(events, runners, max_iter=max_iter, chain_id=chain_id)
         return render_progress(data, chain.reports / "progress.png")

@@ -1,0 +1,7 @@
+"""``python -m chain.backends.local``: the local backend's own commands."""
+
+import sys
+
+from chain.backends.local.backend import main
+
+sys.exit(main())

@@ -1,0 +1,2 @@
+"""Slurm backends: the command-line clients (``cli``, parsers in ``parse``)
+and Slurm's C API through pyslurm (``pyslurm``)."""

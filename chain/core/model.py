@@ -1,0 +1,142 @@
+"""The chain's model: job and chain states, the exit contract, the counter.
+
+Pure: no I/O. Every other part (the decision, the store, the backends, the
+jobs) takes these from here.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+from chain.app.contract import ExitCode
+from chain.errors import CheckpointError
+
+
+class JobState(str, enum.Enum):
+    """Slurm's job states (base names, as sacct/squeue print them)."""
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    SUSPENDED = "SUSPENDED"
+    REQUEUED = "REQUEUED"
+    RESIZING = "RESIZING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    CANCELLED = "CANCELLED"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    REVOKED = "REVOKED"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def parse(cls, text: str) -> "JobState":
+        """Parse a state as printed by squeue, sacct or scontrol.
+
+        sacct prints ``CANCELLED by 1000``; squeue may print ``NODE_FAIL`` or
+        the short ``NF``; anything unknown maps to UNKNOWN rather than raising.
+        """
+        word = text.strip().split(" ")[0].rstrip("+").upper()
+        if word in cls.__members__:
+            return cls[word]
+        return _SHORT_STATES.get(word, cls.UNKNOWN)
+
+    @property
+    def active(self) -> bool:
+        """True while the job holds or waits for resources."""
+        return self in _ACTIVE
+
+    @property
+    def finished(self) -> bool:
+        return not self.active and self is not JobState.UNKNOWN
+
+
+_ACTIVE = frozenset(
+    {
+        JobState.PENDING,
+        JobState.CONFIGURING,
+        JobState.RUNNING,
+        JobState.COMPLETING,
+        JobState.SUSPENDED,
+        JobState.REQUEUED,
+        JobState.RESIZING,
+    }
+)
+
+_SHORT_STATES = {
+    "PD": JobState.PENDING,
+    "CF": JobState.CONFIGURING,
+    "R": JobState.RUNNING,
+    "CG": JobState.COMPLETING,
+    "S": JobState.SUSPENDED,
+    "RQ": JobState.REQUEUED,
+    "CD": JobState.COMPLETED,
+    "F": JobState.FAILED,
+    "TO": JobState.TIMEOUT,
+    "CA": JobState.CANCELLED,
+    "NF": JobState.NODE_FAIL,
+    "PR": JobState.PREEMPTED,
+    "OOM": JobState.OUT_OF_MEMORY,
+    "BF": JobState.BOOT_FAIL,
+    "DL": JobState.DEADLINE,
+}
+
+
+# The runner's exit contract (the seed's, plus EX_TEMPFAIL from seed 000).
+# The app's codes are defined once, in chain.app.contract (the app side imports
+# nothing else of chain); 1 and 124 are the runner's own.
+EXIT_DONE = int(ExitCode.DONE)
+EXIT_NO_ADVANCE = 1
+EXIT_TEMPFAIL = int(ExitCode.TEMPFAIL)
+EXIT_CHECKPOINTED = int(ExitCode.STOPPED)
+EXIT_TIMEOUT_ADVANCED = 124
+CONTINUE_CODES = frozenset({EXIT_CHECKPOINTED, EXIT_TIMEOUT_ADVANCED, EXIT_TEMPFAIL})
+# Slurm ended the runner but the app may have checkpointed before it did.
+CONTINUE_STATES = frozenset({JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL})
+
+
+class ChainState(str, enum.Enum):
+    PENDING = "pending"  # submitted, submitter not started yet
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"  # a runner failed
+    STOPPED = "stopped"  # the chain stopped itself: no progress, bad checkpoint
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED)
+
+    @property
+    def exit_code(self) -> int:
+        """What ``chain submit --wait`` and ``chain status --watch`` exit with
+        once the chain has ended in this state (README: exit codes)."""
+        return _END_EXIT_CODES.get(self, 0)
+
+
+# 0 only for a completed chain; distinct from the ChainError codes 1-4 and 70.
+_END_EXIT_CODES = {ChainState.COMPLETED: 0, ChainState.FAILED: 10, ChainState.STOPPED: 11,
+                   ChainState.CANCELLED: 12}
+
+
+_INTEGER = re.compile(r"\s*([0-9]+)\s*", re.ASCII)
+
+
+def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
+    """The checkpoint counter, strictly: one non-negative integer, nothing else.
+
+    The seed's ``tr -cd 0-9`` read ``v2 iter 10`` as 210 and an unreadable
+    file as 0 (restarting the work); this refuses both.
+    """
+    match = _INTEGER.fullmatch(text)
+    if not match:
+        shown = text.strip()[:40]
+        raise CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {shown!r}")
+    return int(match.group(1))

@@ -1,0 +1,1 @@
+"""Reports: usage accounting, chain metrics, the progress plot, ``chain report``."""
