@@ -37,6 +37,7 @@ __all__ = [
     "sha256_file",
     "tmp_name",
     "write_bytes_atomic",
+    "parse_counter",
     "write_counter",
     "write_done_marker",
     "write_json_atomic",
@@ -53,7 +54,13 @@ _COUNTER_RE = re.compile(r"[0-9]+")
 
 
 class CounterFormatError(ValueError):
-    """The progress counter file exists but does not hold a plain integer."""
+    """The progress counter file exists but does not hold a plain integer.
+
+    ``text`` is what it holds (at most 40 characters, stripped)."""
+
+    def __init__(self, message: str, text: str = "") -> None:
+        super().__init__(message)
+        self.text = text
 
 
 def tmp_name(final: Path) -> Path:
@@ -140,9 +147,15 @@ def read_counter(path: str | os.PathLike[str]) -> int | None:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return None
+    return parse_counter(text, path)
+
+
+def parse_counter(text: str, path: str | os.PathLike[str] = "CKPT_PATH") -> int:
+    """The counter in ``text``, strictly: one non-negative integer, nothing else
+    (the one parser of the counter, for the app side and the chain alike)."""
     stripped = text.strip()
     if not _COUNTER_RE.fullmatch(stripped):
-        raise CounterFormatError(f"{path}: not a plain integer: {text[:40]!r}")
+        raise CounterFormatError(f"{path}: not a plain integer: {stripped[:40]!r}", stripped[:40])
     return int(stripped)
 
 

@@ -7,8 +7,8 @@ jobs) takes these from here.
 from __future__ import annotations
 
 import enum
-import re
 
+from chain.app import atomic as app_atomic
 from chain.app.contract import ExitCode
 from chain.errors import CheckpointError
 
@@ -126,17 +126,19 @@ _END_EXIT_CODES = {ChainState.COMPLETED: 0, ChainState.FAILED: 10, ChainState.ST
                    ChainState.CANCELLED: 12}
 
 
-_INTEGER = re.compile(r"\s*([0-9]+)\s*", re.ASCII)
-
-
 def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
     """The checkpoint counter, strictly: one non-negative integer, nothing else.
 
     The seed's ``tr -cd 0-9`` read ``v2 iter 10`` as 210 and an unreadable
-    file as 0 (restarting the work); this refuses both.
+    file as 0 (restarting the work); this refuses both. The parser is the app
+    side's (``chain.app.atomic``); this gives its error the chain's form.
     """
-    match = _INTEGER.fullmatch(text)
-    if not match:
-        shown = text.strip()[:40]
-        raise CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {shown!r}")
-    return int(match.group(1))
+    try:
+        return app_atomic.parse_counter(text, path)
+    except app_atomic.CounterFormatError as exc:
+        raise counter_error(path, exc) from None
+
+
+def counter_error(path: object, exc: app_atomic.CounterFormatError) -> CheckpointError:
+    """The chain's one-line error for a counter that is not a plain integer."""
+    return CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {exc.text!r}")

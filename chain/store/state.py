@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from chain.core.model import ChainState, parse_counter
+from chain.app import atomic as app_atomic
+from chain.core.model import ChainState, counter_error
 from chain.errors import ChainDirError, CheckpointError
 from chain.core.names import runner_job_name
 
@@ -22,22 +22,10 @@ STATE_VERSION = 1
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace ``path`` with ``data`` so a reader sees the old or the new file."""
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file
+    (``chain.app.atomic``'s write: temporary, fsync, rename, directory fsync)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    app_atomic.write_json_atomic(path, data)
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -340,9 +328,9 @@ def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exi
 def read_counter(path: Path) -> int:
     """The checkpoint counter: missing file -> 0, anything but an integer -> error."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return 0
+        value = app_atomic.read_counter(path)
+    except app_atomic.CounterFormatError as exc:
+        raise counter_error(path, exc) from None
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint counter {path}: {exc.strerror}") from None
-    return parse_counter(text, path=str(path))
+    return 0 if value is None else value
