@@ -17,53 +17,24 @@ from chain.core.model import ChainState
 from chain.errors import ChainDirError
 from chain.store.state import ChainDir, ChainStatus
 from chain.jobs.submitter import Submitter
-
-
-class Recorder:
-    """Submits get ids 101, 102, ...; every job is PENDING until cancelled."""
-
-    name = "slurm"
-    cheap_queries = False
-
-    def __init__(self) -> None:
-        self.submitted: list[tuple[str, str | None]] = []
-        self.cancelled: list[str] = []
-
-    def submit(self, script: Path, *, job_name: str, dependency: str | None = None, **_: Any) -> str:
-        self.submitted.append((job_name, dependency))
-        return str(100 + len(self.submitted))
-
-    def find_by_name(self, job_name: str) -> list[str]:
-        return []
-
-    def query(self, job_ids: Any) -> dict[str, JobInfo]:
-        return {j: JobInfo(j, JobState.CANCELLED if j in self.cancelled else JobState.PENDING) for j in job_ids}
-
-    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
-        self.cancelled.append(job_id)
-
-    def end_time(self, job_id: str) -> float | None:
-        return None
+from fakes import FakeBackend
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    backend = Recorder()
-    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
-    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: backend)
-    return backend
+def fake() -> FakeBackend:
+    return FakeBackend()
 
 
-def _submit(tmp_path: Path, **flags: Any) -> ChainDir:
+def _submit(tmp_path: Path, fake: FakeBackend, **flags: Any) -> ChainDir:
     api.submit({"app_cmd": "true", "max_iter": 10, "lookahead": True, **flags}, {}, config=None,
-               chain_dir=tmp_path / ".chain", workdir=tmp_path)
+               chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
     return ChainDir(tmp_path / ".chain")
 
 
-def test_submit_with_lookahead_queues_runner_2_behind_runner_1(tmp_path: Path, fake: Recorder) -> None:
+def test_submit_with_lookahead_queues_runner_2_behind_runner_1(tmp_path: Path, fake: FakeBackend) -> None:
     """On a busy cluster the submitter job may start after runner 1 ended:
     chain submit queues runner 2 itself, so the first handoff overlaps too."""
-    chain = _submit(tmp_path)
+    chain = _submit(tmp_path, fake)
     status = chain.load_status()
     assert status is not None
     assert [d for _, d in fake.submitted] == [None, "afterany:101", None]
@@ -72,27 +43,27 @@ def test_submit_with_lookahead_queues_runner_2_behind_runner_1(tmp_path: Path, f
 
     fake.submitted.clear()
     api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=tmp_path / "plain",
-               workdir=tmp_path)
+               workdir=tmp_path, backend=fake)
     assert [d for _, d in fake.submitted] == [None, None]  # no lookahead: runner 1 and the submitter only
 
 
-def test_chain_cancel_cancels_the_prequeued_runner(tmp_path: Path, fake: Recorder) -> None:
-    chain = _submit(tmp_path)  # r1 = 101, r2 = 102 behind it, s0 = 103
-    api.cancel(tmp_path / ".chain", wait=0)
+def test_chain_cancel_cancels_the_prequeued_runner(tmp_path: Path, fake: FakeBackend) -> None:
+    chain = _submit(tmp_path, fake)  # r1 = 101, r2 = 102 behind it, s0 = 103
+    api.cancel(tmp_path / ".chain", wait=0, backend=fake)
     assert sorted(fake.cancelled) == ["101", "102", "103"]
     status = chain.load_status()
     assert status is not None and status.state is ChainState.CANCELLED and status.next_job_id == ""
 
 
-def test_resume_cancels_a_stale_prequeued_runner(tmp_path: Path, fake: Recorder) -> None:
-    chain = _submit(tmp_path)
+def test_resume_cancels_a_stale_prequeued_runner(tmp_path: Path, fake: FakeBackend) -> None:
+    chain = _submit(tmp_path, fake)
     status = chain.load_status()
     assert status is not None
     # the submitter died after judging runner 1 and before dropping runner 2
     status.state, status.runner_live, status.next_job_id = ChainState.STOPPED, False, "102"
     chain.save_status(status)
-    fake.cancelled.append("103")  # that submitter is gone
-    api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True)
+    fake.set_state("103", JobState.COMPLETED)  # that submitter is gone
+    api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True, backend=fake)
     assert "102" in fake.cancelled
     resumed = chain.load_status()
     assert resumed is not None and resumed.next_job_id == "105"  # the new runner's own pre-queued successor
@@ -106,8 +77,8 @@ def test_every_stop_of_the_submitter_drops_the_prequeued_runner(tmp_path: Path) 
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "lookahead": True}, {}, None, tmp_path)
     chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
                                   next_job_id="8"))
-    backend = Recorder()
-    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)  # type: ignore[arg-type]
+    backend = FakeBackend()
+    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)
     status = chain.load_status()
     assert status is not None
     sub._stop(status, ChainState.STOPPED, "checkpoint counter unreadable")
@@ -130,7 +101,7 @@ def test_a_stale_prequeued_runner_never_runs_the_app(tmp_path: Path, change: str
                              runner_job_id="104", runner_live=True, next_job_id="105")
     chain.save_status(status)
     ticks = iter(range(10**6))
-    code = runner.run(chain, settings, Recorder(), job_id="102", job_name="c-1.r2",  # type: ignore[arg-type]
+    code = runner.run(chain, settings, FakeBackend(), job_id="102", job_name="c-1.r2",
                       workdir=tmp_path, clock=lambda: float(next(ticks)))
     assert code == 0 and not marker.exists()
     assert next(ticks) < 20, "it waited out its promotion patience instead of leaving at once"
@@ -139,7 +110,8 @@ def test_a_stale_prequeued_runner_never_runs_the_app(tmp_path: Path, change: str
 
 
 def test_resume_refuses_at_once_while_a_successor_submitter_is_queued(tmp_path: Path) -> None:
-    backend = Recorder()  # every job PENDING
+    backend = FakeBackend()
+    backend.set_state("41", JobState.PENDING)
     status = ChainStatus(chain_id="c-1", state=ChainState.STOPPED, submitter_job_id="41", submitter_cycle=2)
     with pytest.raises(ChainDirError, match="submitter job 41 is still queued: scancel it, then resume"):
-        api._refuse_live_submitter(backend, status, wait=120, sleep=pytest.fail)  # type: ignore[arg-type]
+        api.refuse_live_submitter(backend, status, wait=120, sleep=pytest.fail)

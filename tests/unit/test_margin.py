@@ -59,10 +59,9 @@ def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die(tmp_path):
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "runner_time": "1:00", "runner_margin": 5},
                                  {}, None, tmp_path)
     status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), margin=5)
-    class NoScheduler:
-        cheap_queries = False  # all the submitter asks of its backend here
+    from fakes import FakeBackend
 
-    sub = Submitter(chain, settings, NoScheduler(), tmp_path, "5", sleep=lambda s: None)  # type: ignore[arg-type]
+    sub = Submitter(chain, settings, FakeBackend(), tmp_path, "5", sleep=lambda s: None)
     record = {"stop_sent": 1000.0, "kill_at": 1003.75, "stop_to_exit": 30.0, "killed": True}
     sub._adapt_margin(status, record, Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=5))
     assert status.margin == 13 and status.worst_stop_to_exit == 3.75

@@ -13,26 +13,7 @@ from chain.jobs import runner
 from chain.backends.base import JobInfo, JobState
 from chain.store.state import ChainDir, ChainStatus, write_json_atomic
 from chain.jobs.submitter import Submitter
-
-
-class QueueStub:
-    """A job that stays PENDING (requeued) until it is cancelled."""
-
-    name = "slurm"
-    cheap_queries = False
-
-    def __init__(self) -> None:
-        self.cancelled: list[str] = []
-
-    def query(self, job_ids: Any) -> dict[str, JobInfo]:
-        state = JobState.CANCELLED if self.cancelled else JobState.PENDING
-        return {j: JobInfo(job_id=j, state=state) for j in job_ids}
-
-    def cancel(self, job_id: str, *, signal: str | None = None) -> None:
-        self.cancelled.append(job_id)
-
-    def end_time(self, job_id: str) -> float | None:
-        return None
+from fakes import FakeBackend
 
 
 def _chain(tmp_path: Path) -> tuple[ChainDir, Any]:
@@ -46,8 +27,9 @@ def _chain(tmp_path: Path) -> tuple[ChainDir, Any]:
 
 def test_submitter_cancels_a_runner_requeued_after_its_end_record(tmp_path: Path) -> None:
     chain, settings = _chain(tmp_path)
-    backend = QueueStub()
-    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)  # type: ignore[arg-type]
+    backend = FakeBackend()
+    backend.set_state("7", JobState.PENDING)  # requeued: queued again after recording its end
+    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)
     assert sub._until_gone("7") is None  # Slurm's state (cancelled by us) says nothing
     assert backend.cancelled == ["7"]
     assert "still PENDING after recording its end" in chain.log_file.read_text()
@@ -59,7 +41,7 @@ def test_requeued_runner_with_an_ended_record_does_not_run_the_app(tmp_path: Pat
     write_json_atomic(chain.record_file("7"), record)
     marker = tmp_path / "ran"
     settings = api.load_settings({"app_cmd": f"touch {marker}", "max_iter": 10}, {}, None, tmp_path)
-    code = runner.run(chain, settings, QueueStub(), job_id="7", job_name="c-1.r1",  # type: ignore[arg-type]
+    code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1",
                       workdir=tmp_path)
     assert code == 0
     assert not marker.exists(), "the app ran a second time"

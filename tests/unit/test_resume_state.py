@@ -11,37 +11,19 @@ import pytest
 
 from chain import api
 from chain.backends.base import JobInfo
-from chain.core.model import ChainState
+from chain.core.model import ChainState, JobState
 from chain.errors import ChainDirError
 from chain.store.state import ChainDir
-
-
-class FakeBackend:
-    name = "slurm"
-
-    def __init__(self) -> None:
-        self.submitted: list[str] = []
-
-    def submit(self, script: Path, *, job_name: str, **_: Any) -> str:
-        self.submitted.append(job_name)
-        return str(100 + len(self.submitted))
-
-    def find_by_name(self, job_name: str) -> list[str]:
-        return []
-
-    def query(self, job_ids: Any) -> dict[str, JobInfo]:
-        return {}
+from fakes import FakeBackend
 
 
 @pytest.mark.parametrize("ended", ["failed", "stopped", "cancelled"])
-def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path,
                                                  ended: str) -> None:
     fake = FakeBackend()
-    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
-    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: fake)
     flags = {"app_cmd": "true", "max_iter": 10}
     chain_dir = tmp_path / ".chain"
-    api.submit(flags, {}, config=None, chain_dir=chain_dir, workdir=tmp_path)
+    api.submit(flags, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, backend=fake)
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None
@@ -49,8 +31,9 @@ def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path, monkeypatch: py
     status.retries_used = 2
     status.hooks = [{"name": "report", "rc": 0}]
     chain.save_status(status)
+    fake.set_state(status.submitter_job_id, JobState.COMPLETED)  # that submitter has ended
 
-    api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True)
+    api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True, backend=fake)
     resumed = chain.load_status()
     assert resumed is not None
     assert resumed.state is ChainState.PENDING
@@ -58,19 +41,18 @@ def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path, monkeypatch: py
     assert resumed.retries_used == 0
 
 
-def test_resume_after_crashed_submitter_keeps_hooks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_after_crashed_submitter_keeps_hooks_run(tmp_path: Path) -> None:
     fake = FakeBackend()
-    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
-    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: fake)
     chain_dir = tmp_path / ".chain"
-    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path)
+    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, backend=fake)
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None
     status.state = ChainState.RUNNING  # the submitter died mid-hooks
     status.hooks = [{"name": "report", "rc": 0}]
     chain.save_status(status)
-    api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True)
+    fake.set_state(status.submitter_job_id, JobState.COMPLETED)  # that submitter has ended
+    api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True, backend=fake)
     resumed = chain.load_status()
     assert resumed is not None and [h["name"] for h in resumed.hooks] == ["report"]
 
@@ -81,7 +63,6 @@ class FinishingBackend(FakeBackend):
     def __init__(self, polls: int) -> None:
         super().__init__()
         self.polls = polls
-        self.queries = 0
 
     def query(self, job_ids: Any) -> dict[str, JobInfo]:
         from chain.core.model import JobState
@@ -112,7 +93,7 @@ class FakeClock:
 
 def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> None:
     backend, clock, said = FinishingBackend(polls=3), FakeClock(), []
-    api._refuse_live_submitter(backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append,
+    api.refuse_live_submitter(backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append,
                                sleep=clock.sleep, clock=clock)
     assert backend.queries == 4 and clock.slept == [2.0, 2.0, 2.0]
     assert said == ["waiting for submitter job 41 to finish the failed chain's report"]
@@ -122,7 +103,7 @@ def test_resume_gives_up_waiting_with_a_clear_error() -> None:
     backend, clock = FinishingBackend(polls=10**6), FakeClock()
     with pytest.raises(ChainDirError, match=r"is stopped but its submitter \(job 41\) is still finishing "
                                                 r"its report after 120s"):
-        api._refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep,
+        api.refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep,
                                    clock=clock)
     assert clock.now == pytest.approx(120)
 
@@ -130,36 +111,35 @@ def test_resume_gives_up_waiting_with_a_clear_error() -> None:
 def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
     backend, clock = FinishingBackend(polls=1), FakeClock()
     with pytest.raises(ChainDirError, match=r"still has an active submitter \(job 41\)"):
-        api._refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
+        api.refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
                                    clock=clock)
     assert clock.slept == []
 
 
-def _ended_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str = "stopped",
+def _ended_chain(tmp_path: Path, state: str = "stopped",
                  **flags: Any) -> tuple[ChainDir, FakeBackend]:
     fake = FakeBackend()
-    monkeypatch.setattr(api, "choose_backend", lambda requested, chain_dir: ("slurm", "test"))
-    monkeypatch.setattr(api, "make_backend", lambda name, chain_dir: fake)
     chain_dir = tmp_path / ".chain"
     api.submit({"app_cmd": "true", "max_iter": 10, "runner_time": "10:00", **flags}, {}, config=None,
-               chain_dir=chain_dir, workdir=tmp_path)
+               chain_dir=chain_dir, workdir=tmp_path, backend=fake)
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None
     status.state = ChainState(state)
     chain.save_status(status)
+    fake.set_state(status.submitter_job_id, JobState.COMPLETED)  # that submitter has ended
     return chain, fake
 
 
 def test_resume_keeps_stored_settings_against_a_changed_toml_and_environment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     """Only flags change a resumed chain; a differing chain.toml key or
     environment variable is listed, one line each, and not applied."""
-    chain, _ = _ended_chain(tmp_path, monkeypatch, partition="short")
+    chain, fake = _ended_chain(tmp_path, partition="short")
     (tmp_path / "chain.toml").write_text('runner_time = "2:00:00"\ncheckpoint_every = 20\n')
     lines: list[str] = []
     api.submit({"max_iter": "40"}, {"MAX_ITER": "99", "CHAIN_PARTITION": "long", "CHAIN_RETRIES": "0"},
-               config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, notify=lines.append)
+               config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, notify=lines.append, backend=fake)
     stored = api.stored_settings(chain)
     assert stored.max_iter == 40  # the flag
     assert stored.partition == "short" and stored.runner_time == "10:00"  # not the env, not the file
@@ -170,18 +150,17 @@ def test_resume_keeps_stored_settings_against_a_changed_toml_and_environment(
     assert "#SBATCH --partition=short" in (chain.scripts / "runner.sbatch").read_text()
 
 
-def test_a_completed_chain_says_how_to_extend_or_start_anew(tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    chain, fake = _ended_chain(tmp_path, monkeypatch, state="completed")
+def test_a_completed_chain_says_how_to_extend_or_start_anew(tmp_path: Path) -> None:
+    chain, fake = _ended_chain(tmp_path, state="completed")
     with pytest.raises(ChainDirError) as plain:
-        api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path)
+        api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, backend=fake)
     assert "--resume --max-iter" in str(plain.value) and "--new" in str(plain.value)
     with pytest.raises(ChainDirError, match="--resume --max-iter"):  # the environment does not extend it
-        api.submit({}, {"MAX_ITER": "50"}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True)
+        api.submit({}, {"MAX_ITER": "50"}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, backend=fake)
     old_id = chain.load_status().chain_id  # type: ignore[union-attr]
     lines: list[str] = []
     new = api.submit({"app_cmd": "true", "max_iter": 5}, {}, config=None, chain_dir=chain.root,
-                     workdir=tmp_path, new=True, notify=lines.append)
+                     workdir=tmp_path, new=True, notify=lines.append, backend=fake)
     kept = tmp_path / f".chain.{old_id}"
     assert new.chain_id != old_id and (kept / "state.json").is_file()
     assert ChainDir(kept).load_status().state is ChainState.COMPLETED  # type: ignore[union-attr]
@@ -189,8 +168,8 @@ def test_a_completed_chain_says_how_to_extend_or_start_anew(tmp_path: Path,
     assert any(str(kept) in line for line in lines)
 
 
-def test_new_refuses_an_active_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    chain, _ = _ended_chain(tmp_path, monkeypatch, state="running")
+def test_new_refuses_an_active_chain(tmp_path: Path) -> None:
+    chain, fake = _ended_chain(tmp_path, state="running")
     with pytest.raises(ChainDirError, match="active chain"):
-        api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, new=True)
+        api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, new=True, backend=fake)
     assert not list(tmp_path.glob(".chain.*"))

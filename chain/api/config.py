@@ -1,0 +1,98 @@
+"""Settings for a command: the chain directory, the settings layers, the app check."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from chain.core import settings as settings_mod
+from chain.core.settings import Settings
+from chain.errors import ChainDirError, ConfigError
+from chain.store.state import (
+    ChainDir,
+    read_json,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+
+def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
+    raw = str(value) if value else os.environ.get("CHAIN_DIR", ".chain")
+    if not raw.strip() or "\n" in raw or "\0" in raw:
+        raise ConfigError(f"--chain-dir {raw!r} is not a usable path")
+    path = Path(raw).expanduser()
+    return (path if path.is_absolute() else cwd / path).resolve()
+
+
+def load_settings(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    config: Path | None,
+    cwd: Path,
+    stored: Settings | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Settings:
+    """Resolve settings: flag > environment > file > default.
+
+    For an existing chain (``stored``: its settings) only flags change the
+    stored values; each environment variable or file key that differs is
+    reported through ``notify`` and not applied (README: resume rule).
+    """
+    file_values: dict[str, Any] = {}
+    label = "config file"
+    if config is not None:
+        file_values = settings_mod.read_config_file(config)
+        label = str(config)
+    elif (cwd / settings_mod.CONFIG_FILE_NAME).is_file():
+        path = cwd / settings_mod.CONFIG_FILE_NAME
+        file_values = settings_mod.read_config_file(path)
+        label = str(path)
+    if stored is None:
+        return settings_mod.resolve(flags, environ, file_values, file_label=label)
+    for line in settings_mod.unapplied(flags, environ, file_values, stored, file_label=label):
+        if notify:
+            notify(line)
+    return settings_mod.resolve(flags, {}, {}, stored)
+
+
+def stored_settings(chain: ChainDir) -> Settings:
+    try:
+        data = read_json(chain.settings_file, "settings file")
+    except FileNotFoundError:
+        raise ChainDirError(f"{chain.root} holds no chain settings (settings.json missing)") from None
+    try:
+        return settings_mod.from_json(data)
+    except ConfigError as exc:
+        raise ChainDirError(f"{chain.settings_file} is invalid: {exc}") from None
+
+
+def check_app(settings: Settings, workdir: Path) -> None:
+    """The app's program must exist (unless modules will provide it)."""
+    try:
+        words = shlex.split(settings.app_cmd)
+    except ValueError as exc:
+        raise ConfigError(f"--app-cmd {settings.app_cmd!r}: {exc}") from None
+    if not words:
+        raise ConfigError("no app command: set --app-cmd, APP_CMD or app_cmd in chain.toml")
+    program = words[0]
+    if "=" in program and not program.startswith(("/", ".")):
+        return  # VAR=value cmd ...: leave it to the shell
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else workdir / program
+        if not path.exists():
+            raise ConfigError(f"app {program!r} does not exist")
+        if not os.access(path, os.X_OK):
+            raise ConfigError(f"app {program!r} is not executable")
+        return
+    if settings.module_list or shutil.which(program):
+        return
+    kind = subprocess.run(["bash", "-c", 'type -t -- "$1"', "_", program],
+                          capture_output=True, text=True, check=False).stdout.strip()
+    if kind not in ("builtin", "keyword", "function"):
+        raise ConfigError(f"app command {program!r} not found on PATH")

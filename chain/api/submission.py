@@ -1,0 +1,271 @@
+"""Submitting a chain: new, resumed or renewed; its scripts rendered first."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from chain.api.config import check_app, load_settings, stored_settings
+from chain.backends import choose_backend, make_backend
+from chain.backends.base import Backend, JobState
+from chain.core import settings as settings_mod
+from chain.core.model import ChainState
+from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
+from chain.core.settings import Settings
+from chain.errors import ChainDirError, CheckpointError, ConfigError
+from chain.store.state import (
+    ChainDir,
+    ChainStatus,
+    read_counter,
+    write_json_atomic,
+)
+
+if TYPE_CHECKING:
+    from chain.jobs.render import Scripts
+
+
+
+def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) -> Scripts:
+    from chain.jobs.render import render_scripts  # jinja2 only where scripts are made
+
+    return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
+
+
+def render_chain(flags: Mapping[str, Any], environ: Mapping[str, str], *, config: Path | None, chain_dir: Path,
+                 cwd: Path, notify: Callable[[str], None] | None = None) -> Scripts:
+    """Both scripts as ``submit`` would write them: for the chain in
+    ``chain_dir`` when there is one (its stored settings, id and working
+    directory; flags change them as on resume), else for a new chain with a
+    placeholder id."""
+    chain = ChainDir(chain_dir)
+    existing = chain.load_status() if chain.state_file.is_file() else None
+    if existing is None:
+        settings = load_settings(flags, environ, config, cwd)
+        return render(settings, f"{settings.job_name}-xxxxxx", chain_dir, cwd)
+    if notify:
+        notify(f"rendering the stored settings of chain {existing.chain_id} in {chain_dir}")
+    settings = load_settings(flags, environ, config, cwd, stored_settings(chain), notify)
+    return render(settings, existing.chain_id, chain_dir, Path(existing.workdir or cwd))
+
+
+@dataclass(frozen=True)
+class Submitted:
+    chain_id: str
+    job_id: str
+    backend: str
+    why: str
+    chain_dir: Path
+
+
+def submit(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    config: Path | None,
+    chain_dir: Path,
+    workdir: Path,
+    resume: bool = False,
+    new: bool = False,
+    notify: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
+) -> Submitted:
+    """Start a new chain in ``chain_dir``, or resume a stopped one.
+
+    ``resume`` keeps the chain's stored settings, changed only by ``flags``.
+    ``new`` starts a new chain where an ended one is, keeping the old chain
+    directory under another name. ``notify`` receives lines for a person
+    (settings not applied on resume, a wait for the previous submitter).
+    ``backend`` replaces the one the settings choose (tests, embedding).
+    """
+    chain = ChainDir(chain_dir)
+    if chain_dir.exists() and not chain_dir.is_dir():
+        raise ChainDirError(f"chain directory {chain_dir} is not a directory")
+    existing = chain.load_status() if chain.state_file.exists() else None
+    _check_submit_allowed(chain_dir, existing, flags, resume=resume, new=new)
+    if new and existing is not None:
+        kept = archive_chain_dir(chain_dir, existing)
+        if notify:
+            notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
+        existing = None
+    base = stored_settings(chain) if resume else None
+    settings = load_settings(flags, environ, config, workdir, base, notify)
+    check_app(settings, workdir)
+    # on resume, settings.backend is the stored (resolved) one unless a flag changed it
+    if backend is None:
+        name, why = choose_backend(settings.backend.value, chain_dir)
+        backend = make_backend(name, chain_dir)
+    else:
+        name, why = backend.name, "given by the caller"
+    if resume and existing is not None:
+        refuse_live_submitter(backend, existing, wait=FINISHING_WAIT, notify=notify)
+    chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
+    # Validate everything (templates included) before anything is written.
+    stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
+    scripts = render(stored, chain_id, chain_dir, workdir)
+    chain.create()
+    _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
+    _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
+    write_json_atomic(chain.settings_file, stored.to_json())
+    if existing is not None:
+        was_ended = existing.state.ended  # status aliases existing: read before the changes
+        status = existing
+        status.submitter_cycle += 1
+        status.state = ChainState.PENDING
+        status.reason = ""
+        status.no_progress = 0
+        status.retries_used = 0
+        if was_ended:  # hooks of a crashed submitter still count as run
+            status.hooks = []
+        if not status.runner_live:
+            # a pre-queued runner of the previous run (its submitter died
+            # before dropping it) must not run beside the new runners
+            from chain.jobs.submitter import drop_next
+
+            drop_next(chain, backend, status, echo=False)
+        chain.cancel_file.unlink(missing_ok=True)
+    else:
+        status = ChainStatus(chain_id=chain_id, created=time.time(), workdir=str(workdir), backend=name)
+    status.backend = name
+    status.workdir = str(workdir)
+    chain.save_status(status)
+    _presubmit_first_runner(chain, status, stored, backend, workdir)
+    job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
+                            job_name=submitter_job_name(chain_id, status.submitter_cycle), cwd=workdir)
+    status.submitter_job_id = job_id
+    chain.save_status(status)
+    chain.add_submitter_id(job_id)
+    chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
+              f"on {name} ({why})", echo=False)
+    return Submitted(chain_id, job_id, name, why, chain_dir)
+
+
+def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: Mapping[str, Any], *,
+                          resume: bool, new: bool) -> None:
+    """The refusal rules of ``submit``: what the chain directory holds against
+    what was asked (a one-line ChainDirError saying what to do instead)."""
+    if resume and new:
+        raise ConfigError("--resume and --new exclude each other")
+    if existing is None:
+        if resume:
+            raise ChainDirError(f"nothing to resume: {chain_dir} holds no chain")
+        return
+    if not existing.state.ended:
+        if resume:
+            return  # the live-submitter check follows, with the backend
+        raise ChainDirError(f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "
+                            "see chain status, or chain cancel")
+    if new:
+        return
+    if existing.state is ChainState.COMPLETED and (not resume or flags.get("max_iter") is None):
+        raise ChainDirError(
+            f"{chain_dir} holds the completed chain {existing.chain_id}: extend it with "
+            "chain submit --resume --max-iter N, or start a new chain with chain submit --new "
+            "(keeps the old one; the app's checkpoint counter must start afresh) or --chain-dir DIR")
+    if not resume:
+        raise ChainDirError(f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; continue it "
+                            "with chain submit --resume, or start a new chain with chain submit --new "
+                            "or --chain-dir DIR")
+
+
+def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
+    """Move an ended chain's directory aside (``<dir>.<chain id>``, numbered if taken)."""
+    target = chain_dir.with_name(f"{chain_dir.name}.{status.chain_id}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = chain_dir.with_name(f"{chain_dir.name}.{status.chain_id}.{n}")
+    try:
+        chain_dir.rename(target)
+    except OSError as exc:
+        raise ChainDirError(f"cannot move {chain_dir} aside to {target}: {exc.strerror}") from None
+    return target
+
+
+def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
+                            workdir: Path) -> None:
+    """Submit the first runner together with the submitter, which adopts it:
+    one scheduling pass less before the app starts (with lookahead, the
+    second runner too, queued behind the first). Skipped when there is
+    nothing to run or the counter is unreadable (the submitter then stops the
+    chain with the reason, as it would at any later point)."""
+    if status.runner_live:
+        return  # a resumed chain whose runner is still to be judged
+    try:
+        counter = read_counter(workdir / settings.ckpt_path)
+    except CheckpointError:
+        return
+    if counter >= settings.max_iter:
+        return
+    chain.submit_runner(status, counter, settings.max_iter, time.time(),
+                        lambda name: backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir),
+                        echo=False)
+    if settings.lookahead:
+        # runner 2 queued now, not when the submitter job gets to it: on a
+        # busy cluster the submitter may start after runner 1 has ended
+        from chain.jobs.submitter import prequeue_next
+
+        prequeue_next(chain, backend, status, workdir)
+
+
+def _write_script(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755 & ~_umask())
+    os.replace(tmp, path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook
+
+
+def refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float = 0.0,
+                           notify: Callable[[str], None] | None = None,
+                           sleep: Callable[[float], None] = time.sleep,
+                           clock: Callable[[], float] = time.monotonic) -> None:
+    """Refuse to resume while a submitter of this chain is live.
+
+    A chain that has ended (stopped, failed) may still have its submitter
+    writing the report: then wait up to ``wait`` seconds for it to exit
+    rather than send the user away for a few seconds.
+    """
+    ids = known_submitters(backend, status)
+    deadline = clock() + wait
+    told = False
+    while True:
+        infos = backend.query(ids)
+        live = [i for i, info in infos.items() if info.state.active]
+        if not live:
+            return
+        if not status.state.ended:
+            raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
+                                "nothing to resume")
+        pending = [i for i in live if infos[i].state is JobState.PENDING]
+        if pending:  # a successor submitter still queued: nothing will finish by itself
+            raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter job "
+                                f"{pending[0]} is still queued: scancel it, then resume")
+        if clock() >= deadline:
+            raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
+                                f"is still finishing its report after {wait:.0f}s; resume when it has ended")
+        if notify and not told:
+            notify(f"waiting for submitter job {live[0]} to finish the {status.state.value} chain's report")
+            told = True
+        sleep(min(2.0, max(0.0, deadline - clock())))
+
+
+def known_submitters(backend: Backend, status: ChainStatus) -> list[str]:
+    """The chain's submitter jobs the scheduler may still run: the recorded
+    one, and any of the neighbouring cycles found by their unique names (a
+    successor submitted just before its predecessor died)."""
+    ids = {status.submitter_job_id} if status.submitter_job_id else set()
+    for cycle in range(max(0, status.submitter_cycle - 1), status.submitter_cycle + 2):
+        ids.update(backend.find_by_name(submitter_job_name(status.chain_id, cycle)))
+    return sorted(ids)

@@ -1,0 +1,65 @@
+"""The one fake backend of the unit tests: a complete ``Backend`` that
+records what the chain asks of the scheduler, with no scheduler behind it.
+
+Submits get ids 101, 102, ...; a job is PENDING until the test sets its
+state (``set_state``) or cancels it (CANCELLED). Pass it to the library with
+``backend=`` (``chain.api`` takes it the way the CLI takes ``--backend``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from chain.backends.base import Backend, JobInfo, JobState
+
+
+class FakeBackend(Backend):
+    """Records submissions and cancellations; answers queries from its table."""
+
+    name = "slurm"
+    cheap_queries = False
+
+    def __init__(self, *, first_id: int = 101) -> None:
+        self.next_id = first_id
+        self.submitted: list[tuple[str, str | None]] = []  # (job name, dependency)
+        self.cancelled: list[str] = []
+        self.signalled: list[tuple[str, str]] = []
+        self.states: dict[str, JobInfo] = {}
+        self.names: dict[str, list[str]] = {}
+        self.queries = 0
+
+    def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
+               env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+        job_id = str(self.next_id)
+        self.next_id += 1
+        self.submitted.append((job_name, dependency))
+        self.names.setdefault(job_name, []).append(job_id)
+        self.states[job_id] = JobInfo(job_id, JobState.PENDING, name=job_name)
+        return job_id
+
+    def set_state(self, job_id: str, state: JobState, exit_code: int | None = None) -> None:
+        old = self.states.get(job_id)
+        self.states[job_id] = JobInfo(job_id, state, name=old.name if old else "", exit_code=exit_code)
+
+    def forget(self, job_id: str) -> None:
+        """The scheduler no longer knows the job (purged)."""
+        self.states.pop(job_id, None)
+
+    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+        self.queries += 1
+        return {j: self.states[j] for j in job_ids if j in self.states}
+
+    def find_by_name(self, job_name: str) -> list[str]:
+        return list(self.names.get(job_name, []))
+
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+        if signal is not None:
+            self.signalled.append((job_id, signal))
+            return
+        self.cancelled.append(job_id)
+        if job_id in self.states:
+            self.set_state(job_id, JobState.CANCELLED)
+
+    def end_time(self, job_id: str) -> float | None:
+        return None
