@@ -55,8 +55,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from handoff import (BENCH, PY, ROOT, Workspace, ctld_events, fmt, log, make_workspace,  # noqa: E402
-                     parse_iterlog, real, sacct_times, wait_job_end, write_results)
+from handoff import (  # noqa: E402
+    BENCH,
+    PY,
+    ROOT,
+    Workspace,
+    ctld_events,
+    fmt,
+    log,
+    make_workspace,
+    parse_iterlog,
+    real,
+    sacct_times,
+    wait_job_end,
+    write_results,
+)
 
 FAULT_APP = ROOT / "tests" / "faults" / "fault_app.py"
 APP_CMD = "env -u CHAIN_DEADLINE python3 app.py"

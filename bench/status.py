@@ -37,7 +37,7 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     """A completed chain of ``n_runners`` 30 s runners, as chain writes it."""
     from chain import api
     from chain.core.model import ChainState
-    from chain.store.state import ChainDir, ChainStatus, write_json_atomic
+    from chain.store import ChainDir, ChainStatus, write_json_atomic
 
     if work.exists():
         shutil.rmtree(work)

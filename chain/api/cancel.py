@@ -11,7 +11,7 @@ from chain.api.submission import known_submitters
 from chain.backends import make_backend
 from chain.backends.base import Backend
 from chain.core.model import ChainState
-from chain.store.state import (
+from chain.store import (
     runner_entry,
 )
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from chain.core import settings as settings_mod
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, ConfigError
-from chain.store.state import (
+from chain.store import (
     ChainDir,
     read_json,
 )

@@ -12,7 +12,7 @@ from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo
 from chain.core.model import ChainState
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
-from chain.store.state import (
+from chain.store import (
     ChainDir,
     ChainStatus,
     read_counter,

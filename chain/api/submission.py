@@ -17,7 +17,8 @@ from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
-from chain.store.state import (
+from chain.jobs.launch import submit_runner
+from chain.store import (
     ChainDir,
     ChainStatus,
     read_counter,
@@ -200,7 +201,7 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
         return
     if counter >= settings.max_iter:
         return
-    chain.submit_runner(status, counter, settings.max_iter, time.time(),
+    submit_runner(chain, status, counter, settings.max_iter, time.time(),
                         lambda name: backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir),
                         echo=False)
     if settings.lookahead:

@@ -30,7 +30,7 @@ from chain.errors import ChainError
 if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
     from chain.backends.base import Backend
     from chain.core.settings import Settings
-    from chain.store.state import ChainDir
+    from chain.store import ChainDir
 
 class ChainGroup(typer.core.TyperGroup):
     """Maps errors to one line and an exit code, for the console script and
@@ -190,8 +190,8 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> int:
     per change otherwise (logs and CI stay readable). Returns the exit code
     of the final state: 0 only for a completed chain."""
     from chain import api
-    from chain.core.model import ChainState
     from chain.cli.status_view import print_status, progress_line
+    from chain.core.model import ChainState
 
     rows = 10 if history is None else history
     rows_on_screen = 5 if history is None else history  # the view must fit a terminal
@@ -252,7 +252,7 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
     from chain import api
     from chain.backends import make_backend
     from chain.core.retry import RetryPolicy
-    from chain.store.state import ChainDir
+    from chain.store import ChainDir
 
     path = Path(chain_dir)
     chain = ChainDir(path)

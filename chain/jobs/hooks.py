@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from chain.jobs.appenv import app_environ
 from chain.core.model import ChainState
 from chain.core.settings import Settings
-from chain.store.state import ChainDir, ChainStatus
+from chain.jobs.appenv import app_environ
+from chain.store import ChainDir, ChainStatus
 
 # The seed's convention: these scripts in the working directory run if present.
 SEED_SCRIPTS = ("aggregate_usage.py", "plot_progress.py")

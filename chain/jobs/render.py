@@ -15,10 +15,10 @@ from pathlib import Path
 
 import jinja2
 
-from chain.errors import ConfigError
 from chain.core.names import submitter_job_name
 from chain.core.settings import Settings
 from chain.core.timefmt import format_sbatch_time
+from chain.errors import ConfigError
 
 RUNNER_TEMPLATE = "runner.sbatch.j2"
 SUBMITTER_TEMPLATE = "submitter.sbatch.j2"

@@ -19,12 +19,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
-from chain.jobs.appenv import app_environ
 from chain.backends.base import Backend
 from chain.core.model import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
-from chain.errors import ChainError, CheckpointError
 from chain.core.settings import LaunchMode, Settings
-from chain.store.state import ChainDir, ChainStatus, read_counter, write_json_atomic
+from chain.errors import ChainError, CheckpointError
+from chain.jobs.appenv import app_environ
+from chain.store import ChainDir, ChainStatus, read_counter, write_json_atomic
 
 _SIGNALS = {int(s) for s in signal.Signals}
 EXIT_PREFLIGHT = 2

@@ -14,15 +14,25 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.core.decision import Decision, Outcome, Policy, Progress, Step, Verdict, decide, next_step
+from chain.core.decision import (
+    Decision,
+    Outcome,
+    Policy,
+    Progress,
+    Step,
+    Verdict,
+    decide,
+    next_step,
+)
+from chain.core.margin import MarginState, next_margin
 from chain.core.model import ChainState
+from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
+from chain.core.poll import PollPolicy
+from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.hooks import run_hooks
-from chain.core.margin import MarginState, next_margin
-from chain.core.poll import PollPolicy
-from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
-from chain.core.settings import Settings
-from chain.store.state import ChainDir, ChainStatus, read_counter, runner_entry
+from chain.jobs.launch import submit_runner
+from chain.store import ChainDir, ChainStatus, read_counter, runner_entry
 
 T = TypeVar("T")
 
@@ -182,8 +192,8 @@ class Submitter:
             return found[-1] if found else self.backend.submit(
                 self.chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=self.workdir)
 
-        self.chain.submit_runner(
-            status, counter, self.settings.max_iter, self.clock(),
+        submit_runner(
+            self.chain, status, counter, self.settings.max_iter, self.clock(),
             lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)))
 
     # --- lookahead ------------------------------------------------------------------------
@@ -196,7 +206,7 @@ class Submitter:
             self.chain.log(f"lookahead: pre-queued job {job_id} gave up waiting; submitting a new runner")
             self._submit_runner(status, counter)
             return
-        self.chain.submit_runner(status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
+        submit_runner(self.chain, status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
 
     def _drop_next(self, status: ChainStatus) -> None:
         drop_next(self.chain, self.backend, status)

@@ -16,7 +16,7 @@ from chain import __version__
 from chain.cli.commands import app
 from chain.core.model import ChainState
 from chain.core.settings import resolve
-from chain.store.state import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus, write_json_atomic
 
 runner = CliRunner()
 

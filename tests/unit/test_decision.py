@@ -1,8 +1,7 @@
 import pytest
 
-from chain.core.model import JobState
 from chain.core.decision import Outcome, Policy, Progress, Step, Verdict, decide, next_step
-from chain.core.model import ChainState, parse_counter
+from chain.core.model import ChainState, JobState, parse_counter
 from chain.errors import CheckpointError
 
 POLICY = Policy(max_iter=100)

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeBackend
 
 from chain import api
-from chain.jobs import runner
-from chain.backends.base import JobInfo, JobState
+from chain.backends.base import JobState
 from chain.core.model import ChainState
 from chain.errors import ChainDirError
-from chain.store.state import ChainDir, ChainStatus
+from chain.jobs import runner
 from chain.jobs.submitter import Submitter
-from fakes import FakeBackend
+from chain.store import ChainDir, ChainStatus
 
 
 @pytest.fixture

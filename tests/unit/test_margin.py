@@ -51,8 +51,8 @@ def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die(tmp_path):
     that, not 30 s, is what it is known to need."""
     from chain import api
     from chain.core.decision import Outcome
-    from chain.store.state import ChainDir, ChainStatus
     from chain.jobs.submitter import Submitter
+    from chain.store import ChainDir, ChainStatus
 
     chain = ChainDir(tmp_path / ".chain")
     chain.create()

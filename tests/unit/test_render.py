@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from chain.core.settings import resolve
 from chain.errors import ConfigError
 from chain.jobs.render import render_scripts
-from chain.core.settings import resolve
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

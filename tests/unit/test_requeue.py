@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chain import api
-from chain.jobs import runner
-from chain.backends.base import JobInfo, JobState
-from chain.store.state import ChainDir, ChainStatus, write_json_atomic
-from chain.jobs.submitter import Submitter
 from fakes import FakeBackend
+
+from chain import api
+from chain.backends.base import JobState
+from chain.jobs import runner
+from chain.jobs.submitter import Submitter
+from chain.store import ChainDir, ChainStatus, write_json_atomic
 
 
 def _chain(tmp_path: Path) -> tuple[ChainDir, Any]:

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeBackend
 
 from chain import api
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
 from chain.errors import ChainDirError
-from chain.store.state import ChainDir
-from fakes import FakeBackend
+from chain.store import ChainDir
 
 
 @pytest.mark.parametrize("ended", ["failed", "stopped", "cancelled"])
@@ -73,7 +73,7 @@ class FinishingBackend(FakeBackend):
 
 
 def _ended_status(state: ChainState) -> Any:
-    from chain.store.state import ChainStatus
+    from chain.store import ChainStatus
 
     return ChainStatus(chain_id="c-1", state=state, submitter_job_id="41", submitter_cycle=3)
 

@@ -2,10 +2,16 @@ from pathlib import Path
 
 import pytest
 
-from chain.errors import ConfigError
 from chain.core.settings import (
-    FIELDS, BackendName, LaunchMode, Settings, from_json, read_config_file, resolve,
+    FIELDS,
+    BackendName,
+    LaunchMode,
+    Settings,
+    from_json,
+    read_config_file,
+    resolve,
 )
+from chain.errors import ConfigError
 
 APP = {"app_cmd": "python3 app.py"}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.model import JobState
 from chain.backends.slurm.cli import SlurmCliBackend
-from chain.errors import SchedulerError
+from chain.core.model import JobState
 from chain.core.retry import RetryPolicy
+from chain.errors import SchedulerError
 
 DBD_DOWN = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
             "host:localhost:6819: Connection refused\nsacct: error: Problem talking to the database: "

@@ -1,9 +1,14 @@
 """Parsers on literal output of Slurm 22.05's clients (captured on the dev cluster)."""
 
-from chain.core.model import JobState
 from chain.backends.slurm.parse import (
-    parse_exit_code, parse_sacct, parse_sbatch_parsable, parse_scontrol, parse_slurm_timestamp, parse_squeue,
+    parse_exit_code,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol,
+    parse_slurm_timestamp,
+    parse_squeue,
 )
+from chain.core.model import JobState
 
 SQUEUE = """\
 10|PENDING|None|parse-test|N/A|N/A

@@ -1,7 +1,7 @@
 import pytest
 
-from chain.errors import ConfigError
 from chain.core.timefmt import format_duration, format_sbatch_time, parse_slurm_time, sbatch_minutes
+from chain.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,195 @@
+"""The chain directory's layout and what lives in it: the status, the
+runners' own records, the judged-runners log (read from its end), the job
+id lists and ``chain.log``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from chain.errors import ChainDirError
+from chain.store.jsonio import read_json, tail_lines, write_json_atomic
+from chain.store.status import ChainStatus
+
+
+@dataclass(frozen=True)
+class ChainDir:
+    """Paths of one chain directory. The app runs in ``workdir``."""
+
+    root: Path
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.root / "settings.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "chain.log"
+
+    @property
+    def runners_log(self) -> Path:
+        return self.root / "runners.jsonl"
+
+    @property
+    def worker_ids(self) -> Path:
+        return self.root / "worker_ids.txt"
+
+    @property
+    def submitter_ids(self) -> Path:
+        return self.root / "submitter_ids.txt"
+
+    @property
+    def records(self) -> Path:
+        return self.root / "runners"
+
+    @property
+    def slurm_logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def scripts(self) -> Path:
+        return self.root / "scripts"
+
+    @property
+    def cancel_file(self) -> Path:
+        return self.root / "cancel-requested"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "report"
+
+    def record_file(self, job_id: str) -> Path:
+        return self.records / f"{job_id}.json"
+
+    def runner_output(self, job_id: str) -> Path:
+        """The runner job's Slurm output (``--output`` of templates/runner.sbatch.j2)."""
+        return self.slurm_logs / f"runner-{job_id}.out"
+
+    def create(self) -> None:
+        try:
+            for d in (self.root, self.records, self.slurm_logs, self.scripts):
+                d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ChainDirError(f"cannot create chain directory {self.root}: {exc.strerror}") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise ChainDirError(f"chain directory {self.root} is not writable")
+
+    # --- state -------------------------------------------------------------
+    def load_status(self) -> ChainStatus | None:
+        try:
+            data = read_json(self.state_file, "state file")
+        except FileNotFoundError:
+            return None
+        return ChainStatus.from_json(data, self.state_file)
+
+    def save_status(self, status: ChainStatus) -> None:
+        status.updated = time.time()
+        write_json_atomic(self.state_file, status.to_json())
+
+    # --- runner records ------------------------------------------------------
+    def read_record(self, job_id: str) -> dict[str, Any] | None:
+        """The runner's own record, or None if it wrote none (yet)."""
+        try:
+            data = read_json(self.record_file(job_id), "runner record")
+        except (FileNotFoundError, ChainDirError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def append_runner(self, entry: dict[str, Any]) -> None:
+        """One line per judged runner; a single O_APPEND write."""
+        line = json.dumps(entry, sort_keys=True) + "\n"
+        fd = os.open(self.runners_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def judge_runner(self, entry: dict[str, Any]) -> None:
+        """Append a runner's judgement once: a submitter restarted (or a
+        cancel) after the line was written does not write it again."""
+        last = self.last_runner()
+        if not (last and last.get("job_id") == entry.get("job_id")):
+            self.append_runner(entry)
+
+    def iter_runners(self) -> Iterator[dict[str, Any]]:
+        try:
+            with self.runners_log.open(encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a torn last line after a crash
+                    if isinstance(entry, dict):
+                        yield entry
+        except FileNotFoundError:
+            return
+
+    def recent_runners(self, count: int) -> tuple[list[dict[str, Any]], int]:
+        """The last ``count`` judged runners and how many there are in all:
+        the entries from the file's tail only, the total by counting lines
+        (``chain status`` on 10 000 runners)."""
+        total = 0
+        try:
+            with self.runners_log.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 16), b""):
+                    total += block.count(b"\n")
+        except FileNotFoundError:
+            return [], 0
+        return self._tail_entries(count), total
+
+    def last_runner(self) -> dict[str, Any] | None:
+        """Last judged runner, read from the end of ``runners.jsonl`` (the
+        submitter asks at every judgement: never read the whole log)."""
+        entries = self._tail_entries(1)
+        return entries[-1] if entries else None
+
+    def _tail_entries(self, count: int) -> list[dict[str, Any]]:
+        # one extra line: a torn last line after a crash is skipped
+        entries: list[dict[str, Any]] = []
+        for line in tail_lines(self.runners_log, count + 1, max_bytes=max(1 << 16, 4096 * (count + 1))):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
+        return entries[-count:] if count else []
+
+    def add_worker_id(self, job_id: str) -> None:
+        with self.worker_ids.open("a", encoding="utf-8") as fh:
+            fh.write(f"{job_id}\n")
+
+    def add_submitter_id(self, job_id: str) -> None:
+        """Every submitter job of the chain (their allocation is a cost too)."""
+        with self.submitter_ids.open("a", encoding="utf-8") as fh:
+            fh.write(f"{job_id}\n")
+
+    def log(self, message: str, *, echo: bool = True) -> None:
+        """Timestamped line appended to chain.log (and echoed to stdout, which
+        is the job's Slurm log inside a job)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        line = f"[{stamp}] {message}"
+        if echo:
+            print(line, flush=True)
+        with self.log_file.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exit_code: Any,
+                 iter_before: Any, iter_after: Any, verdict: str, reason: str, recorded: bool) -> dict[str, Any]:
+    """The line ``runners.jsonl`` keeps for the chain's current runner."""
+    return {
+        "job_id": status.runner_job_id, "seq": status.runner_seq, "state": state, "exit_code": exit_code,
+        "iter_before": iter_before, "iter_after": iter_after, "verdict": verdict, "reason": reason,
+        "submitted": status.runner_submitted, "start": record.get("start"), "end": record.get("end"),
+        "stop_to_exit": record.get("stop_to_exit"), "recorded": recorded,
+    }

@@ -1,0 +1,109 @@
+"""One JSON codec for the records the chain directory keeps.
+
+``decode`` builds a dataclass from a JSON object and checks every field
+against its type hint (``int``, ``float``, ``str``, ``bool``, enums,
+``X | None``, ``list[...]``, ``tuple[str, ...]``, ``dict[str, Any]``): a
+record edited by hand or torn by a crash is refused with its path and field,
+never half-used. ``encode`` is the inverse. Keys the reader does not know are
+ignored (a newer writer); missing keys take the field's default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import types
+import typing
+from typing import Any, TypeVar, Union
+
+T = TypeVar("T")
+
+
+class RecordError(ValueError):
+    """A record does not have the shape its type says (message: which field)."""
+
+
+def encode(record: Any) -> dict[str, Any]:
+    """A dataclass as a JSON object (enums by value, tuples as lists)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        out[f.name] = _plain(getattr(record, f.name))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def decode(cls: type[T], data: Any) -> T:
+    """``cls`` from a JSON object, every field checked against its type."""
+    if not isinstance(data, dict):
+        raise RecordError("not a JSON object")
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in data:
+            continue
+        try:
+            values[f.name] = _check(hints[f.name], data[f.name])
+        except RecordError:
+            raise RecordError(f"bad {f.name} {data[f.name]!r}") from None
+    try:
+        return cls(**values)
+    except TypeError as exc:  # a required field is missing
+        raise RecordError(str(exc).split("() ", 1)[-1]) from None
+
+
+def _check(hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _check(option, value)
+            except RecordError:
+                continue
+        raise RecordError(f"is {value!r}")
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise RecordError(f"is {value!r}, not a list")
+        item = typing.get_args(hint)[0]
+        checked = [_check(item, v) for v in value]
+        return tuple(checked) if origin is tuple else checked
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecordError(f"is {value!r}, not an object")
+        return value
+    return _scalar(hint, value)
+
+
+def _scalar(hint: Any, value: Any) -> Any:
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise RecordError(f"is {value!r}") from None
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif hint is Any:
+        return value
+    raise RecordError(f"is {value!r}")

@@ -1,0 +1,59 @@
+"""``state.json``: the chain's current state, one typed record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chain.core.model import ChainState
+from chain.errors import ChainDirError
+from chain.store.codec import RecordError, decode, encode
+
+STATE_VERSION = 1
+
+
+@dataclass
+class ChainStatus:
+    """``state.json``: the chain's current state, owned by the submitter."""
+
+    chain_id: str
+    state: ChainState = ChainState.PENDING
+    reason: str = ""
+    created: float = 0.0
+    updated: float = 0.0
+    workdir: str = ""
+    backend: str = ""
+    submitter_cycle: int = 0
+    submitter_job_id: str = ""
+    runner_seq: int = 0  # sequence number of the current/last runner
+    runner_job_id: str = ""  # "" while being submitted
+    runner_live: bool = False  # the current runner has not been judged yet
+    runner_submitted: float = 0.0
+    iter_before: int = 0  # counter when the current runner was submitted
+    no_progress: int = 0
+    retries_used: int = 0
+    iteration: int = 0  # last counter the submitter read
+    next_job_id: str = ""  # lookahead: the next runner, queued behind the current one
+    margin: int = 0  # adaptive runner margin (0: the configured one)
+    worst_stop_to_exit: float = 0.0  # slowest stop-signal-to-exit of the app seen
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    completed_at: float = 0.0
+    version: int = STATE_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return encode(self)
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> ChainStatus:
+        """Validated to every field's type; a newer format is refused."""
+        try:
+            status = decode(cls, data)
+        except RecordError as exc:
+            raise ChainDirError(f"state file {path} is corrupt: {exc}") from None
+        if not status.chain_id:
+            raise ChainDirError(f"state file {path} is corrupt: no chain_id")
+        if status.version > STATE_VERSION:
+            raise ChainDirError(f"state file {path} has format {status.version}, newer than this chain "
+                                f"understands ({STATE_VERSION}): upgrade chain")
+        return status
