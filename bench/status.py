@@ -157,7 +157,7 @@ def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 9) -> dict[
     out["in_process_s"] = {
         "status_report_all": in_process(lambda: api.status_report(chain_root), repeats),
         "status_report_history10": in_process(lambda: api.status_report(chain_root, history=10), repeats),
-        "json_dumps_all": in_process(lambda: json.dumps(rep, default=str), repeats),
+        "json_dumps_all": in_process(lambda: json.dumps(rep.to_json(), default=str), repeats),
     }
     return out
 

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from chain.api.status import open_chain
 from chain.api.submission import known_submitters
 from chain.backends import make_backend
 from chain.backends.base import Backend
 from chain.core.model import ChainState
-from chain.store import (
-    runner_entry,
-)
-
-if TYPE_CHECKING:
-    pass
+from chain.store import ChainDir, ChainStatus, runner_entry
+from chain.store.records import RunnerRecord
 
 
-
-def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = None) -> str:
+def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = None,
+           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
     """Stop the submitter and the runner (the app gets SIGTERM and may
     checkpoint), and mark the chain cancelled. ``backend``: as ``submit``."""
     chain, status = open_chain(chain_dir)
@@ -29,6 +25,18 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
     if backend is None:
         backend = make_backend(status.backend or "slurm", chain_dir)
     chain.cancel_file.write_text(f"{time.time()}\n", encoding="utf-8")
+    watched = _cancel_jobs(backend, status)
+    deadline = clock() + wait
+    while clock() < deadline:
+        if not any(i.state.active for i in backend.query(watched).values()):
+            break
+        sleep(0.5)
+    _mark_cancelled(chain, chain.load_status() or status)
+    return f"chain {status.chain_id} cancelled"
+
+
+def _cancel_jobs(backend: Backend, status: ChainStatus) -> list[str]:
+    """Cancel every job of the chain; the ones to watch until they are gone."""
     submitters = set(known_submitters(backend, status))
     for job in sorted(submitters):
         backend.cancel(job)
@@ -37,22 +45,18 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
         backend.cancel(runner)  # Slurm sends SIGTERM first: the app can checkpoint
     if status.next_job_id:
         backend.cancel(status.next_job_id)  # lookahead's pre-queued runner
-    watched = sorted(submitters | ({runner} if runner else set()))
-    deadline = time.time() + wait
-    while time.time() < deadline:
-        infos = backend.query(watched)
-        if not any(i.state.active for i in infos.values()):
-            break
-        time.sleep(0.5)
-    status = chain.load_status() or status
+    return sorted(submitters | ({runner} if runner else set()))
+
+
+def _mark_cancelled(chain: ChainDir, status: ChainStatus) -> None:
+    """Judge a runner the stopped submitter could not judge; the chain is cancelled."""
     if status.runner_live and status.runner_job_id:
-        # The submitter was stopped before it could judge its runner.
-        record = chain.read_record(status.runner_job_id) or {}
+        record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
         chain.judge_runner(runner_entry(
-            status, record, state="CANCELLED", exit_code=record.get("exit_code"),
-            iter_before=record.get("iter_before", status.iter_before),
-            iter_after=record.get("iter_after", status.iter_before), verdict="stop",
-            reason="cancelled by chain cancel", recorded="exit_code" in record))
+            status, record.to_json(), state="CANCELLED", exit_code=record.exit_code,
+            iter_before=status.iter_before if record.iter_before is None else record.iter_before,
+            iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
+            reason="cancelled by chain cancel", recorded=record.ended))
         status.runner_live = False
     if status.next_job_id:
         chain.log(f"lookahead: cancelled the pre-queued runner job {status.next_job_id}", echo=False)
@@ -62,4 +66,3 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
         status.reason = "cancelled by chain cancel"
     chain.save_status(status)
     chain.log(f"chain {status.chain_id} cancelled", echo=False)
-    return f"chain {status.chain_id} cancelled"

@@ -7,7 +7,7 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from chain.core import settings as settings_mod
 from chain.core.settings import Settings
@@ -16,10 +16,6 @@ from chain.store import (
     ChainDir,
     read_json,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 
 def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:

@@ -1,30 +1,124 @@
-"""The status report: everything ``chain status`` shows, as typed-free JSON."""
+"""The status report: everything ``chain status`` shows, one typed record
+(``StatusReport``) whose ``to_json`` is ``chain status --json``."""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo
 from chain.core.model import ChainState
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
-from chain.store import (
-    ChainDir,
-    ChainStatus,
-    read_counter,
-    tail_lines,
-)
+from chain.store import ChainDir, ChainStatus, read_counter, tail_lines
+from chain.store.codec import RecordError, decode, encode
+from chain.store.records import RunnerRecord
 
-if TYPE_CHECKING:
-    pass
+METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
+FAILURE_TAIL_LINES = 12
 
+
+@dataclass
+class JudgedRunner:
+    """One line of the runners table (a judged runner, ``runners.jsonl``)."""
+
+    job_id: str = ""
+    seq: int | None = None
+    state: str | None = None
+    exit_code: int | None = None
+    iter_before: int | None = None
+    iter_after: int | None = None
+    verdict: str = ""
+    reason: str = ""
+    start: float | None = None
+    end: float | None = None
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> JudgedRunner:
+        """From a ``runners.jsonl`` line; a malformed line keeps what is valid."""
+        known = {k: entry.get(k) for k in cls.__dataclass_fields__ if entry.get(k) is not None}
+        try:
+            return decode(cls, known)
+        except RecordError:
+            return cls(job_id=str(entry.get("job_id", "")), reason=str(entry.get("reason", "")))
+
+    @property
+    def wall(self) -> float | None:
+        return self.end - self.start if self.end is not None and self.start is not None else None
+
+
+@dataclass
+class FailureOutput:
+    """The failing runner's output: where it is, and its last lines."""
+
+    job_id: str
+    log: str
+    tail: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StatusReport:
+    """What ``chain status`` shows; ``to_json()`` is ``chain status --json``."""
+
+    chain_id: str
+    state: ChainState
+    iteration: int
+    max_iter: int
+    backend: str = ""
+    reason: str = ""
+    submitter_cycle: int = 0
+    submitter_job_id: str = ""
+    submitter_state: str = ""  # the scheduler's state of it ("" unknown or not asked)
+    runner_job_id: str = ""  # the current runner, "" when none is live
+    runner_state: str = ""
+    current_runner: RunnerRecord | None = None
+    runners: list[JudgedRunner] = field(default_factory=list)
+    runner_count: int = 0
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)
+    created: float = 0.0
+    updated: float = 0.0
+    completed_at: float | None = None
+    workdir: str = ""
+    chain_dir: str = ""
+    log: str = ""
+    scheduler_error: str = ""
+    nothing_driving: bool = False  # not over, yet no job of it is alive
+    failure: FailureOutput | None = None
+
+    @property
+    def submitter_lost(self) -> bool:
+        """The chain is not over but nothing drives it (resume it)."""
+        return self.state in (ChainState.RUNNING, ChainState.PENDING) and (
+            self.nothing_driving or self.submitter_state in _ENDED_JOB)
+
+    @property
+    def current_runner_number(self) -> int:
+        """The live runner's sequence number: its own record's, else one past
+        every judged runner (not past the ``--history`` rows shown)."""
+        if self.current_runner is not None and self.current_runner.seq is not None:
+            return self.current_runner.seq
+        return (self.runner_count or len(self.runners)) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        data = encode(self)
+        data["current_runner"] = self.current_runner.to_json() if self.current_runner else None
+        data["runners"] = [encode(r) for r in self.runners]
+        data["failure"] = encode(self.failure) if self.failure else None
+        return data
+
+
+_ENDED_JOB = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+              "BOOT_FAIL", "DEADLINE"}
 
 
 def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus]:
+    """The chain in ``chain_dir`` and its status (a one-line error if none)."""
     chain_dir = Path(chain_dir)
     chain = ChainDir(chain_dir)
     if not chain_dir.exists():
@@ -35,31 +129,21 @@ def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus
     return chain, status
 
 
-METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
-
-
 def status_report(chain_dir: Path, *, live: bool = True, history: int | None = None,
-                  backend: Backend | None = None) -> dict[str, Any]:
-    """Everything ``chain status`` shows, as one JSON-able dict (``backend``:
-    as ``submit``; by default the chain's own)."""
+                  backend: Backend | None = None) -> StatusReport:
+    """Everything ``chain status`` shows. ``history``: judged runners listed
+    (all when None); ``live``: ask the scheduler about the live jobs;
+    ``backend``: as ``submit`` (by default the chain's own)."""
     chain, status = open_chain(chain_dir)
     settings = stored_settings(chain)
     if history is None:
         runners = list(chain.iter_runners())
-        total = len(runners)
-        recent = runners[-METRICS_WINDOW:]
+        total, recent = len(runners), runners[-METRICS_WINDOW:]
     else:
         recent, total = chain.recent_runners(max(history, METRICS_WINDOW))
         runners = recent[-history:] if history else []
-    current = chain.read_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
-    slurm: dict[str, JobInfo] = {}
-    scheduler_error = ""
-    if live and not status.state.ended:
-        ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "") if i]
-        try:
-            slurm = (backend or make_backend(status.backend or "slurm", chain_dir)).query(ids)
-        except SchedulerError as exc:
-            scheduler_error = str(exc)
+    current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
+    slurm, scheduler_error = _ask_scheduler(status, chain_dir, backend) if live else ({}, "")
     iteration = status.iteration
     try:
         iteration = read_counter(Path(status.workdir) / settings.ckpt_path)
@@ -68,53 +152,44 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
 
     from chain.reporting.metrics import chain_metrics
 
-    metrics = chain_metrics(recent[-METRICS_WINDOW:] + ([current] if current else []), iteration, settings.max_iter,
-                            time.time(), ended=status.state.ended)
-    outputs = [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
-                                chain.reports / "progress.png") if p.exists()]
-
-    def job_state(job_id: str) -> str:
-        info = slurm.get(job_id)
-        return info.state.value if info else ""
-
-    report: dict[str, Any] = {
-        "chain_id": status.chain_id,
-        "state": status.state.value,
-        "reason": status.reason,
-        "iteration": iteration,
-        "max_iter": settings.max_iter,
-        "backend": status.backend,
-        "submitter_cycle": status.submitter_cycle,
-        "submitter_job_id": status.submitter_job_id,
-        "submitter_state": job_state(status.submitter_job_id),
-        "runner_job_id": status.runner_job_id if status.runner_live else "",
-        "runner_state": job_state(status.runner_job_id) if status.runner_live else "",
-        "current_runner": current,
-        "runners": [
-            {k: r.get(k) for k in ("job_id", "seq", "state", "exit_code", "iter_before", "iter_after",
-                                   "verdict", "reason", "start", "end")}
-            for r in runners
-        ],
-        "runner_count": total,
-        "hooks": status.hooks,
-        "metrics": metrics,
-        "outputs": outputs,
-        "created": status.created,
-        "updated": status.updated,
-        "completed_at": status.completed_at or None,
-        "workdir": status.workdir,
-        "chain_dir": str(chain.root),
-        "log": str(chain.log_file),
-    }
-    if scheduler_error:
-        report["scheduler_error"] = scheduler_error
-    report["nothing_driving"] = _nothing_driving(status, slurm, live and not scheduler_error)
+    metrics = chain_metrics(recent[-METRICS_WINDOW:] + ([current.to_json()] if current else []), iteration,
+                            settings.max_iter, time.time(), ended=status.state.ended)
+    report = StatusReport(
+        chain_id=status.chain_id, state=status.state, iteration=iteration, max_iter=settings.max_iter,
+        backend=status.backend, reason=status.reason, submitter_cycle=status.submitter_cycle,
+        submitter_job_id=status.submitter_job_id, submitter_state=_job_state(slurm, status.submitter_job_id),
+        runner_job_id=status.runner_job_id if status.runner_live else "",
+        runner_state=_job_state(slurm, status.runner_job_id) if status.runner_live else "",
+        current_runner=current, runners=[JudgedRunner.from_entry(r) for r in runners], runner_count=total,
+        hooks=status.hooks, metrics=metrics, outputs=_outputs(chain), created=status.created,
+        updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,
+        chain_dir=str(chain.root), log=str(chain.log_file), scheduler_error=scheduler_error,
+        nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error))
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
-        report["failure"] = _failure_output(chain, runners[-1] if runners else chain.last_runner())
+        report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
     return report
 
 
-FAILURE_TAIL_LINES = 12
+def _ask_scheduler(status: ChainStatus, chain_dir: Path,
+                   backend: Backend | None) -> tuple[dict[str, JobInfo], str]:
+    """The live jobs' states, or the scheduler's error (the view goes on)."""
+    if status.state.ended:
+        return {}, ""
+    ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "") if i]
+    try:
+        return (backend or make_backend(status.backend or "slurm", chain_dir)).query(ids), ""
+    except SchedulerError as exc:
+        return {}, str(exc)
+
+
+def _job_state(slurm: Mapping[str, JobInfo], job_id: str) -> str:
+    info = slurm.get(job_id)
+    return info.state.value if info else ""
+
+
+def _outputs(chain: ChainDir) -> list[str]:
+    return [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
+                             chain.reports / "progress.png") if p.exists()]
 
 
 def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: bool) -> bool:
@@ -126,9 +201,9 @@ def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: b
     return info is None or not info.state.active
 
 
-def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> dict[str, Any] | None:
+def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> FailureOutput | None:
     """The failing runner's output: its path and last lines, for ``chain status``."""
     if not runner or not isinstance(runner.get("job_id"), str):
         return None
     path = chain.runner_output(runner["job_id"])
-    return {"job_id": runner["job_id"], "log": str(path), "tail": tail_lines(path, FAILURE_TAIL_LINES)}
+    return FailureOutput(runner["job_id"], str(path), tail_lines(path, FAILURE_TAIL_LINES))

@@ -18,6 +18,7 @@ from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.jobs.launch import submit_runner
+from chain.jobs.lookahead import drop_next, prequeue_next
 from chain.store import (
     ChainDir,
     ChainStatus,
@@ -92,8 +93,7 @@ def submit(
         if notify:
             notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
         existing = None
-    base = stored_settings(chain) if resume else None
-    settings = load_settings(flags, environ, config, workdir, base, notify)
+    settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None, notify)
     check_app(settings, workdir)
     # on resume, settings.backend is the stored (resolved) one unless a flag changed it
     if backend is None:
@@ -104,34 +104,11 @@ def submit(
     if resume and existing is not None:
         refuse_live_submitter(backend, existing, wait=FINISHING_WAIT, notify=notify)
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
-    # Validate everything (templates included) before anything is written.
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
-    scripts = render(stored, chain_id, chain_dir, workdir)
-    chain.create()
-    _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
-    _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
-    write_json_atomic(chain.settings_file, stored.to_json())
-    if existing is not None:
-        was_ended = existing.state.ended  # status aliases existing: read before the changes
-        status = existing
-        status.submitter_cycle += 1
-        status.state = ChainState.PENDING
-        status.reason = ""
-        status.no_progress = 0
-        status.retries_used = 0
-        if was_ended:  # hooks of a crashed submitter still count as run
-            status.hooks = []
-        if not status.runner_live:
-            # a pre-queued runner of the previous run (its submitter died
-            # before dropping it) must not run beside the new runners
-            from chain.jobs.submitter import drop_next
-
-            drop_next(chain, backend, status, echo=False)
-        chain.cancel_file.unlink(missing_ok=True)
-    else:
-        status = ChainStatus(chain_id=chain_id, created=time.time(), workdir=str(workdir), backend=name)
-    status.backend = name
-    status.workdir = str(workdir)
+    _write_chain_files(chain, stored, chain_id, workdir)
+    status = _resumed_status(chain, existing, backend) if existing else \
+        ChainStatus(chain_id=chain_id, created=time.time())
+    status.backend, status.workdir = name, str(workdir)
     chain.save_status(status)
     _presubmit_first_runner(chain, status, stored, backend, workdir)
     job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
@@ -142,6 +119,35 @@ def submit(
     chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
               f"on {name} ({why})", echo=False)
     return Submitted(chain_id, job_id, name, why, chain_dir)
+
+
+def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workdir: Path) -> None:
+    """Both scripts and the settings; everything (templates included) is
+    rendered before anything is written."""
+    scripts = render(settings, chain_id, chain.root, workdir)
+    chain.create()
+    _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
+    _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
+    write_json_atomic(chain.settings_file, settings.to_json())
+
+
+def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend) -> ChainStatus:
+    """A resumed chain's status: the next submitter cycle, pending, with the
+    failure counters reset."""
+    was_ended = status.state.ended
+    status.submitter_cycle += 1
+    status.state = ChainState.PENDING
+    status.reason = ""
+    status.no_progress = 0
+    status.retries_used = 0
+    if was_ended:  # hooks of a crashed submitter still count as run
+        status.hooks = []
+    if not status.runner_live:
+        # a pre-queued runner of the previous run (its submitter died
+        # before dropping it) must not run beside the new runners
+        drop_next(chain, backend, status, echo=False)
+    chain.cancel_file.unlink(missing_ok=True)
+    return status
 
 
 def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: Mapping[str, Any], *,
@@ -207,8 +213,6 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     if settings.lookahead:
         # runner 2 queued now, not when the submitter job gets to it: on a
         # busy cluster the submitter may start after runner 1 has ended
-        from chain.jobs.submitter import prequeue_next
-
         prequeue_next(chain, backend, status, workdir)
 
 

@@ -177,7 +177,7 @@ def status(
         raise typer.Exit(_watch(directory, interval=2.0, history=history))
     if as_json:
         # compact: the C encoder (indent= falls back to pure Python, 4x slower)
-        typer.echo(json.dumps(api.status_report(directory, history=history), default=str))
+        typer.echo(json.dumps(api.status_report(directory, history=history).to_json(), default=str))
         return
     from chain.cli.status_view import print_status
 
@@ -191,14 +191,13 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> int:
     of the final state: 0 only for a completed chain."""
     from chain import api
     from chain.cli.status_view import print_status, progress_line
-    from chain.core.model import ChainState
 
     rows = 10 if history is None else history
     rows_on_screen = 5 if history is None else history  # the view must fit a terminal
     last = ""
     while True:
         report = api.status_report(directory, history=rows)
-        ended = report["state"] in ("completed", "failed", "stopped", "cancelled")
+        ended = report.state.ended
         if sys.stdout.isatty():
             typer.echo("\x1b[2J\x1b[H", nl=False)
             print_status(report, history=rows_on_screen)
@@ -210,7 +209,7 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> int:
             if ended:
                 print_status(report, history=rows)
         if ended:
-            return ChainState(report["state"]).exit_code
+            return report.state.exit_code
         time.sleep(interval)
 
 
@@ -241,9 +240,9 @@ def report(
 @app.command("shell-helpers")
 def shell_helpers() -> None:
     """Print the directory holding chain.sh and chain.R (source them in apps)."""
-    from chain.jobs.runner import shell_helpers_dir
+    from chain.app.contract import shell_helpers_dir
 
-    typer.echo(str(shell_helpers_dir()))
+    typer.echo(str(shell_helpers_dir({})))
 
 
 def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Path]:
@@ -279,10 +278,11 @@ def _runner(
     chain_dir: str = typer.Option(..., "--chain-dir"),
     preflight_error: Optional[str] = typer.Option(None, "--preflight-error"),
 ) -> None:
+    from chain.core.runner_rules import job_exit_code
     from chain.jobs import runner
 
     chain, settings, backend, workdir = _job_context(chain_dir)
-    raise typer.Exit(runner.job_exit_code(runner.run(
+    raise typer.Exit(job_exit_code(runner.run(
         chain, settings, backend,
         job_id=os.environ.get("SLURM_JOB_ID", "0"), job_name=os.environ.get("SLURM_JOB_NAME", ""),
         workdir=workdir, preflight_error=preflight_error,

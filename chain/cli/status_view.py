@@ -1,9 +1,12 @@
-"""``chain status`` for people: a rich panel, progress bar and runner table."""
+"""``chain status`` for people: a header, progress bar, jobs, runner table.
+
+Text that comes from the chain (reasons, names, paths) is printed
+literally: a ``[`` in an app's error message is not rich markup.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from chain.api.status import FailureOutput, StatusReport
 from chain.core.timefmt import format_duration
 
 _STATE_STYLE = {
@@ -23,123 +27,109 @@ _STATE_STYLE = {
 }
 
 
-def _clock(ts: Any) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) and ts else "-"
+def _clock(ts: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-_ENDED_JOB = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-              "BOOT_FAIL", "DEADLINE"}
-
-
-def submitter_lost(report: dict[str, Any]) -> bool:
-    """The chain is not ended but its submitter job is (killed, or its
-    successor could not be submitted), or the scheduler no longer knows it."""
-    return report["state"] in ("running", "pending") and (
-        report.get("submitter_state") in _ENDED_JOB or bool(report.get("nothing_driving")))
-
-
-def current_runner_number(report: dict[str, Any]) -> int:
-    """The live runner's sequence number: its own record's, else one past
-    every judged runner (not past the ``--history`` rows shown)."""
-    seq = (report.get("current_runner") or {}).get("seq")
-    if isinstance(seq, int) and not isinstance(seq, bool):
-        return seq
-    return int(report.get("runner_count") or len(report.get("runners") or [])) + 1
-
-
-def progress_line(report: dict[str, Any]) -> str:
+def progress_line(report: StatusReport) -> str:
     """One line: state, counter, current runner."""
-    done, total = int(report["iteration"]), int(report["max_iter"])
-    line = f"{report['state']} {done}/{total}"
-    if report.get("runner_job_id"):
-        phase = (report.get("current_runner") or {}).get("status", "submitted")
-        line += f", runner {current_runner_number(report)} job {report['runner_job_id']} {phase}"
-    if report.get("reason"):
-        line += f" ({report['reason']})"
+    line = f"{report.state.value} {report.iteration}/{report.max_iter}"
+    if report.runner_job_id:
+        phase = report.current_runner.status.value if report.current_runner else "submitted"
+        line += f", runner {report.current_runner_number} job {report.runner_job_id} {phase}"
+    if report.reason:
+        line += f" ({report.reason})"
     return line
 
 
-def print_status(report: dict[str, Any], *, history: int = 10, console: Console | None = None) -> None:
-    """Print a status report (``api.status_report``) for a person.
-
-    Text that comes from the chain (reasons, names, paths) is printed
-    literally: a ``[`` in an app's error message is not rich markup.
-    """
+def print_status(report: StatusReport, *, history: int = 10, console: Console | None = None) -> None:
+    """Print a status report (``chain.api.status_report``) for a person."""
     # emoji off: no ":name:" substitution in user text, and no emoji table to load
     out = console or Console(highlight=False, emoji=False)
-    state = report["state"]
+    _print_header(out, report)
+    _print_jobs(out, report)
+    if report.runners and history:
+        out.print(_runner_table(report, history))
+    _print_hooks(out, report)
+    _print_failure(out, report.failure)
+    for path in report.outputs:
+        out.print(Text(f"output: {path}"))
+    out.print(Text(f"log: {report.log}"))
+
+
+def _print_header(out: Console, report: StatusReport) -> None:
+    state = report.state.value
     style = _STATE_STYLE.get(state, "")
-    out.print(f"chain [bold]{escape(str(report['chain_id']))}[/]  "
-              + (f"[{style}]{escape(state)}[/]" if style else escape(state))
-              + f"  ({escape(str(report['backend']))} backend)")
-    if report.get("reason"):
-        out.print(Text(f"reason: {report['reason']}"))
-    done, total = int(report["iteration"]), int(report["max_iter"])
+    out.print(f"chain [bold]{escape(report.chain_id)}[/]  " + (f"[{style}]{escape(state)}[/]" if style else
+                                                               escape(state))
+              + f"  ({escape(report.backend)} backend)")
+    if report.reason:
+        out.print(Text(f"reason: {report.reason}"))
+    done, total = report.iteration, report.max_iter
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=max(total, 1), completed=min(done, total), width=40),
                 f"{done}/{total} ({100 * done / max(total, 1):.0f}%)")
     out.print(bar)
-    extra = report.get("metrics") or {}
-    if extra:
-        parts = []
-        if extra.get("rate_per_hour"):
-            parts.append(f"rate {extra['rate_per_hour']:.1f} it/h")
-        if extra.get("eta_seconds") is not None:
-            parts.append(f"ETA {format_duration(extra['eta_seconds'])}")
-        if extra.get("efficiency") is not None:
-            parts.append(f"efficiency {100 * extra['efficiency']:.0f}%")
-        if parts:
-            out.print("  ".join(parts))
-    sub_state = f" ({report['submitter_state']})" if report.get("submitter_state") else ""
-    out.print(Text(f"submitter: cycle {report['submitter_cycle']}, job {report['submitter_job_id'] or '-'}{sub_state}"))
-    if submitter_lost(report):
-        gone = f"has ended ({report['submitter_state']})" if report.get("submitter_state") else \
-            "is gone from the scheduler"
-        out.print(Text(f"the submitter job {gone} but the chain is {state}: nothing drives it. "
+    metrics = report.metrics
+    parts = []
+    if metrics.get("rate_per_hour"):
+        parts.append(f"rate {metrics['rate_per_hour']:.1f} it/h")
+    if metrics.get("eta_seconds") is not None:
+        parts.append(f"ETA {format_duration(metrics['eta_seconds'])}")
+    if metrics.get("efficiency") is not None:
+        parts.append(f"efficiency {100 * metrics['efficiency']:.0f}%")
+    if parts:
+        out.print("  ".join(parts))
+
+
+def _print_jobs(out: Console, report: StatusReport) -> None:
+    sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
+    out.print(Text(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}"))
+    if report.submitter_lost:
+        gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
+        out.print(Text(f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
                        "Continue it with: chain submit --resume", style="bold yellow"))
-    if report.get("runner_job_id"):
-        current = report.get("current_runner") or {}
-        phase = current.get("status", "submitted")
-        slurm = f" ({report['runner_state']})" if report.get("runner_state") else ""
-        out.print(Text(f"runner: job {report['runner_job_id']}{slurm}, {phase}"
-                       + (f", stop signal at {_clock(current.get('stop_at'))}" if current.get("stop_at") else "")))
-    if report.get("scheduler_error"):
-        out.print(Text(f"scheduler: {report['scheduler_error']}", style="yellow"))
-    runners = report.get("runners") or []
-    if runners and history:
-        table = Table(title=f"runners (last {min(history, len(runners))} of {report.get('runner_count', len(runners))})",
-                      title_justify="left")
-        for col in ("#", "job", "state", "exit", "counter", "start", "wall", "verdict / reason"):
-            table.add_column(col)
-        for r in runners[-history:]:
-            wall = (r["end"] - r["start"]) if isinstance(r.get("end"), (int, float)) and isinstance(
-                r.get("start"), (int, float)) else None
-            # Text cells: literal (no markup parse) and cheaper to measure than str
-            table.add_row(*(Text(cell) for cell in (
-                str(r.get("seq", "")), str(r.get("job_id", "")), str(r.get("state") or "-"),
-                str(r.get("exit_code", "")), f"{r.get('iter_before')}->{r.get('iter_after')}",
-                _clock(r.get("start")), format_duration(wall), f"{r.get('verdict', '')}: {r.get('reason', '')}")))
-        out.print(table)
-    for hook in report.get("hooks") or []:
+    if report.runner_job_id:
+        current = report.current_runner
+        phase = current.status.value if current else "submitted"
+        slurm = f" ({report.runner_state})" if report.runner_state else ""
+        stop_at = f", stop signal at {_clock(current.stop_at)}" if current and current.stop_at else ""
+        out.print(Text(f"runner: job {report.runner_job_id}{slurm}, {phase}{stop_at}"))
+    if report.scheduler_error:
+        out.print(Text(f"scheduler: {report.scheduler_error}", style="yellow"))
+
+
+def _runner_table(report: StatusReport, history: int) -> Table:
+    rows = report.runners[-history:]
+    table = Table(title=f"runners (last {len(rows)} of {report.runner_count or len(report.runners)})",
+                  title_justify="left")
+    for col in ("#", "job", "state", "exit", "counter", "start", "wall", "verdict / reason"):
+        table.add_column(col)
+    for r in rows:
+        # Text cells: literal (no markup parse) and cheaper to measure than str
+        table.add_row(*(Text(cell) for cell in (
+            "" if r.seq is None else str(r.seq), r.job_id, r.state or "-",
+            "" if r.exit_code is None else str(r.exit_code), f"{r.iter_before}->{r.iter_after}",
+            _clock(r.start), format_duration(r.wall), f"{r.verdict}: {r.reason}")))
+    return table
+
+
+def _print_hooks(out: Console, report: StatusReport) -> None:
+    for hook in report.hooks:
         if hook.get("skipped"):
             continue
+        ok = hook.get("rc") == 0
         line = Text(f"hook {hook.get('name')}: ")
-        line.append("ok" if hook.get("rc") == 0 else f"failed (exit {hook.get('rc')})",
-                    style="" if hook.get("rc") == 0 else "red")
+        line.append("ok" if ok else f"failed (exit {hook.get('rc')})", style="" if ok else "red")
         line.append(f"  log: {hook.get('log', '-')}")
         out.print(line)
-    _print_failure(out, report.get("failure"))
-    for path in report.get("outputs") or []:
-        out.print(Text(f"output: {path}"))
-    out.print(Text(f"log: {report['log']}"))
 
 
-def _print_failure(out: Console, failure: dict[str, Any] | None) -> None:
+def _print_failure(out: Console, failure: FailureOutput | None) -> None:
     """The failing runner's last output lines and where the rest is."""
-    if not failure:
+    if failure is None:
         return
-    tail = failure.get("tail") or []
-    out.print(Text(f"runner {failure.get('job_id')} output: {failure.get('log')}"
-                   + ("" if tail else " (empty or missing)"), style="bold"))
-    for line in tail:
+    out.print(Text(f"runner {failure.job_id} output: {failure.log}" + ("" if failure.tail else " (empty or missing)"),
+                   style="bold"))
+    for line in failure.tail:
         out.print(Text(f"  | {line}"), overflow="fold")

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from chain.core.model import (
-    CONTINUE_CODES, CONTINUE_STATES, EXIT_CHECKPOINTED, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TEMPFAIL,
-    EXIT_TIMEOUT_ADVANCED, ChainState, JobState,
+    CONTINUE_CODES,
+    CONTINUE_STATES,
+    EXIT_CHECKPOINTED,
+    EXIT_DONE,
+    EXIT_NO_ADVANCE,
+    EXIT_TEMPFAIL,
+    EXIT_TIMEOUT_ADVANCED,
+    ChainState,
+    JobState,
 )
+
 
 class Verdict(str, enum.Enum):
     CONTINUE = "continue"  # submit the next runner
@@ -69,62 +78,78 @@ class Decision:
     state: ChainState = ChainState.RUNNING
 
 
+Rule = Callable[[Outcome, Policy, Progress], "Decision | None"]
+
+
 def decide(outcome: Outcome, policy: Policy, progress: Progress) -> Decision:
-    """Map a runner outcome to the chain's next step."""
-    counter = f"{outcome.iter_before}->{outcome.iter_after}"
-    state = outcome.slurm_state
-    code = outcome.exit_code
+    """Map a runner outcome to the chain's next step: the first rule of
+    ``RULES`` that applies; a failure when none does."""
+    for rule in RULES:
+        decision = rule(outcome, policy, progress)
+        if decision is not None:
+            return decision
+    return _failure(outcome, policy, progress, _failure_reason(outcome))
 
-    if state is JobState.CANCELLED and not outcome.cancelled_by_chain:
+
+def _counter(outcome: Outcome) -> str:
+    return f"{outcome.iter_before}->{outcome.iter_after}"
+
+
+def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    if outcome.slurm_state is JobState.CANCELLED and not outcome.cancelled_by_chain:
         return Decision(Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED)
-    if state is JobState.OUT_OF_MEMORY:
-        return _failure(outcome, policy, progress, f"runner ran out of memory (counter {counter})")
+    return None
 
-    if code == EXIT_DONE and (state is None or state is JobState.COMPLETED):
-        if outcome.iter_after >= policy.max_iter:
-            return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Progress())
-        return Decision(
-            Verdict.STOP,
-            f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER {policy.max_iter}",
-            progress,
-            ChainState.FAILED,
-        )
 
-    continuing = (state in CONTINUE_STATES) or (
-        code in CONTINUE_CODES and state in (None, JobState.COMPLETED, JobState.FAILED)
-    )
-    if outcome.cancelled_by_chain and state is JobState.CANCELLED:
-        continuing = True
-    if continuing:
-        if outcome.advanced:
-            why = _continue_reason(code, state)
-            return Decision(Verdict.CONTINUE, f"{why} ({counter})", replace(progress, no_progress=0))
-        stalled = progress.no_progress + 1
-        if stalled >= policy.max_no_progress:
-            return Decision(
-                Verdict.STOP,
-                f"no progress: the counter stayed at {outcome.iter_after} for {stalled} runners",
-                replace(progress, no_progress=stalled),
-                ChainState.STOPPED,
-            )
-        return Decision(
-            Verdict.CONTINUE,
-            f"{_continue_reason(code, state)} without checkpoint advance ({counter})",
-            replace(progress, no_progress=stalled),
-        )
+def _out_of_memory(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    if outcome.slurm_state is JobState.OUT_OF_MEMORY:
+        return _failure(outcome, policy, progress, f"runner ran out of memory (counter {_counter(outcome)})")
+    return None
 
-    if code == EXIT_NO_ADVANCE and outcome.recorded and outcome.stop_signalled \
-            and state in (None, JobState.FAILED):
-        return _failure(outcome, policy, progress, f"stopped at the deadline without checkpoint advance ({counter})")
+
+def _done(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    if outcome.exit_code != EXIT_DONE or outcome.slurm_state not in (None, JobState.COMPLETED):
+        return None
+    if outcome.iter_after >= policy.max_iter:
+        return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Progress())
+    return Decision(Verdict.STOP, f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER "
+                    f"{policy.max_iter}", progress, ChainState.FAILED)
+
+
+def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    """A runner that ended to let the next one go on: by the contract's
+    codes, by Slurm ending it (TIMEOUT, PREEMPTED, NODE_FAIL) or by the
+    chain's own cancel. Two in a row without advance stop the chain."""
+    state, code = outcome.slurm_state, outcome.exit_code
+    if not (state in CONTINUE_STATES or (code in CONTINUE_CODES and state in (None, JobState.COMPLETED,
+                                                                               JobState.FAILED))
+            or (outcome.cancelled_by_chain and state is JobState.CANCELLED)):
+        return None
+    why = _continue_reason(code, state)
+    if outcome.advanced:
+        return Decision(Verdict.CONTINUE, f"{why} ({_counter(outcome)})", replace(progress, no_progress=0))
+    stalled = progress.no_progress + 1
+    if stalled >= policy.max_no_progress:
+        return Decision(Verdict.STOP, f"no progress: the counter stayed at {outcome.iter_after} for {stalled} "
+                        "runners", replace(progress, no_progress=stalled), ChainState.STOPPED)
+    return Decision(Verdict.CONTINUE, f"{why} without checkpoint advance ({_counter(outcome)})",
+                    replace(progress, no_progress=stalled))
+
+
+# In order: the first that applies decides (``decide``).
+RULES: tuple[Rule, ...] = (_cancelled_by_user, _out_of_memory, _done, _handed_over)
+
+
+def _failure_reason(outcome: Outcome) -> str:
+    state, code, counter = outcome.slurm_state, outcome.exit_code, _counter(outcome)
+    if code == EXIT_NO_ADVANCE and outcome.recorded and outcome.stop_signalled and state in (None, JobState.FAILED):
+        return f"stopped at the deadline without checkpoint advance ({counter})"
     if not outcome.recorded:
         what = state.value if state else "ended"
-        return _failure(
-            outcome, policy, progress,
-            f"runner {what} without a record (exit {code if code is not None else '?'}, counter {counter})",
-        )
+        return f"runner {what} without a record (exit {code if code is not None else '?'}, counter {counter})"
     if outcome.detail:  # the runner's own account says more than its exit code
-        return _failure(outcome, policy, progress, f"{outcome.detail} (runner exit code {code}, counter {counter})")
-    return _failure(outcome, policy, progress, f"runner failed with exit code {code} (counter {counter})")
+        return f"{outcome.detail} (runner exit code {code}, counter {counter})"
+    return f"runner failed with exit code {code} (counter {counter})"
 
 
 def _continue_reason(code: int | None, state: JobState | None) -> str:

@@ -50,3 +50,18 @@ def next_margin(
         wanted = cap
         why += f"; capped at half the runner time, {cap}s"
     return MarginState(margin=wanted, worst_stop_to_exit=worst), why
+
+
+def measured_stop(*, stop_sent: float | None, kill_at: float | None, stop_to_exit: float | None,
+                  external_signal: str | None, killed: bool, timed_out: bool) -> tuple[float | None, bool]:
+    """What one runner tells about the app's checkpoint time: (seconds, killed).
+
+    Only a stop the runner itself sent counts (not scancel or preemption).
+    For a killed app the time it was given (stop -> kill) is the lower bound
+    of what it needs, not kill -> exit, which a hung app could stretch.
+    """
+    killed = killed or timed_out
+    measured = stop_to_exit if stop_sent is not None and not external_signal else None
+    if killed and measured is not None and kill_at is not None and stop_sent is not None:
+        measured = min(measured, kill_at - stop_sent)
+    return measured, killed

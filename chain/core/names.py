@@ -16,3 +16,9 @@ def submitter_job_name(chain_id: str, cycle: int) -> str:
 def runner_job_name(chain_id: str, seq: int) -> str:
     """Unique per runner, so a timed-out sbatch can be looked up by name."""
     return f"{chain_id}.r{seq}"
+
+
+def runner_seq(job_name: str) -> int | None:
+    """Sequence number from a runner job name ``<chain_id>.r<seq>``."""
+    head, sep, tail = job_name.rpartition(".r")
+    return int(tail) if sep and tail.isdigit() else None

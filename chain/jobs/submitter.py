@@ -1,9 +1,11 @@
 """The submitter: the chain's driver, running as a Slurm job.
 
-Submits one runner at a time, learns its outcome from the runner's own record
-(asking Slurm rarely, see ``policy``), decides with ``decision.decide``,
-restarts itself before its own wall-time margin (the successor adopts the
-live runner: never a second one), and runs the hooks at MAX_ITER.
+A short loop: submit one runner at a time (``jobs.launch``), wait for its
+outcome (``jobs.watch``), decide with ``core.decision.decide``, learn the
+margin (``core.margin``), pre-queue the next runner with lookahead
+(``jobs.lookahead``), hand over to a successor before its own wall-time
+margin (the successor adopts the live runner: never a second one), and run
+the hooks at MAX_ITER (``jobs.hooks``).
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
-from chain.backends.base import Backend, JobInfo, JobState
+from chain.backends.base import Backend, JobState
 from chain.core.decision import (
     Decision,
     Outcome,
@@ -24,7 +26,7 @@ from chain.core.decision import (
     decide,
     next_step,
 )
-from chain.core.margin import MarginState, next_margin
+from chain.core.margin import MarginState, measured_stop, next_margin
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.poll import PollPolicy
@@ -32,46 +34,12 @@ from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.hooks import run_hooks
 from chain.jobs.launch import submit_runner
+from chain.jobs.lookahead import drop_next, prequeue_next
+from chain.jobs.watch import HandOver, RunnerWatch
 from chain.store import ChainDir, ChainStatus, read_counter, runner_entry
+from chain.store.records import RunnerRecord
 
 T = TypeVar("T")
-
-
-class _Restart(Exception):
-    """The submitter reached its margin while waiting."""
-
-
-def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path) -> None:
-    """Lookahead: queue the next runner behind the current one (``afterany``)
-    so its queue wait overlaps the compute; it waits to be promoted
-    (runner.py). A failure only costs the overlap: the submitter submits the
-    runner afresh when it is due."""
-    name = runner_job_name(status.chain_id, status.runner_seq + 1)
-    try:
-        job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name,
-                                dependency=f"afterany:{status.runner_job_id}", cwd=workdir)
-    except SchedulerError as exc:
-        chain.log(f"lookahead: could not pre-queue runner {status.runner_seq + 1}: {exc}")
-        return
-    status.next_job_id = job_id
-    chain.save_status(status)
-    chain.log(f"lookahead: runner {status.runner_seq + 1} queued as job {job_id} "
-              f"behind job {status.runner_job_id}")
-
-
-def drop_next(chain: ChainDir, backend: Backend, status: ChainStatus, *, echo: bool = True) -> None:
-    """The chain does not go on from here: cancel the pre-queued runner and
-    forget it (it would exit at once anyway, finding itself not promoted).
-    A failed cancel is logged, not raised."""
-    if not status.next_job_id:
-        return
-    job_id, status.next_job_id = status.next_job_id, ""
-    chain.save_status(status)
-    try:
-        backend.cancel(job_id)
-        chain.log(f"lookahead: cancelled the pre-queued runner job {job_id}", echo=echo)
-    except SchedulerError as exc:
-        chain.log(f"lookahead: cancel of job {job_id} failed: {exc}", echo=echo)
 
 
 @dataclass
@@ -92,6 +60,8 @@ class Submitter:
         self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, longest), longest)
         self.deadline = float("inf")  # hand over to a successor from here on
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
+        self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
+                                 self.clock, self.sleep, on_running=self._prequeue)
 
     # --- entry -----------------------------------------------------------------
     def run(self) -> int:
@@ -114,18 +84,19 @@ class Submitter:
         end = min(own_end, limit_end) if own_end else limit_end
         self.deadline = end - self.settings.submitter_margin
         self.hard_end = end - min(10.0, self.settings.submitter_margin / 2)
+        self.watch.deadline = self.deadline
         try:
             return self._loop(status)
-        except _Restart:
+        except HandOver:
             try:
                 self._restart(status)
             except SchedulerError as exc:
-                return self._stop(status, ChainState.STOPPED,
+                return self.stop_chain(status, ChainState.STOPPED,
                                   f"could not submit the next submitter ({exc}); "
                                   "run chain submit --resume when Slurm answers again")
             return 0
         except SchedulerError as exc:
-            return self._stop(status, ChainState.STOPPED,
+            return self.stop_chain(status, ChainState.STOPPED,
                               f"scheduler unreachable ({exc}); run chain submit --resume when it answers again")
 
     def _persist(self, what: str, call: Callable[[], T]) -> T:
@@ -163,12 +134,12 @@ class Submitter:
                                   Progress(status.no_progress, status.retries_used))
                 self._judge(status, outcome, decision)
                 if decision.verdict is Verdict.STOP:
-                    return self._stop(status, decision.state, decision.reason)
+                    return self.stop_chain(status, decision.state, decision.reason)
                 continue
             try:
                 counter = read_counter(self.workdir / self.settings.ckpt_path)
             except CheckpointError as exc:
-                return self._stop(status, ChainState.STOPPED, str(exc))
+                return self.stop_chain(status, ChainState.STOPPED, str(exc))
             status.iteration = counter
             step = next_step(counter, self.settings.max_iter)
             if step is Step.FINISH:
@@ -178,7 +149,7 @@ class Submitter:
                 self._promote_next(status, counter)
                 continue
             if self.clock() >= self.deadline:
-                raise _Restart()
+                raise HandOver()
             self._submit_runner(status, counter)
 
     def _submit_runner(self, status: ChainStatus, counter: int) -> None:
@@ -200,8 +171,8 @@ class Submitter:
     def _promote_next(self, status: ChainStatus, counter: int) -> None:
         """The pre-queued runner becomes the current one (no new sbatch)."""
         job_id, status.next_job_id = status.next_job_id, ""
-        record = self.chain.read_record(job_id)
-        if record is not None and record.get("superseded"):
+        record = self.chain.runner_record(job_id)
+        if record is not None and record.superseded:
             # it waited longer than its patience and left: submit afresh
             self.chain.log(f"lookahead: pre-queued job {job_id} gave up waiting; submitting a new runner")
             self._submit_runner(status, counter)
@@ -213,124 +184,28 @@ class Submitter:
 
     # --- waiting for the runner ------------------------------------------------------
     def _wait(self, status: ChainStatus) -> Outcome:
-        if not status.runner_job_id:
+        if not status.runner_job_id:  # a crash between recording the intent and sbatch
             found = self.backend.find_by_name(runner_job_name(status.chain_id, status.runner_seq))
             if not found:
                 self.chain.log(f"runner {status.runner_seq} was never submitted; submitting it now")
                 status.runner_live = False
                 status.runner_seq -= 1
-                return self._wait_after_resubmit(status)
+                self._submit_runner(status, read_counter(self.workdir / self.settings.ckpt_path))
+                return self._wait(status)
             status.runner_job_id = found[-1]
             self.chain.save_status(status)
             self.chain.add_worker_id(found[-1])
-        job_id = status.runner_job_id
-        self.chain.log(f"waiting for runner {status.runner_seq} (job {job_id})")
-        next_query = self.clock()  # ask once at adoption: the runner may be long gone
-        while True:
-            record = self.chain.read_record(job_id)
-            if record is not None and record.get("status") == "ended":
-                info = self._until_gone(job_id)
-                return self._outcome(status, record, info)
-            now = self.clock()
-            if self.settings.lookahead and not status.next_job_id and record is not None \
-                    and record.get("status") == "running":
-                prequeue_next(self.chain, self.backend, status, self.workdir)
-            if now >= next_query:
-                try:
-                    info = self.backend.query([job_id]).get(job_id)
-                except SchedulerError as exc:
-                    # Slurm is down: the runner goes on regardless; keep
-                    # watching its record and ask again later.
-                    self.chain.log(f"query of runner {job_id} failed: {exc}")
-                    next_query = now + self.poll.slurm_min
-                    continue
-                if info is None or info.state.finished:
-                    record = self.chain.read_record(job_id)
-                    if record is not None and record.get("status") == "ended":
-                        continue
-                    return self._outcome(status, record, info)
-                started = record.get("end_planned") if record else None
-                next_query = self.poll.next_slurm_query(now, float(started) if started else None)
-            if now >= self.deadline:
-                raise _Restart()
-            self.sleep(self.poll.file_interval)
+        return self.watch.outcome_of(status)
 
-    def _wait_after_resubmit(self, status: ChainStatus) -> Outcome:
-        counter = read_counter(self.workdir / self.settings.ckpt_path)
-        self._submit_runner(status, counter)
-        return self._wait(status)
-
-    def _until_gone(self, job_id: str) -> JobInfo | None:
-        """The runner recorded its end; wait (briefly) for its job to leave
-        the queue, so the next runner never overlaps it in squeue.
-
-        A job still queued after that outlived its own end record: Slurm
-        requeued it (node failure), or it hangs. The record is the outcome;
-        the chain cancels the job and waits for it to go, and Slurm's state
-        (CANCELLED by us) then says nothing about the runner: None."""
-        info: JobInfo | None = None
-        for delay in self.poll.handoff_delays():
-            try:
-                info = self.backend.query([job_id]).get(job_id)
-            except SchedulerError as exc:
-                self.chain.log(f"query of runner {job_id} failed: {exc}")
-                self.sleep(delay)
-                continue
-            if info is None or info.state.finished:
-                return info
-            self.sleep(delay)
-        if info is None or not info.state.active:
-            return info
-        self.chain.log(f"runner job {job_id} is still {info.state.value} after recording its end "
-                       "(requeued?); cancelling it")
-        try:
-            self.backend.cancel(job_id)
-        except SchedulerError as exc:
-            self.chain.log(f"cancel of runner {job_id} failed: {exc}")
-        for delay in self.poll.handoff_delays():
-            try:
-                gone = self.backend.query([job_id]).get(job_id)
-            except SchedulerError:
-                gone = info
-            if gone is None or gone.state.finished:
-                break
-            self.sleep(delay)
-        return None
-
-    def _outcome(self, status: ChainStatus, record: dict[str, Any] | None, info: JobInfo | None) -> Outcome:
-        recorded = record is not None and record.get("status") == "ended"
-        if recorded and record is not None:
-            code = _int_or_none(record.get("exit_code"))
-            before = _int_or_none(record.get("iter_before"))
-            after = _int_or_none(record.get("iter_after"))
-            return Outcome(
-                exit_code=code,
-                slurm_state=info.state if info is not None and info.state.finished else None,
-                iter_before=status.iter_before if before is None else before,
-                iter_after=status.iter_before if after is None else after,
-                recorded=True,
-                cancelled_by_chain=self.chain.cancel_file.exists(),
-                detail=str(record.get("detail", "")),
-                stop_signalled=record.get("stop_sent") is not None or "stop_sent" not in record,
-            )
-        try:
-            after = read_counter(self.workdir / self.settings.ckpt_path)
-        except CheckpointError:
-            after = status.iter_before
-        return Outcome(
-            exit_code=info.exit_code if info else None,
-            slurm_state=info.state if info else JobState.UNKNOWN,
-            iter_before=status.iter_before,
-            iter_after=after,
-            recorded=False,
-            cancelled_by_chain=self.chain.cancel_file.exists(),
-        )
+    def _prequeue(self, status: ChainStatus) -> None:
+        if self.settings.lookahead and not status.next_job_id:
+            prequeue_next(self.chain, self.backend, status, self.workdir)
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
         job_id = status.runner_job_id
-        record = self.chain.read_record(job_id) or {}
+        record = self.chain.runner_record(job_id)
         self.chain.judge_runner(runner_entry(
-            status, record, state=outcome.slurm_state.value if outcome.slurm_state else "",
+            status, record.to_json() if record else {}, state=outcome.slurm_state.value if outcome.slurm_state else "",
             exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
             verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
         self.chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
@@ -342,22 +217,15 @@ class Submitter:
             self._adapt_margin(status, record, outcome)
         self.chain.save_status(status)
 
-    def _adapt_margin(self, status: ChainStatus, record: dict[str, Any], outcome: Outcome) -> None:
-        """Learn the app's checkpoint time from the runner's stop: only a stop
-        the runner itself sent counts (not scancel or preemption)."""
-        killed = bool(record.get("killed")) or outcome.slurm_state is JobState.TIMEOUT
-        ours = record.get("stop_sent") is not None and not record.get("external_signal")
-        measured = record.get("stop_to_exit") if ours else None
-        if killed and isinstance(measured, (int, float)) and isinstance(record.get("kill_at"), (int, float)) \
-                and isinstance(record.get("stop_sent"), (int, float)):
-            # the time it was given (stop -> kill): a lower bound of what it needs;
-            # not kill -> exit, which a hung app could stretch
-            measured = min(measured, record["kill_at"] - record["stop_sent"])
+    def _adapt_margin(self, status: ChainStatus, record: RunnerRecord | None, outcome: Outcome) -> None:
+        """Learn the app's checkpoint time from the runner's stop (``core.margin``)."""
+        r = record or RunnerRecord(status.runner_job_id)
+        measured, killed = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
+                                         external_signal=r.external_signal, killed=r.killed,
+                                         timed_out=outcome.slurm_state is JobState.TIMEOUT)
         before = MarginState(max(status.margin, self.settings.runner_margin), status.worst_stop_to_exit)
         after, why = next_margin(before, floor=self.settings.runner_margin,
-                                 runner_seconds=self.settings.runner_seconds,
-                                 stop_to_exit=float(measured) if isinstance(measured, (int, float)) else None,
-                                 killed=killed)
+                                 runner_seconds=self.settings.runner_seconds, stop_to_exit=measured, killed=killed)
         if after.margin != before.margin:
             self.chain.log(f"runner margin {before.margin}s -> {after.margin}s ({why})")
         status.margin, status.worst_stop_to_exit = after.margin, after.worst_stop_to_exit
@@ -377,7 +245,9 @@ class Submitter:
         self.chain.log("chain completed")
         return 0
 
-    def _stop(self, status: ChainStatus, state: ChainState, reason: str) -> int:
+    def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:
+        """End the chain with ``state`` and ``reason``: drop a pre-queued runner,
+        save, run the report hook. Returns the submitter job's exit code."""
         self._drop_next(status)  # a pre-queued runner must not outlive the chain
         status.state = state
         status.reason = reason
@@ -393,7 +263,7 @@ class Submitter:
     def _finish_cancelled(self, status: ChainStatus) -> int:
         if status.runner_live and status.runner_job_id:
             self.backend.cancel(status.runner_job_id)
-        return self._stop(status, ChainState.CANCELLED, "cancelled by chain cancel")
+        return self.stop_chain(status, ChainState.CANCELLED, "cancelled by chain cancel")
 
     def _restart(self, status: ChainStatus) -> None:
         status.submitter_cycle += 1
@@ -413,7 +283,3 @@ class Submitter:
         live = f"; it adopts runner job {status.runner_job_id}" if status.runner_live else ""
         self.chain.log(f"submitter {self.job_id} near its margin: submitted successor {new_id} "
                        f"(cycle {status.submitter_cycle}){live}")
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from chain.errors import ChainDirError
 from chain.store.jsonio import read_json, tail_lines, write_json_atomic
+from chain.store.records import RunnerRecord
 from chain.store.status import ChainStatus
 
 
@@ -102,6 +103,14 @@ class ChainDir:
         except (FileNotFoundError, ChainDirError):
             return None
         return data if isinstance(data, dict) else None
+
+    def runner_record(self, job_id: str) -> RunnerRecord | None:
+        """The runner's own record, typed; None if it wrote none (yet) or it is unreadable."""
+        data = self.read_record(job_id)
+        return None if data is None else RunnerRecord.from_json(data)
+
+    def write_runner_record(self, record: RunnerRecord) -> None:
+        write_json_atomic(self.record_file(record.job_id), record.to_json())
 
     def append_runner(self, entry: dict[str, Any]) -> None:
         """One line per judged runner; a single O_APPEND write."""

@@ -15,7 +15,7 @@ import enum
 import math
 import types
 import typing
-from typing import Any, TypeVar, Union
+from typing import Any, Callable, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -24,11 +24,15 @@ class RecordError(ValueError):
     """A record does not have the shape its type says (message: which field)."""
 
 
-def encode(record: Any) -> dict[str, Any]:
-    """A dataclass as a JSON object (enums by value, tuples as lists)."""
+def encode(record: Any, *, skip_none: bool = False) -> dict[str, Any]:
+    """A dataclass as a JSON object (enums by value, tuples as lists);
+    ``skip_none`` leaves out the fields not known yet."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(record):
-        out[f.name] = _plain(getattr(record, f.name))
+        value = getattr(record, f.name)
+        if value is None and skip_none:
+            continue
+        out[f.name] = _plain(value)
     return out
 
 
@@ -86,24 +90,23 @@ def _check(hint: Any, value: Any) -> Any:
     return _scalar(hint, value)
 
 
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    # NaN and infinities are not numbers a record can hold
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    str: lambda v: isinstance(v, str),
+    Any: lambda v: True,
+}
+
+
 def _scalar(hint: Any, value: Any) -> Any:
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         try:
             return hint(value)
         except ValueError:
             raise RecordError(f"is {value!r}") from None
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    elif hint is Any:
-        return value
-    raise RecordError(f"is {value!r}")
+    check = _SCALARS.get(hint)
+    if check is None or not check(value):
+        raise RecordError(f"is {value!r}")
+    return float(value) if hint is float else value

@@ -3,6 +3,7 @@ chain directory made by the library's own classes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -133,14 +134,15 @@ def test_status_says_when_nothing_drives_the_chain() -> None:
 
     from rich.console import Console
 
-    from chain.cli.status_view import print_status, submitter_lost
+    from chain.api.status import StatusReport
+    from chain.cli.status_view import print_status
 
-    report = {"chain_id": "c-1", "state": "running", "backend": "slurm", "iteration": 5, "max_iter": 10,
-              "submitter_cycle": 2, "submitter_job_id": "41", "submitter_state": "FAILED", "log": "x"}
-    assert submitter_lost(report)
-    assert not submitter_lost({**report, "submitter_state": "RUNNING"})
-    assert not submitter_lost({**report, "submitter_state": "PENDING"})
-    assert not submitter_lost({**report, "state": "completed"})
+    report = StatusReport(chain_id="c-1", state=ChainState.RUNNING, backend="slurm", iteration=5, max_iter=10,
+                          submitter_cycle=2, submitter_job_id="41", submitter_state="FAILED", log="x")
+    assert report.submitter_lost
+    assert not dataclasses.replace(report, submitter_state="RUNNING").submitter_lost
+    assert not dataclasses.replace(report, submitter_state="PENDING").submitter_lost
+    assert not dataclasses.replace(report, state=ChainState.COMPLETED).submitter_lost
     buf = io.StringIO()
     print_status(report, console=Console(file=buf, width=200))
     assert "chain submit --resume" in buf.getvalue()
@@ -149,14 +151,16 @@ def test_status_says_when_nothing_drives_the_chain() -> None:
 def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[str]) -> None:
     """Reasons and paths come from apps and users: brackets and :name: are
     not rich markup or emoji codes."""
+    from chain.api.status import JudgedRunner, StatusReport
     from chain.cli.status_view import print_status
 
     reason = "app exited 3: [bold]oops[/] :smile: [/bad]"
-    report = {"chain_id": "c-[x]:smile:", "state": "failed", "backend": "slurm", "iteration": 5, "max_iter": 10,
-              "reason": reason, "submitter_cycle": 1, "submitter_job_id": "41", "log": "/d/[log]/chain.log",
-              "runners": [{"seq": 1, "job_id": "42", "state": "FAILED", "exit_code": 3, "iter_before": 0,
-                           "iter_after": 5, "verdict": "fail", "reason": "[red]no[/red]"}],
-              "hooks": [{"name": "[h]", "rc": 1, "log": "l"}]}
+    report = StatusReport(
+        chain_id="c-[x]:smile:", state=ChainState.FAILED, backend="slurm", iteration=5, max_iter=10,
+        reason=reason, submitter_cycle=1, submitter_job_id="41", log="/d/[log]/chain.log",
+        runners=[JudgedRunner(seq=1, job_id="42", state="FAILED", exit_code=3, iter_before=0, iter_after=5,
+                              verdict="fail", reason="[red]no[/red]")],
+        hooks=[{"name": "[h]", "rc": 1, "log": "l"}])
     print_status(report)  # its own console, as chain status makes it
     text = capsys.readouterr().out
     assert f"reason: {reason}" in text
@@ -252,10 +256,12 @@ def test_render_of_a_stored_chain_uses_its_settings(tmp_path: Path, monkeypatch:
 
 def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> None:
     """Not past the rows kept by --history (seen: "runner 11" with 49 judged)."""
+    from chain.api.status import JudgedRunner, StatusReport
     from chain.cli.status_view import progress_line
+    from chain.store.records import RunnerPhase, RunnerRecord
 
-    report = {"state": "running", "iteration": 490, "max_iter": 1000, "runner_job_id": "77",
-              "runners": [{"job_id": str(i)} for i in range(10)], "runner_count": 49, "current_runner": None}
+    report = StatusReport(chain_id="c", state=ChainState.RUNNING, iteration=490, max_iter=1000, runner_job_id="77",
+                          runners=[JudgedRunner(job_id=str(i)) for i in range(10)], runner_count=49)
     assert "runner 50 job 77 submitted" in progress_line(report)
-    report["current_runner"] = {"seq": 50, "status": "running"}
+    report.current_runner = RunnerRecord("77", seq=50, status=RunnerPhase.RUNNING)
     assert "runner 50 job 77 running" in progress_line(report)

@@ -81,7 +81,7 @@ def test_every_stop_of_the_submitter_drops_the_prequeued_runner(tmp_path: Path) 
     sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)
     status = chain.load_status()
     assert status is not None
-    sub._stop(status, ChainState.STOPPED, "checkpoint counter unreadable")
+    sub.stop_chain(status, ChainState.STOPPED, "checkpoint counter unreadable")
     assert backend.cancelled == ["8"]
     saved = chain.load_status()
     assert saved is not None and saved.next_job_id == ""

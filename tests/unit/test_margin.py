@@ -46,22 +46,26 @@ def test_a_kill_counts_the_time_given_as_a_lower_bound():
     assert state.margin == 120
 
 
-def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die(tmp_path):
+def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die():
     """A hung app that took 30 s to die after the kill was given 3.75 s:
     that, not 30 s, is what it is known to need."""
-    from chain import api
-    from chain.core.decision import Outcome
-    from chain.jobs.submitter import Submitter
-    from chain.store import ChainDir, ChainStatus
+    from chain.core.margin import measured_stop
 
-    chain = ChainDir(tmp_path / ".chain")
-    chain.create()
-    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "runner_time": "1:00", "runner_margin": 5},
-                                 {}, None, tmp_path)
-    status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), margin=5)
-    from fakes import FakeBackend
+    measured, killed = measured_stop(stop_sent=1000.0, kill_at=1003.75, stop_to_exit=30.0, external_signal=None,
+                                     killed=True, timed_out=False)
+    assert (measured, killed) == (3.75, True)
+    state, _ = next_margin(MarginState(5), floor=5, runner_seconds=60, stop_to_exit=measured, killed=killed)
+    assert state.margin == 13 and state.worst_stop_to_exit == 3.75
 
-    sub = Submitter(chain, settings, FakeBackend(), tmp_path, "5", sleep=lambda s: None)
-    record = {"stop_sent": 1000.0, "kill_at": 1003.75, "stop_to_exit": 30.0, "killed": True}
-    sub._adapt_margin(status, record, Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=5))
-    assert status.margin == 13 and status.worst_stop_to_exit == 3.75
+
+def test_only_the_runners_own_stop_measures_the_app():
+    """A stop from outside (scancel, preemption) says nothing about the
+    checkpoint time; Slurm's TIMEOUT counts as a kill."""
+    from chain.core.margin import measured_stop
+
+    assert measured_stop(stop_sent=10.0, kill_at=20.0, stop_to_exit=4.0, external_signal="SIGTERM",
+                         killed=False, timed_out=False) == (None, False)
+    assert measured_stop(stop_sent=None, kill_at=None, stop_to_exit=None, external_signal=None,
+                         killed=False, timed_out=True) == (None, True)
+    assert measured_stop(stop_sent=10.0, kill_at=20.0, stop_to_exit=4.0, external_signal=None,
+                         killed=False, timed_out=False) == (4.0, False)

@@ -3,7 +3,8 @@
 import pytest
 
 from chain.core.poll import PollPolicy
-from chain.jobs.runner import classify_exit, plan_schedule, runner_seq
+from chain.core.names import runner_seq
+from chain.core.runner_rules import classify_exit, plan_schedule
 
 
 def test_poll_is_rare_far_from_the_end_and_dense_near_it():
@@ -54,14 +55,14 @@ def test_runner_seq_from_job_name():
 def test_runner_job_exits_0_for_the_contracts_handover_codes() -> None:
     """99, 124 and 75 hand over to the next runner: the job is COMPLETED to
     Slurm (no FAIL mail per handoff); failures keep their code."""
-    from chain.jobs.runner import job_exit_code
+    from chain.core.runner_rules import job_exit_code
 
     assert [job_exit_code(c) for c in (0, 99, 124, 75)] == [0, 0, 0, 0]
     assert [job_exit_code(c) for c in (1, 2, 3, 127, 137)] == [1, 2, 3, 127, 137]
 
 
 def test_describe_exit_says_whether_the_stop_signal_came_first() -> None:
-    from chain.jobs.runner import describe_exit
+    from chain.core.runner_rules import describe_exit
 
     assert describe_exit("app exited 1", 0.42, "TERM", False, None, False) == \
         "app exited 1 after 0.4 s, before the stop signal"

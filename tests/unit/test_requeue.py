@@ -13,7 +13,7 @@ from fakes import FakeBackend
 from chain import api
 from chain.backends.base import JobState
 from chain.jobs import runner
-from chain.jobs.submitter import Submitter
+from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus, write_json_atomic
 
 
@@ -30,8 +30,8 @@ def test_submitter_cancels_a_runner_requeued_after_its_end_record(tmp_path: Path
     chain, settings = _chain(tmp_path)
     backend = FakeBackend()
     backend.set_state("7", JobState.PENDING)  # requeued: queued again after recording its end
-    sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)
-    assert sub._until_gone("7") is None  # Slurm's state (cancelled by us) says nothing
+    watch = RunnerWatch(chain, backend, tmp_path / settings.ckpt_path, sleep=lambda s: None)
+    assert watch.until_gone("7") is None  # Slurm's state (cancelled by us) says nothing
     assert backend.cancelled == ["7"]
     assert "still PENDING after recording its end" in chain.log_file.read_text()
 

@@ -1,0 +1,77 @@
+"""The runner's rules, pure: its timetable, its exit code from the app's,
+what its job exits with for the scheduler, and its account of the app's end.
+
+Exit contract (the seed's), as recorded in the runner's record: 0 all
+iterations done; 99 app checkpointed voluntarily; 124 stopped at the deadline
+with checkpoint advance; 1 stopped without advance; other codes passed
+through. 75 (EX_TEMPFAIL) passes through. The job itself exits 0 for the
+codes that hand over to the next runner (see ``job_exit_code``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chain.core.model import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
+
+EXIT_PREFLIGHT = 2  # modules could not be loaded: the app never ran
+EXIT_BAD_CHECKPOINT = 3  # the counter is not a plain integer
+EXIT_CANNOT_START = 127  # the app's command could not be started
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When the runner signals and, failing that, kills the app."""
+
+    start: float
+    end: float  # earlier of Slurm's end time and start + configured limit
+    stop_at: float  # end - margin: the stop signal (CHAIN_DEADLINE)
+    kill_at: float  # stop_at + grace: SIGKILL if the app still runs
+    margin: int = 0  # the margin it was planned with
+    slurm_end: float | None = None  # the scheduler's end time, when it told
+
+
+def plan_schedule(start: float, limit: int, margin: int, slurm_end: float | None) -> Schedule:
+    """Pure: the runner's timetable.
+
+    The grace after the stop signal is the margin minus a small reserve, so
+    the runner can still record the outcome before Slurm's own limit.
+    """
+    end = start + limit
+    if slurm_end is not None and slurm_end < end:
+        end = slurm_end
+    reserve = min(5.0, margin / 4)
+    stop_at = max(start, end - margin)
+    kill_at = max(stop_at, end - reserve)
+    return Schedule(start=start, end=end, stop_at=stop_at, kill_at=kill_at, margin=margin, slurm_end=slurm_end)
+
+
+def classify_exit(app_rc: int, we_stopped: bool, advanced: bool) -> int:
+    """Pure: the runner's exit code from the app's and who stopped it."""
+    if app_rc == EXIT_DONE:
+        return EXIT_DONE
+    if we_stopped:
+        return EXIT_TIMEOUT_ADVANCED if advanced else EXIT_NO_ADVANCE
+    return app_rc
+
+
+def job_exit_code(code: int) -> int:
+    """Pure: what the runner job itself exits with, for Slurm.
+
+    A runner that ended the way the contract intends (done, or checkpointed
+    for the next runner: 99, 124, 75) exits 0, so Slurm shows it COMPLETED
+    and ``--mail-type=FAIL`` does not mail at every handoff. The contract
+    code stays in the runner's record, ``chain status`` and ``usage.csv``.
+    """
+    return 0 if code in (EXIT_DONE, *CONTINUE_CODES) else code
+
+
+def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, external: str | None,
+                  killed: bool) -> str:
+    """Pure: the runner's one-line account of how the app ended."""
+    if not stop_sent:  # the app ended on its own: a failure, or done
+        return f"{how} after {ran:.1f} s, before the stop signal"
+    text = f"{how} after SIG{stop_signal}"
+    if external:  # a signal name as Python spells it: SIGTERM
+        text += f" (runner got {external})"
+    return text + (" (killed after the grace period)" if killed else "")

@@ -1,0 +1,98 @@
+"""The app's process inside the runner job: started in its own process
+group, sent the stop signal at the planned time (or when the runner itself is
+signalled from outside), killed if it outlives the grace. Returns how it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from types import FrameType
+from typing import Callable
+
+from chain.core.runner_rules import Schedule
+
+_SIGNALS = {int(s) for s in signal.Signals}
+
+
+@dataclass(frozen=True)
+class AppEnd:
+    """How the app's process ended."""
+
+    returncode: int  # Popen's: -N when killed by signal N
+    ended: float
+    stop_sent: float | None  # when the stop signal went out (None: never)
+    external: str | None  # a signal the runner got from outside, as Python names it (SIGTERM)
+    killed: bool  # it outlived the grace and was killed
+
+    @property
+    def app_exit_code(self) -> int:
+        """As a shell reports it: killed by signal N -> 128 + N."""
+        return 128 - self.returncode if self.returncode < 0 else self.returncode
+
+    @property
+    def how(self) -> str:
+        rc = self.returncode
+        if rc < 0 and -rc in _SIGNALS:
+            return f"app killed by {signal.Signals(-rc).name} (exit {self.app_exit_code})"
+        return f"app exited {self.app_exit_code}"
+
+
+class Signals:
+    """Signal handlers only record what arrived; the loop acts on it."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+
+
+Deliver = Callable[[int], None]
+
+
+def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int, deliver: Deliver,
+              signals: Signals, clock: Callable[[], float], say: Callable[[str], None]) -> AppEnd:
+    """Wait for the app, signalling it at ``plan.stop_at`` (or at once when
+    the runner is signalled) and killing it at ``plan.kill_at``."""
+    stop_sent: float | None = None
+    external: str | None = None
+    killed = False
+    while True:
+        if signals.received:
+            got = signals.received.pop(0)
+            if external is None:
+                external = signal.Signals(got).name
+                stop_sent = stop_sent or clock()
+                deliver(stop_signal)
+        now = clock()
+        if stop_sent is None and now >= plan.stop_at:
+            stop_sent = now
+            deliver(stop_signal)
+            say(f"sent {signal.Signals(stop_signal).name} to the app")
+        if stop_sent is not None and not killed and now >= max(plan.kill_at, stop_sent + 1):
+            killed = True
+            deliver(signal.SIGKILL)
+            say("app still alive, killed it")
+        deadline = plan.stop_at if stop_sent is None else plan.kill_at
+        try:
+            proc.wait(timeout=max(0.05, min(0.5, deadline - clock())))
+            return AppEnd(proc.returncode, clock(), stop_sent, external, killed)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def group_sender(proc: subprocess.Popen[bytes]) -> Deliver:
+    """Signals for an app started directly: its whole process group."""
+    def deliver(sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    return deliver

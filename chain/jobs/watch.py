@@ -1,0 +1,127 @@
+"""Watching the current runner until its outcome is known.
+
+The outcome comes from the runner's own record (a local ``stat``, no
+scheduler call); the scheduler is asked only to catch a runner that died
+without a record, on the poll policy's schedule (``core.poll``): rarely while
+the runner is far from its end, more often near it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from chain.backends.base import Backend, JobInfo
+from chain.core.decision import Outcome
+from chain.core.model import JobState
+from chain.core.poll import PollPolicy
+from chain.errors import CheckpointError, SchedulerError
+from chain.store import ChainDir, ChainStatus, read_counter
+from chain.store.records import RunnerPhase, RunnerRecord
+
+
+class HandOver(Exception):
+    """The submitter reached its margin while waiting: a successor takes over."""
+
+
+@dataclass
+class RunnerWatch:
+    """Waits for one runner's outcome; ``deadline`` is when to hand over."""
+
+    chain: ChainDir
+    backend: Backend
+    ckpt: Path
+    poll: PollPolicy = field(default_factory=PollPolicy)
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    deadline: float = float("inf")
+    on_running: Callable[[ChainStatus], None] = lambda status: None  # lookahead's pre-queue
+
+    def outcome_of(self, status: ChainStatus) -> Outcome:
+        """Wait until the current runner has ended; its outcome."""
+        job_id = status.runner_job_id
+        self.chain.log(f"waiting for runner {status.runner_seq} (job {job_id})")
+        next_query = self.clock()  # ask once at adoption: the runner may be long gone
+        while True:
+            record = self.chain.runner_record(job_id)
+            if record is not None and record.ended:
+                return self.outcome(status, record, self.until_gone(job_id))
+            now = self.clock()
+            if record is not None and record.status is RunnerPhase.RUNNING:
+                self.on_running(status)
+            if now >= next_query:
+                try:
+                    info = self.backend.query([job_id]).get(job_id)
+                except SchedulerError as exc:
+                    # the scheduler is down: the runner goes on regardless; keep
+                    # watching its record and ask again later
+                    self.chain.log(f"query of runner {job_id} failed: {exc}")
+                    next_query = now + self.poll.slurm_min
+                    continue
+                if info is None or info.state.finished:
+                    record = self.chain.runner_record(job_id)
+                    if record is not None and record.ended:
+                        continue
+                    return self.outcome(status, record, info)
+                next_query = self.poll.next_slurm_query(now, record.end_planned if record else None)
+            if now >= self.deadline:
+                raise HandOver()
+            self.sleep(self.poll.file_interval)
+
+    def until_gone(self, job_id: str) -> JobInfo | None:
+        """The runner recorded its end; wait (briefly) for its job to leave
+        the queue, so the next runner never overlaps it in squeue.
+
+        A job still queued after that outlived its own end record: Slurm
+        requeued it (node failure), or it hangs. The record is the outcome;
+        the chain cancels the job and waits for it to go, and Slurm's state
+        (CANCELLED by us) then says nothing about the runner: None."""
+        info = self._settled(job_id, None)
+        if info is None or not info.state.active:
+            return info
+        self.chain.log(f"runner job {job_id} is still {info.state.value} after recording its end "
+                       "(requeued?); cancelling it")
+        try:
+            self.backend.cancel(job_id)
+        except SchedulerError as exc:
+            self.chain.log(f"cancel of runner {job_id} failed: {exc}")
+        self._settled(job_id, info)
+        return None
+
+    def _settled(self, job_id: str, last: JobInfo | None) -> JobInfo | None:
+        """Ask on the handoff schedule until the job has left the queue;
+        the last answer (``last`` if none came)."""
+        for delay in self.poll.handoff_delays():
+            try:
+                last = self.backend.query([job_id]).get(job_id)
+            except SchedulerError as exc:
+                self.chain.log(f"query of runner {job_id} failed: {exc}")
+                self.sleep(delay)
+                continue
+            if last is None or last.state.finished:
+                return last
+            self.sleep(delay)
+        return last
+
+    def outcome(self, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None) -> Outcome:
+        """The facts the decision needs: the runner's record when it wrote
+        its end, else the scheduler's account and the counter as it is."""
+        cancelled = self.chain.cancel_file.exists()
+        if record is not None and record.ended:
+            return Outcome(
+                exit_code=record.exit_code,
+                slurm_state=info.state if info is not None and info.state.finished else None,
+                iter_before=status.iter_before if record.iter_before is None else record.iter_before,
+                iter_after=status.iter_before if record.iter_after is None else record.iter_after,
+                recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
+                stop_signalled=record.stop_sent is not None,
+            )
+        try:
+            after = read_counter(self.ckpt)
+        except CheckpointError:
+            after = status.iter_before
+        return Outcome(exit_code=info.exit_code if info else None,
+                       slurm_state=info.state if info else JobState.UNKNOWN, iter_before=status.iter_before,
+                       iter_after=after, recorded=False, cancelled_by_chain=cancelled)
