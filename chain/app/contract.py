@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-__all__ = ["AppEnv", "ExitCode", "shell_helpers_dir"]
+__all__ = ["AppEnv", "ExitCode", "shell_helpers_dir", "signal_named"]
 
 
 class ExitCode(IntEnum):
@@ -32,6 +33,19 @@ class ExitCode(IntEnum):
     """EX_TEMPFAIL: checkpointed and stopped on a termination warning."""
     STOPPED = 99
     """Checkpointed and stopped voluntarily (stop signal or deadline)."""
+
+
+def signal_named(name: str) -> signal.Signals | None:
+    """A signal from its name as users write it (``TERM``, ``sigint``,
+    ``SIGUSR1``); None when there is no such signal. The one parser of
+    signal names, for the app side and the chain alike."""
+    name = name.strip().upper()
+    if not name:
+        return None
+    try:
+        return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
+    except KeyError:
+        return None
 
 
 def shell_helpers_dir(environ: Mapping[str, str] | None = None) -> Path:

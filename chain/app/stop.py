@@ -30,7 +30,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from chain.app.contract import ExitCode
+from chain.app.contract import ExitCode, signal_named
 
 __all__ = [
     "DEFAULT_PODINFO",
@@ -114,16 +114,6 @@ def parse_instant(raw: str | None) -> datetime | None:
     return instant
 
 
-def _signal_named(name: str) -> signal.Signals | None:
-    name = name.strip().upper()
-    if not name:
-        return None
-    try:
-        return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
-    except KeyError:
-        return None
-
-
 class StopMonitor:
     """Tracks stop signals, the runner deadline and podinfo warnings.
 
@@ -163,7 +153,7 @@ class StopMonitor:
         if signals is None:
             # Both, whatever the runner sends: a Ctrl-C by hand should save too.
             wanted = [signal.SIGTERM, signal.SIGINT]
-            named = _signal_named(env.get("CHAIN_STOP_SIGNAL", ""))
+            named = signal_named(env.get("CHAIN_STOP_SIGNAL", ""))
             if named is not None and named not in wanted:
                 wanted.append(named)
             signals = wanted

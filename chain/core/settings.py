@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from chain.core.timefmt import parse_slurm_time
+from chain.app.contract import signal_named
 from chain.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -165,12 +166,12 @@ def _enum(kind: type[enum.Enum]) -> Callable[[Any, str], Any]:
 
 
 def _signal_name(value: Any, what: str) -> str:
-    name = _str(value, what).strip().upper().removeprefix("SIG")
-    if name not in signal.Signals.__members__ and f"SIG{name}" not in signal.Signals.__members__:
+    sig = signal_named(_str(value, what))
+    if sig is None:
         raise ConfigError(f"{what} {value!r} is not a signal name (e.g. TERM, INT, USR1)")
-    if name in {"KILL", "STOP"}:
+    if sig in (signal.SIGKILL, signal.SIGSTOP):
         raise ConfigError(f"{what} {value!r} cannot be caught: the app could not checkpoint")
-    return name
+    return sig.name.removeprefix("SIG")
 
 
 def _shell_words(value: Any, what: str) -> str:
@@ -356,8 +357,3 @@ def from_json(data: Mapping[str, Any]) -> Settings:
     settings = dataclasses.replace(Settings(), **values)
     validate(settings)
     return settings
-
-
-def field_names() -> list[str]:
-    return [f.name for f in dataclasses.fields(Settings)]
-

@@ -29,7 +29,7 @@ class Hook:
     argv: list[str]
 
 
-def plan_hooks(settings: Settings, workdir: Path, python: str = sys.executable) -> list[Hook]:
+def plan_hooks(settings: Settings, python: str = sys.executable) -> list[Hook]:
     hooks = [Hook("report", [python, "-m", "chain", "report", "--quiet"])]
     for script in SEED_SCRIPTS:
         hooks.append(Hook(script, [python, script]))
@@ -57,7 +57,7 @@ def run_hooks(
     its current one."""
     state, reason = final or (status.state, status.reason)
     done = {h.get("name") for h in status.hooks}
-    for hook in plan_hooks(settings, workdir):
+    for hook in plan_hooks(settings):
         if hook.name in done or (only is not None and hook.name not in only):
             continue
         if hook.name in SEED_SCRIPTS and not (workdir / hook.name).is_file():

@@ -97,7 +97,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("argv, env, files, message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv, env, files, message) -> None:
+def test_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], env: dict[str, str],
+                   files: dict[str, str], message: str) -> None:
     monkeypatch.chdir(tmp_path)
     for var in ("MAX_ITER", "APP_CMD", "RUNNER_TIME_LIMIT", "RUNNER_MARGIN_SEC", "LAUNCH_MODE", "CHAIN_DIR"):
         monkeypatch.delenv(var, raising=False)

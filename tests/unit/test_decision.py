@@ -1,3 +1,7 @@
+from __future__ import annotations
+
+from typing import Any
+
 import pytest
 
 from chain.core.decision import Outcome, Policy, Progress, Step, Verdict, decide, next_step
@@ -7,33 +11,34 @@ from chain.errors import CheckpointError
 POLICY = Policy(max_iter=100)
 
 
-def outcome(code, before=10, after=20, state=None, **kw):
+def outcome(code: int | None, before: int = 10, after: int = 20, state: JobState | None = None,
+            **kw: Any) -> Outcome:
     return Outcome(exit_code=code, slurm_state=state, iter_before=before, iter_after=after, **kw)
 
 
-def test_done_at_max_iter_completes():
+def test_done_at_max_iter_completes() -> None:
     d = decide(outcome(0, 90, 100), POLICY, Progress())
     assert d.verdict is Verdict.COMPLETE
 
 
-def test_done_below_max_iter_is_a_failure():
+def test_done_below_max_iter_is_a_failure() -> None:
     d = decide(outcome(0, 10, 50), POLICY, Progress())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "50 < MAX_ITER 100" in d.reason
 
 
 @pytest.mark.parametrize("code", [99, 124, 75])
-def test_checkpoint_codes_continue(code):
+def test_checkpoint_codes_continue(code: Any) -> None:
     d = decide(outcome(code), POLICY, Progress(no_progress=1))
     assert d.verdict is Verdict.CONTINUE and d.progress.no_progress == 0
 
 
 @pytest.mark.parametrize("state", [JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL])
-def test_slurm_ends_with_advance_continue(state):
+def test_slurm_ends_with_advance_continue(state: Any) -> None:
     d = decide(outcome(None, state=state, recorded=False), POLICY, Progress())
     assert d.verdict is Verdict.CONTINUE
 
 
-def test_two_runners_without_advance_stop():
+def test_two_runners_without_advance_stop() -> None:
     first = decide(outcome(99, 20, 20), POLICY, Progress())
     assert first.verdict is Verdict.CONTINUE and first.progress.no_progress == 1
     second = decide(outcome(99, 20, 20), POLICY, first.progress)
@@ -41,38 +46,38 @@ def test_two_runners_without_advance_stop():
     assert "no progress" in second.reason
 
 
-def test_deadline_without_advance_is_failure():
+def test_deadline_without_advance_is_failure() -> None:
     d = decide(outcome(1, 20, 20, state=JobState.FAILED), POLICY, Progress())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED
     assert "without checkpoint advance" in d.reason
 
 
-def test_app_failure_stops_with_exit_code():
+def test_app_failure_stops_with_exit_code() -> None:
     d = decide(outcome(3, detail="app exited 3"), POLICY, Progress())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "exit code 3" in d.reason
 
 
-def test_user_cancel_stops_cancelled():
+def test_user_cancel_stops_cancelled() -> None:
     d = decide(outcome(99, state=JobState.CANCELLED), POLICY, Progress())
     assert d.verdict is Verdict.STOP and d.state is ChainState.CANCELLED and "user" in d.reason
 
 
-def test_chain_cancel_continues():
+def test_chain_cancel_continues() -> None:
     d = decide(outcome(99, state=JobState.CANCELLED, cancelled_by_chain=True), POLICY, Progress())
     assert d.verdict is Verdict.CONTINUE
 
 
-def test_out_of_memory_stops():
+def test_out_of_memory_stops() -> None:
     d = decide(outcome(None, state=JobState.OUT_OF_MEMORY, recorded=False), POLICY, Progress())
     assert d.verdict is Verdict.STOP and "memory" in d.reason
 
 
-def test_runner_died_without_record():
+def test_runner_died_without_record() -> None:
     d = decide(outcome(9, 20, 20, state=JobState.FAILED, recorded=False), POLICY, Progress())
     assert d.verdict is Verdict.STOP and "without a record" in d.reason
 
 
-def test_retry_budget():
+def test_retry_budget() -> None:
     policy = Policy(max_iter=100, retries=2)
     p = Progress()
     for used in (1, 2):
@@ -83,25 +88,25 @@ def test_retry_budget():
     assert decide(outcome(3), policy, p).verdict is Verdict.STOP
 
 
-def test_next_step():
+def test_next_step() -> None:
     assert next_step(10, 10) is Step.FINISH
     assert next_step(11, 10) is Step.FINISH
     assert next_step(9, 10) is Step.SUBMIT
 
 
 @pytest.mark.parametrize("text, value", [("0", 0), ("42\n", 42), ("  7 ", 7)])
-def test_counter_strict(text, value):
+def test_counter_strict(text: Any, value: Any) -> None:
     assert parse_counter(text) == value
 
 
 @pytest.mark.parametrize("text", ["v2 iter 10", "", "abc", "-3", "1.5", "10 20", "١٢"])
-def test_counter_rejects_anything_else(text):
+def test_counter_rejects_anything_else(text: Any) -> None:
     # the seed's tr -cd 0-9 read "v2 iter 10" as 210
     with pytest.raises(CheckpointError):
         parse_counter(text)
 
 
-def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop():
+def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop() -> None:
     """Runner exit 1 means "stopped at the deadline without advance" only
     when the runner sent the stop signal; otherwise the app failed on its own."""
     early = decide(outcome(1, 0, 0, stop_signalled=False,
@@ -113,7 +118,7 @@ def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop():
     assert late.state is ChainState.FAILED and "stopped at the deadline without checkpoint advance" in late.reason
 
 
-def test_end_states_have_distinct_exit_codes():
+def test_end_states_have_distinct_exit_codes() -> None:
     codes = {state: state.exit_code for state in ChainState if state.ended}
     assert codes[ChainState.COMPLETED] == 0
     others = [codes[s] for s in (ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED)]

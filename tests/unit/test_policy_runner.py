@@ -1,13 +1,15 @@
+from typing import Any
+
 """Pure pieces of the submitter's polling and the runner's schedule."""
 
 import pytest
 
-from chain.core.poll import PollPolicy
 from chain.core.names import runner_seq
+from chain.core.poll import PollPolicy
 from chain.core.runner_rules import classify_exit, plan_schedule
 
 
-def test_poll_is_rare_far_from_the_end_and_dense_near_it():
+def test_poll_is_rare_far_from_the_end_and_dense_near_it() -> None:
     p = PollPolicy(slurm_min=10, slurm_max=300)
     assert p.next_slurm_query(0, None) == 300  # pending: longest interval
     assert p.next_slurm_query(0, 86400) == 300  # far from the end
@@ -16,7 +18,7 @@ def test_poll_is_rare_far_from_the_end_and_dense_near_it():
     assert p.next_slurm_query(100, 90) == 110  # past the end: minimum
 
 
-def test_poll_budget_for_a_24_hour_runner():
+def test_poll_budget_for_a_24_hour_runner() -> None:
     """At most 12 Slurm queries per runner-hour while the runner runs."""
     p = PollPolicy()
     end = 24 * 3600.0
@@ -27,7 +29,7 @@ def test_poll_budget_for_a_24_hour_runner():
     assert queries / 24 <= 12
 
 
-def test_schedule_uses_the_earlier_end():
+def test_schedule_uses_the_earlier_end() -> None:
     plan = plan_schedule(start=1000, limit=30, margin=10, slurm_end=None)
     assert (plan.end, plan.stop_at) == (1030, 1020)
     assert plan.stop_at < plan.kill_at <= plan.end
@@ -42,11 +44,11 @@ def test_schedule_uses_the_earlier_end():
     (99, False, True, 99), (75, False, False, 75), (3, False, False, 3),
     (99, True, True, 124), (143, True, True, 124), (137, True, False, 1), (99, True, False, 1),
 ])
-def test_exit_contract(app_rc, we_stopped, advanced, expected):
+def test_exit_contract(app_rc: Any, we_stopped: Any, advanced: Any, expected: Any) -> None:
     assert classify_exit(app_rc, we_stopped, advanced) == expected
 
 
-def test_runner_seq_from_job_name():
+def test_runner_seq_from_job_name() -> None:
     assert runner_seq("chain-abc.r12") == 12
     assert runner_seq("chain-abc.s3") is None
     assert runner_seq("") is None

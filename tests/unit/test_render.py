@@ -1,3 +1,5 @@
+from typing import Any
+
 """Golden files of the rendered sbatch scripts, and quoting of hostile values."""
 
 import os
@@ -8,7 +10,7 @@ import pytest
 
 from chain.core.settings import resolve
 from chain.errors import ConfigError
-from chain.jobs.render import render_scripts
+from chain.jobs.render import Scripts, render_scripts
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {
@@ -21,13 +23,14 @@ CASES = {
 }
 
 
-def _render(flags, chain_dir="/scratch/u/run/.chain", workdir="/scratch/u/run"):
+def _render(flags: dict[str, Any], chain_dir: str = "/scratch/u/run/.chain",
+            workdir: str = "/scratch/u/run") -> Scripts:
     return render_scripts(resolve(flags, {}, {}), chain_id="chain-abc123", chain_dir=Path(chain_dir),
                           workdir=Path(workdir), python="/opt/venv/bin/python3")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_golden(case):
+def test_golden(case: Any) -> None:
     scripts = _render(CASES[case])
     for kind, text in (("submitter", scripts.submitter), ("runner", scripts.runner)):
         path = GOLDEN / f"{case}.{kind}.sbatch"
@@ -37,7 +40,7 @@ def test_golden(case):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_scripts_pass_bash_n_and_sbatch_lines_come_first(case, tmp_path):
+def test_scripts_pass_bash_n_and_sbatch_lines_come_first(case: Any, tmp_path: Path) -> None:
     scripts = _render(CASES[case])
     for text in (scripts.submitter, scripts.runner):
         script = tmp_path / "s.sh"
@@ -48,7 +51,7 @@ def test_scripts_pass_bash_n_and_sbatch_lines_come_first(case, tmp_path):
         assert all(i < first_command for i, l in enumerate(lines) if l.startswith("#SBATCH"))
 
 
-def test_runner_time_is_rounded_up_to_minutes():
+def test_runner_time_is_rounded_up_to_minutes() -> None:
     scripts = _render({"app_cmd": "x", "runner_time": "0:30", "runner_margin": "10", "submitter_time": "1:30",
                        "submitter_margin": "20"})
     assert "#SBATCH --time=00:01:00" in scripts.runner
@@ -58,7 +61,7 @@ def test_runner_time_is_rounded_up_to_minutes():
 HOSTILE = "it's \"$(touch /tmp/pwned)\" `id` ; rm -rf ~ $HOME"
 
 
-def test_hostile_values_stay_literal(tmp_path):
+def test_hostile_values_stay_literal(tmp_path: Path) -> None:
     chain_dir = tmp_path / f"we ird {HOSTILE[:12]}"
     scripts = _render({"app_cmd": "x", "partition": HOSTILE, "modules": HOSTILE[:20]},
                       chain_dir=str(chain_dir), workdir=str(tmp_path))
@@ -72,7 +75,7 @@ def test_hostile_values_stay_literal(tmp_path):
     assert not Path("/tmp/pwned").exists()
 
 
-def test_user_template_dir_overrides(tmp_path):
+def test_user_template_dir_overrides(tmp_path: Path) -> None:
     (tmp_path / "runner.sbatch.j2").write_text("#!/bin/bash\n#SBATCH --time={{ sbatch_time }}\necho {{ s.app_cmd | q }}\n")
     scripts = render_scripts(resolve({"app_cmd": "a b", "template_dir": str(tmp_path)}, {}, {}),
                              chain_id="c-1", chain_dir=tmp_path / ".chain", workdir=tmp_path)
@@ -84,14 +87,14 @@ def test_user_template_dir_overrides(tmp_path):
     ("{% if %}", r"template .*/runner.sbatch.j2:1: Expected an expression"),
     ("{{ no_such_value }}", "no_such_value"),
 ])
-def test_broken_user_template_is_a_config_error(tmp_path, body, message):
+def test_broken_user_template_is_a_config_error(tmp_path: Path, body: Any, message: Any) -> None:
     (tmp_path / "runner.sbatch.j2").write_text(body)
     with pytest.raises(ConfigError, match=message):
         render_scripts(resolve({"app_cmd": "x", "template_dir": str(tmp_path)}, {}, {}),
                        chain_id="c-1", chain_dir=tmp_path / ".chain", workdir=tmp_path)
 
 
-def test_missing_template_dir(tmp_path):
+def test_missing_template_dir(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         render_scripts(resolve({"app_cmd": "x", "template_dir": str(tmp_path / "nope")}, {}, {}),
                        chain_id="c-1", chain_dir=tmp_path, workdir=tmp_path)

@@ -92,7 +92,7 @@ class FakeClock:
 
 
 def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> None:
-    backend, clock, said = FinishingBackend(polls=3), FakeClock(), []
+    backend, clock, said = FinishingBackend(polls=3), FakeClock(), list[str]()
     api.refuse_live_submitter(backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append,
                                sleep=clock.sleep, clock=clock)
     assert backend.queries == 4 and clock.slept == [2.0, 2.0, 2.0]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def _chain(*args: str, cwd: Path, umask: int | None = None) -> subprocess.Comple
                           env={**os.environ, "CHAIN_BACKEND": "local"})
 
 
-def _good_state(tmp_path: Path) -> dict:
+def _good_state(tmp_path: Path) -> dict[str, Any]:
     return {"chain_id": "chain-abc123", "state": "stopped", "reason": "x", "workdir": str(tmp_path),
             "backend": "local", "runner_seq": 1, "hooks": []}
 
@@ -98,7 +99,7 @@ def test_corrupt_state_gives_one_line_error(tmp_path: Path, case: str, command: 
     (chain_dir / "settings.json").write_text(json.dumps({}))
     text = CORRUPT[case]
     good = _good_state(tmp_path)
-    mutations = {"RUNNER_SEQ": {"runner_seq": "3"}, "RUNNER_LIVE": {"runner_live": "yes"},
+    mutations: dict[str, dict[str, Any]] = {"RUNNER_SEQ": {"runner_seq": "3"}, "RUNNER_LIVE": {"runner_live": "yes"},
                  "HOOKS_STR": {"hooks": "report"}, "HOOKS_INTS": {"hooks": [1, 2]}}
     if text in mutations:
         text = json.dumps({**good, **mutations[text]})

@@ -1,4 +1,5 @@
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from chain.errors import ConfigError
 APP = {"app_cmd": "python3 app.py"}
 
 
-def test_defaults_follow_the_seed():
+def test_defaults_follow_the_seed() -> None:
     s = resolve(APP, {}, {})
     assert (s.max_iter, s.ckpt_path, s.checkpoint_every) == (500, "state_iter.txt", 20)
     assert (s.runner_time, s.runner_margin, s.submitter_time, s.submitter_margin) == ("00:03:00", 60, "3:30", 60)
@@ -26,7 +27,7 @@ def test_defaults_follow_the_seed():
     assert s.stop_signal == "TERM" and s.backend is BackendName.AUTO
 
 
-def test_precedence_flag_env_file_default():
+def test_precedence_flag_env_file_default() -> None:
     file_values = {"max_iter": 10, "ckpt_path": "file.txt", "checkpoint_every": 3}
     env = {"MAX_ITER": "20", "CKPT_PATH": "env.txt"}
     s = resolve({**APP, "max_iter": "30"}, env, file_values)
@@ -36,7 +37,7 @@ def test_precedence_flag_env_file_default():
     assert s.runner_margin == 60  # default
 
 
-def test_seed_environment_names():
+def test_seed_environment_names() -> None:
     env = {"APP_CMD": "x", "MAX_ITER": "7", "CKPT_PATH": "c", "CHECKPOINT_EVERY": "2",
            "RUNNER_TIME_LIMIT": "0:30", "RUNNER_MARGIN_SEC": "10", "SUBMITTER_TIME_LIMIT": "2",
            "SUBMITTER_MARGIN_SEC": "20", "LAUNCH_MODE": "srun", "SRUN_ARGS": "-n 2", "MODULE_LIST": "a b"}
@@ -66,41 +67,41 @@ def test_seed_environment_names():
         ({"ckpt_path": "a\nb"}, "single line"),
     ],
 )
-def test_bad_values_are_one_line_errors(flags, message):
+def test_bad_values_are_one_line_errors(flags: Any, message: Any) -> None:
     with pytest.raises(ConfigError) as err:
         resolve({**APP, **flags}, {}, {})
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_config_file_unknown_key(tmp_path: Path):
+def test_config_file_unknown_key(tmp_path: Path) -> None:
     cfg = tmp_path / "chain.toml"
     cfg.write_text('max_iter = 5\nmax_iters = 6\n')
     with pytest.raises(ConfigError, match="unknown key 'max_iters'"):
         read_config_file(cfg)
 
 
-def test_config_file_wrong_type(tmp_path: Path):
+def test_config_file_wrong_type(tmp_path: Path) -> None:
     cfg = tmp_path / "chain.toml"
     cfg.write_text('max_iter = "many"\n')
     with pytest.raises(ConfigError, match="integer"):
         resolve(APP, {}, read_config_file(cfg))
 
 
-def test_config_file_syntax_error(tmp_path: Path):
+def test_config_file_syntax_error(tmp_path: Path) -> None:
     cfg = tmp_path / "chain.toml"
     cfg.write_text('max_iter = \n')
     with pytest.raises(ConfigError, match="chain.toml"):
         read_config_file(cfg)
 
 
-def test_config_file_chain_table_and_hooks(tmp_path: Path):
+def test_config_file_chain_table_and_hooks(tmp_path: Path) -> None:
     cfg = tmp_path / "chain.toml"
     cfg.write_text('[chain]\napp_cmd = "true"\nhooks = ["echo a", "echo b"]\n')
     s = resolve({}, {}, read_config_file(cfg))
     assert s.hooks == ("echo a", "echo b")
 
 
-def test_every_field_has_an_env_name_and_roundtrips():
+def test_every_field_has_an_env_name_and_roundtrips() -> None:
     names = [f.env for f in FIELDS]
     assert len(names) == len(set(names))
     s = resolve({**APP, "hooks": ["x"], "launch_mode": "srun"}, {}, {})

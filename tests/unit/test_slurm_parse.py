@@ -37,20 +37,21 @@ JobId=10 JobName=parse-test
 """
 
 
-def test_squeue_states_all():
+def test_squeue_states_all() -> None:
     jobs = parse_squeue(SQUEUE)
     assert jobs["10"].state is JobState.PENDING and jobs["10"].start is None and jobs["10"].reason == ""
     assert jobs["11"].state is JobState.RUNNING and jobs["11"].name == "chain-ab12cd.r3"
-    assert jobs["11"].end - jobs["11"].start == 60
+    end, start = jobs["11"].end, jobs["11"].start
+    assert end is not None and start is not None and end - start == 60
     assert jobs["12"].state is JobState.FAILED and jobs["12"].state.finished
     assert jobs["12"].reason == "NonZeroExitCode"
 
 
-def test_squeue_empty_output():
+def test_squeue_empty_output() -> None:
     assert parse_squeue("") == {}
 
 
-def test_sacct_exit_codes_and_states():
+def test_sacct_exit_codes_and_states() -> None:
     jobs = parse_sacct(SACCT)
     # a script exiting 137 shows 9:0 in sacct (minus 128)
     assert (jobs["10"].state, jobs["10"].exit_code, jobs["10"].signal) == (JobState.FAILED, 9, None)
@@ -60,24 +61,24 @@ def test_sacct_exit_codes_and_states():
     assert jobs["16"].state is JobState.NODE_FAIL
 
 
-def test_sacct_skips_steps():
+def test_sacct_skips_steps() -> None:
     text = "20|COMPLETED|0:0|x|2026-11-29T07:49:12|2026-11-29T07:49:14\n20.batch|COMPLETED|0:0|batch||\n"
     assert list(parse_sacct(text)) == ["20"]
 
 
-def test_scontrol_keeps_real_exit_code():
+def test_scontrol_keeps_real_exit_code() -> None:
     job = parse_scontrol(SCONTROL)["10"]
     assert (job.state, job.exit_code, job.reason) == (JobState.FAILED, 137, "NonZeroExitCode")
-    assert job.end - job.start == 2
+    assert job.end is not None and job.start is not None and job.end - job.start == 2
 
 
-def test_scontrol_one_line_form():
+def test_scontrol_one_line_form() -> None:
     text = "JobId=7 JobName=a UserId=root(0) JobState=CANCELLED Reason=None ExitCode=0:15 StartTime=Unknown\n"
     job = parse_scontrol(text)["7"]
     assert job.state is JobState.CANCELLED and job.signal == 15 and job.start is None
 
 
-def test_small_parsers():
+def test_small_parsers() -> None:
     assert parse_sbatch_parsable("1234\n") == "1234"
     assert parse_sbatch_parsable("1234;cluster\n") == "1234"
     assert parse_exit_code("3:0") == (3, None) and parse_exit_code("junk") == (None, None)

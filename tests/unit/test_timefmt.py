@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 
 from chain.core.timefmt import format_duration, format_sbatch_time, parse_slurm_time, sbatch_minutes
@@ -17,25 +19,25 @@ from chain.errors import ConfigError
         ("24:00:00", 86400),
     ],
 )
-def test_six_slurm_formats(text, seconds):
+def test_six_slurm_formats(text: Any, seconds: Any) -> None:
     assert parse_slurm_time(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "abc", "1:2:3:4", "-5", "0", "0:00", "1-", "UNLIMITED", "1.5", "1--2"])
-def test_bad_times_are_config_errors(text):
+def test_bad_times_are_config_errors(text: Any) -> None:
     with pytest.raises(ConfigError):
         parse_slurm_time(text, what="runner time")
 
 
 @pytest.mark.parametrize("seconds, minutes, text", [(30, 1, "00:01:00"), (60, 1, "00:01:00"), (61, 2, "00:02:00"),
                                                      (86400 + 90, 1442, "1-00:02:00")])
-def test_sbatch_time_rounds_up_to_minutes(seconds, minutes, text):
+def test_sbatch_time_rounds_up_to_minutes(seconds: Any, minutes: Any, text: Any) -> None:
     assert sbatch_minutes(seconds) == minutes
     assert format_sbatch_time(seconds) == text
     assert parse_slurm_time(text) >= seconds
 
 
-def test_format_duration():
+def test_format_duration() -> None:
     assert format_duration(None) == "-"
     assert format_duration(42) == "42s"
     assert format_duration(185) == "3m05s"
