@@ -97,7 +97,7 @@ def submit(
     check_app(settings, workdir)
     # on resume, settings.backend is the stored (resolved) one unless a flag changed it
     if backend is None:
-        name, why = choose_backend(settings.backend.value, chain_dir)
+        name, why = choose_backend(settings.backend.value)
         backend = make_backend(name, chain_dir)
     else:
         name, why = backend.name, "given by the caller"

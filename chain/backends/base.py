@@ -2,19 +2,24 @@
 
 The chain's workflow (what to submit, when to look, what an outcome means)
 lives in the core; a backend only knows how to talk to one scheduler:
-submit a rendered sbatch script, query jobs, find a job by name, cancel.
+submit a rendered sbatch script, query jobs, find a job by name, cancel,
+and account for finished jobs (``usage``, for the reports).
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from chain.core.model import JobState
+from chain.core.retry import RetryPolicy, TransientError
+from chain.errors import SchedulerError
 
-__all__ = ["Backend", "JobInfo", "JobState"]
+__all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage",
+           "submit_idempotently"]
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,76 @@ class JobInfo:
     source: str = ""  # which query answered: squeue, sacct, scontrol, local
 
 
+# States after which a job's accounting record no longer changes.
+_FINAL_STATES = frozenset({
+    JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED, JobState.NODE_FAIL,
+    JobState.PREEMPTED, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL, JobState.DEADLINE,
+    JobState.REVOKED,
+})
+
+
+@dataclass
+class JobUsage:
+    """One job's accounting: what it held and used (``Backend.usage``).
+
+    ``state`` and ``exit_code`` are as the scheduler prints them
+    (``CANCELLED by 0``, ``99:0``): the report shows them so. Times are
+    epoch seconds; ``elapsed`` is the allocation's wall time and ``cpu`` the
+    CPU time used (summed over the job's steps), in seconds; ``max_rss`` is
+    the largest resident set of any step, in bytes; ``alloc_cpus`` the CPUs
+    allocated. None (or "" for ``node``) when unknown.
+    """
+
+    job_id: str
+    state: str
+    exit_code: str
+    submit: float | None = None
+    start: float | None = None
+    end: float | None = None
+    elapsed: float | None = None
+    cpu: float | None = None
+    node: str = ""
+    max_rss: int | None = None
+    alloc_cpus: int | None = None
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        """The allocation: allocated CPUs x elapsed (what the job held, used or not)."""
+        if self.alloc_cpus is None or self.elapsed is None:
+            return None
+        return self.alloc_cpus * self.elapsed
+
+    @property
+    def queue_wait(self) -> float | None:
+        if self.submit is None or self.start is None:
+            return None
+        return max(0.0, self.start - self.submit)
+
+    @property
+    def final(self) -> bool:
+        """The job ended and its record will not change any more."""
+        return JobState.parse(self.state) in _FINAL_STATES
+
+
+class AccountingUnavailable(SchedulerError):
+    """The backend keeps no accounting, or its accounting does not answer;
+    the message is the one-line reason (e.g. Slurm's "accounting storage is
+    disabled")."""
+
+
 class Backend(abc.ABC):
-    """One scheduler. Implementations: slurm_cli, local, pyslurm."""
+    """One scheduler. Implementations: slurm (cli), local, pyslurm."""
 
     name: str = "abstract"
     # True when a query costs no scheduler RPC (the local backend reads files),
     # so the submitter may look often without burdening anyone.
     cheap_queries: bool = False
+    # What ``usage`` answers from, as reports name it ("sacct", "local
+    # backend"), and whether that is the scheduler's accounting (True), which
+    # reports trust for every job, or only the backend's own job records
+    # (False), which they use only for what the chain's own records lack.
+    usage_source: str = ""
+    accounting: bool = True
 
     @abc.abstractmethod
     def submit(
@@ -86,6 +154,44 @@ class Backend(abc.ABC):
     def end_time(self, job_id: str) -> float | None:
         """Scheduled end (epoch seconds) of a running job, None if unknown."""
 
+    def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
+        """Accounting of each job, in one batched request where the scheduler
+        allows; ids without a record are absent. Raises AccountingUnavailable
+        when there is no accounting to ask (this default) or it does not answer."""
+        raise AccountingUnavailable(f"the {self.name} backend keeps no accounting")
+
     def available(self) -> bool:
         """True when the scheduler answers (used by ``--backend auto``)."""
         return True
+
+
+def submit_idempotently(
+    backend: Backend, job_name: str, submit_once: Callable[[], str], *,
+    retry: RetryPolicy | None = None, look_first: bool = False,
+) -> str:
+    """Submit a job whose ``job_name`` is unique without ever queueing it twice.
+
+    ``submit_once`` makes one submission. A TransientError from it (a
+    timed-out sbatch may still have queued the job) is answered by looking
+    the job up by its name: its id if found, else the error, which ``retry``
+    (one try without it) may answer with another submission. ``look_first``
+    also looks before the first try: for a caller repeating a submission
+    that failed earlier.
+    """
+    def found() -> str | None:
+        ids = backend.find_by_name(job_name)
+        return ids[-1] if ids else None
+
+    def attempt() -> str:
+        try:
+            return submit_once()
+        except TransientError:
+            known = found()
+            if known is None:
+                raise
+            return known
+
+    earlier = found() if look_first else None
+    if earlier is not None:
+        return earlier
+    return retry.call(attempt) if retry is not None else attempt()

@@ -1,7 +1,8 @@
 """Retry policy for transient scheduler failures (one place, every backend).
 
 A policy is a small object built from tenacity strategies; tests inject a
-fake ``sleep`` so no test really waits.
+fake ``sleep`` so no test really waits. tenacity is imported when a policy
+is first used, not with this module: ``chain status`` never pays for it.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
-
-import tenacity
 
 from chain.errors import SchedulerError
 
@@ -57,6 +56,8 @@ class RetryPolicy:
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def call(self, fn: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
+        import tenacity
+
         def before_sleep(state: tenacity.RetryCallState) -> None:
             if on_retry is not None and state.outcome is not None:
                 exc = state.outcome.exception()
@@ -72,5 +73,3 @@ class RetryPolicy:
         )
         return retrying(fn)
 
-
-NO_RETRY = RetryPolicy(attempts=1)

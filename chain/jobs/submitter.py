@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from chain.backends.base import Backend, JobState
+from chain.backends.base import Backend, JobState, submit_idempotently
 from chain.core.decision import (
     Decision,
     Outcome,
@@ -158,10 +158,9 @@ class Submitter:
         def submit(name: str) -> str:
             nonlocal attempts
             attempts += 1
-            # After a failed attempt the job may exist anyway: look it up first.
-            found = self.backend.find_by_name(name) if attempts > 1 else []
-            return found[-1] if found else self.backend.submit(
-                self.chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=self.workdir)
+            # after a failed attempt the job may exist anyway: look it up first
+            return submit_idempotently(self.backend, name, lambda: self.backend.submit(
+                self.chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=self.workdir), look_first=attempts > 1)
 
         submit_runner(
             self.chain, status, counter, self.settings.max_iter, self.clock(),

@@ -88,28 +88,43 @@ def rate_per_hour(runners: list[dict[str, Any]], iteration: int, now: float,
     """
     done = sorted((r for r in runners if runner_wall(r) is not None),
                   key=lambda r: float(r["start"]))
-    window = done[-recent:]
-    total = sum(advance(r) for r in window)
-    begin = end = None
-    if window:
-        first = window[0]
-        previous = done[-len(window) - 1] if len(done) > len(window) else None
-        begin = _num(previous.get("end")) if previous else None
-        if begin is None:
-            begin = _num(first.get("submitted")) or _num(first["start"])
-        end = _num(window[-1]["end"])
-    live = [r for r in runners if _num(r.get("start")) is not None and _num(r.get("end")) is None]
-    if live:
-        current = max(live, key=lambda r: float(r["start"]))
-        before = _int(current.get("iter_before"))
-        if before is not None and iteration > before and now > float(current["start"]):
-            total += iteration - before
-            if begin is None:
-                begin = _num(current.get("submitted")) or float(current["start"])
-            end = now
+    total, begin, end = _window(done, recent)
+    live = _live_progress(runners, iteration, now)
+    if live is not None:
+        advanced, since = live
+        total += advanced
+        begin = since if begin is None else begin
+        end = now
     if begin is None or end is None or end <= begin or total <= 0:
         return None
     return total * 3600.0 / (end - begin)
+
+
+def _window(done: list[dict[str, Any]], recent: int) -> tuple[int, float | None, float | None]:
+    """(iterations, begin, end) of the last ``recent`` finished runners (by
+    start): from the end of the runner before them (else the first one's
+    submission or start) to the last one's end."""
+    window = done[-recent:]
+    if not window:
+        return 0, None, None
+    previous = done[-len(window) - 1] if len(done) > len(window) else None
+    begin = _num(previous.get("end")) if previous else None
+    if begin is None:
+        begin = _num(window[0].get("submitted")) or _num(window[0]["start"])
+    return sum(advance(r) for r in window), begin, _num(window[-1]["end"])
+
+
+def _live_progress(runners: list[dict[str, Any]], iteration: int, now: float) -> tuple[int, float] | None:
+    """The live runner's (the latest started without an end) iterations so
+    far and its submission (or start); None unless it advanced by ``now``."""
+    live = [r for r in runners if _num(r.get("start")) is not None and _num(r.get("end")) is None]
+    if not live:
+        return None
+    current = max(live, key=lambda r: float(r["start"]))
+    before = _int(current.get("iter_before"))
+    if before is None or iteration <= before or now <= float(current["start"]):
+        return None
+    return iteration - before, _num(current.get("submitted")) or float(current["start"])
 
 
 def efficiency(runners: list[dict[str, Any]]) -> float | None:

@@ -7,6 +7,7 @@ log and the PNG separately.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: the report runs inside a batch job
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from chain.reporting.metrics import IterEvent, advance, rate_per_hour, runner_wall
@@ -92,35 +94,53 @@ def progress_data(events: list[IterEvent], runners: list[dict[str, Any]], *, max
     data = ProgressData(chain_id=chain_id, max_iter=max_iter, spans=spans, gaps=_gaps(spans, runners),
                         source="iterations.log" if events else "runner records")
     if events:
-        by_pid: dict[tuple[str, int], Segment] = {}
-        for ev in events:
-            if ev.event == "ckpt":
-                data.checkpoints.append((ev.time, ev.iteration))
-            if ev.event not in ("start", "iter"):
-                continue
-            key = (ev.job, ev.pid)
-            if ev.event == "start" or key not in by_pid:
-                by_pid[key] = Segment(ev.job, [], [])
-                data.segments.append(by_pid[key])
-            by_pid[key].times.append(ev.time)
-            by_pid[key].iterations.append(ev.iteration)
+        data.segments, data.checkpoints = _log_series(events)
     else:
-        for r in sorted((r for r in runners if runner_wall(r) is not None), key=lambda r: float(r["start"])):
-            before, after = r.get("iter_before"), r.get("iter_after")
-            if isinstance(before, int) and isinstance(after, int):
-                data.segments.append(Segment(str(r.get("job_id", "")), [float(r["start"]), float(r["end"])],
-                                             [before, after]))
-    current = max([0, *(i for s in data.segments for i in s.iterations)])
-    last = max([s.end for s in spans], default=0.0)
-    data.rate_per_hour = rate_per_hour(runners, current, now if now is not None else last)
-    if data.rate_per_hour is None and data.segments:
-        # No finished runner yet: the log's own span.
-        first, final = data.segments[0].times[0], data.segments[-1].times[-1]
-        done = sum(advance({"iter_before": s.iterations[0], "iter_after": s.iterations[-1]})
-                   for s in data.segments)
-        if final > first and done:
-            data.rate_per_hour = done * 3600.0 / (final - first)
+        data.segments = _record_segments(runners)
+    data.rate_per_hour = _rate(data, runners, now)
     return data
+
+
+def _log_series(events: list[IterEvent]) -> tuple[list[Segment], list[tuple[float, int]]]:
+    """Segments (one per app process) and checkpoints from the iteration log."""
+    segments: list[Segment] = []
+    checkpoints = [(ev.time, ev.iteration) for ev in events if ev.event == "ckpt"]
+    by_pid: dict[tuple[str, int], Segment] = {}
+    for ev in events:
+        if ev.event not in ("start", "iter"):
+            continue
+        key = (ev.job, ev.pid)
+        if ev.event == "start" or key not in by_pid:
+            by_pid[key] = Segment(ev.job, [], [])
+            segments.append(by_pid[key])
+        by_pid[key].times.append(ev.time)
+        by_pid[key].iterations.append(ev.iteration)
+    return segments, checkpoints
+
+
+def _record_segments(runners: list[dict[str, Any]]) -> list[Segment]:
+    """Without a log: each finished runner from (start, iter_before) to (end, iter_after)."""
+    segments = []
+    for r in sorted((r for r in runners if runner_wall(r) is not None), key=lambda r: float(r["start"])):
+        before, after = r.get("iter_before"), r.get("iter_after")
+        if isinstance(before, int) and isinstance(after, int):
+            segments.append(Segment(str(r.get("job_id", "")), [float(r["start"]), float(r["end"])],
+                                    [before, after]))
+    return segments
+
+
+def _rate(data: ProgressData, runners: list[dict[str, Any]], now: float | None) -> float | None:
+    """``rate_per_hour`` up to ``now`` (default: the last runner's end); with
+    no finished runner yet, the plotted segments' own rate."""
+    current = max([0, *(i for s in data.segments for i in s.iterations)])
+    last = max([s.end for s in data.spans], default=0.0)
+    rate = rate_per_hour(runners, current, now if now is not None else last)
+    if rate is not None or not data.segments:
+        return rate
+    first, final = data.segments[0].times[0], data.segments[-1].times[-1]
+    done = sum(advance({"iter_before": s.iterations[0], "iter_after": s.iterations[-1]})
+               for s in data.segments)
+    return done * 3600.0 / (final - first) if final > first and done else None
 
 
 def _time_unit(seconds: float) -> tuple[str, float]:
@@ -142,23 +162,8 @@ def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
     def x(t: float) -> float:
         return (t - t0) / scale
 
-    for i, span in enumerate(data.spans):
-        ax.axvspan(x(span.start), x(span.end), color="tab:blue" if i % 2 == 0 else "tab:cyan", alpha=0.12,
-                   label="runner allocation" if i == 0 else None)
-        ax.axvline(x(span.start), color="tab:blue", linewidth=0.6, alpha=0.5)
-        if len(data.spans) <= 30:
-            ax.annotate(f"r{span.seq}" if span.seq is not None else span.job, (x(span.start), 1.0),
-                        xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="left")
-    for i, (a, b) in enumerate(data.gaps):
-        ax.axvspan(x(a), x(b), facecolor="none", hatch="//", edgecolor="tab:red", alpha=0.35,
-                   linewidth=0, label="queue / handoff gap" if i == 0 else None)
-    for i, seg in enumerate(data.segments):
-        ax.plot([x(t) for t in seg.times], seg.iterations, color="tab:green", linewidth=1.4,
-                drawstyle="steps-post" if data.source == "iterations.log" else "default",
-                label="iteration" if i == 0 else None)
-    if data.checkpoints:
-        ax.plot([x(t) for t, _ in data.checkpoints], [i for _, i in data.checkpoints], linestyle="none",
-                marker=".", markersize=4, color="black", label="checkpoint")
+    _draw_allocations(ax, data, x)
+    _draw_progress(ax, data, x)
     rate = f"{data.rate_per_hour:,.1f} it/h" if data.rate_per_hour else "unknown"
     ax.axhline(data.max_iter, color="tab:red", linestyle="--", linewidth=1,
                label=f"MAX_ITER = {data.max_iter}")
@@ -173,3 +178,28 @@ def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     return path
+
+
+def _draw_allocations(ax: Axes, data: ProgressData, x: Callable[[float], float]) -> None:
+    """Runner spans (shaded, labelled when few) and the gaps between them (hatched)."""
+    for i, span in enumerate(data.spans):
+        ax.axvspan(x(span.start), x(span.end), color="tab:blue" if i % 2 == 0 else "tab:cyan", alpha=0.12,
+                   label="runner allocation" if i == 0 else None)
+        ax.axvline(x(span.start), color="tab:blue", linewidth=0.6, alpha=0.5)
+        if len(data.spans) <= 30:
+            ax.annotate(f"r{span.seq}" if span.seq is not None else span.job, (x(span.start), 1.0),
+                        xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="left")
+    for i, (a, b) in enumerate(data.gaps):
+        ax.axvspan(x(a), x(b), facecolor="none", hatch="//", edgecolor="tab:red", alpha=0.35,
+                   linewidth=0, label="queue / handoff gap" if i == 0 else None)
+
+
+def _draw_progress(ax: Axes, data: ProgressData, x: Callable[[float], float]) -> None:
+    """The iteration curve of each segment and the checkpoints."""
+    for i, seg in enumerate(data.segments):
+        ax.plot([x(t) for t in seg.times], seg.iterations, color="tab:green", linewidth=1.4,
+                drawstyle="steps-post" if data.source == "iterations.log" else "default",
+                label="iteration" if i == 0 else None)
+    if data.checkpoints:
+        ax.plot([x(t) for t, _ in data.checkpoints], [i for _, i in data.checkpoints], linestyle="none",
+                marker=".", markersize=4, color="black", label="checkpoint")

@@ -2,16 +2,18 @@
 (``report/summary.json``) and the progress plot (``report/progress.png``).
 
 Usable mid-chain or after; run by the built-in ``report`` hook at completion.
-Slurm accounting (sacct) adds queue wait, elapsed, allocated CPUs, CPU time
-and MaxRSS; without it (accounting disabled, local backend) the chain's own
+The chain's backend (built from its stored name) accounts for its jobs
+(``Backend.usage``): Slurm's accounting adds queue wait, elapsed, allocated
+CPUs, CPU time and MaxRSS; without it (accounting disabled or down, or a
+backend whose records are only its own, as the local one's) the chain's own
 records fill what they can (the node from the runner's record, the queue
-wait from our clock) and the other Slurm columns stay empty. The same sacct
-call accounts the chain's submitter jobs (the *driver*); on the local
-backend its own job records give their elapsed time. ``summary.json`` also
-holds the chain's state: ``state.json``'s when the report is made, or, as the
-report hook of a completing chain (whose state is saved after its hooks),
-the final one the hook is told (``CHAIN_STATE``, ``CHAIN_REASON``). The
-printed report fits an 80-column terminal.
+wait from our clock) and the other Slurm columns stay empty. The same
+request accounts the chain's submitter jobs (the *driver*); a backend
+without accounting gives their elapsed time from its own job records.
+``summary.json`` also holds the chain's state: ``state.json``'s when the
+report is made, or, as the report hook of a completing chain (whose state is
+saved after its hooks), the final one the hook is told (``CHAIN_STATE``,
+``CHAIN_REASON``). The printed report fits an 80-column terminal.
 """
 
 from __future__ import annotations
@@ -21,34 +23,52 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chain.backends import make_backend
+from chain.backends.base import Backend, JobUsage
 from chain.core.model import ChainState
-from chain.reporting.metrics import IterEvent, advance, chain_metrics, parse_iteration_log, work_redone
-from chain.store.state import ChainDir, ChainStatus, write_json_atomic
+from chain.core.retry import RetryPolicy
 from chain.core.timefmt import format_duration
+from chain.errors import ChainError
+from chain.reporting.metrics import (
+    IterEvent,
+    Redone,
+    advance,
+    chain_metrics,
+    parse_iteration_log,
+    work_redone,
+)
 from chain.reporting.usage import (
     COLUMNS,
-    Run,
-    SacctUsage,
     build_rows,
     driver_usage,
     fetch_usage,
-    load_local_jobs,
     load_runners,
     load_submitter_ids,
     usage_totals,
 )
+from chain.store import ChainDir, ChainStatus, write_json_atomic
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
 ITER_LOG = "iterations.log"
-LOCAL_NOTE = ("accounting unavailable: the chain ran on the local backend; "
-              "usage from the chain's own records")
+OWN_RECORDS = "usage from the chain's own records"
+# A backend by name for a chain directory (``chain.backends.make_backend``'s form).
+BackendFactory = Callable[[str, Path], Backend]
+# Accounting requests get a short retry budget: a report made while Slurm is
+# down says so within a minute instead of waiting out the submitter's budget.
+REPORT_RETRY = RetryPolicy(attempts=4, max_delay=60.0)
+
+
+def report_backend(name: str, chain_dir: Path) -> Backend:
+    """The default ``BackendFactory``: the named backend with REPORT_RETRY."""
+    return make_backend(name, chain_dir, REPORT_RETRY)
 
 
 def _max_iter(chain: ChainDir) -> int:
@@ -83,27 +103,74 @@ def _read_events(workdir: Path) -> list[IterEvent]:
         return []
 
 
-def _accounting(chain: ChainDir, status: ChainStatus | None, runners: list[dict[str, Any]],
-                submitters: list[str], run: Run | None, settle: float,
-                now: float) -> tuple[dict[str, SacctUsage], str, list[str]]:
-    """Usage records of the runners and the submitter jobs: (records by job
-    id, their source ("sacct", "local backend" or ""), notes)."""
-    if status is not None and status.backend == "local":
-        return load_local_jobs(chain.root, submitters, now), "local backend", [LOCAL_NOTE]
-    ids = [str(r["job_id"]) for r in runners] + submitters
-    if not ids:
-        return {}, "", []
-    # Wait for the final records of ended jobs; not for the current submitter,
-    # which is still running (it runs the report hook) or ended long before.
-    current = status.submitter_job_id if status else ""
-    ended = [str(r["job_id"]) for r in runners if r.get("judged") or r.get("status") == "ended"]
-    ended += [j for j in submitters if j != current]
-    kwargs: dict[str, Any] = {"ended": ended, "settle": settle}
-    if run is not None:
-        kwargs["run"] = run
-    acct, note = fetch_usage(ids, **kwargs)
-    notes = [note + ("; usage from the chain's own records" if not acct else "")] if note else []
-    return acct, "sacct" if acct else "", notes
+@dataclass(frozen=True)
+class _Chain:
+    """What the report reads of a chain: its state, records and iteration log."""
+
+    dir: ChainDir
+    status: ChainStatus | None
+    workdir: Path
+    max_iter: int
+    iteration: int
+    runners: list[dict[str, Any]]
+    submitters: list[str]
+    events: list[IterEvent]
+    redone: Redone | None
+
+    @classmethod
+    def read(cls, chain_dir: Path) -> _Chain:
+        chain = ChainDir(Path(chain_dir))
+        status = chain.load_status()
+        workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
+        runners = load_runners(chain)
+        iteration = status.iteration if status else max(
+            [r["iter_after"] for r in runners if isinstance(r.get("iter_after"), int)], default=0)
+        events = _read_events(workdir)
+        return cls(chain, status, workdir, _max_iter(chain), iteration, runners,
+                   load_submitter_ids(chain, status.submitter_job_id if status else ""), events,
+                   work_redone(events) if events else None)
+
+    @property
+    def runner_ids(self) -> list[str]:
+        return [str(r["job_id"]) for r in self.runners]
+
+
+@dataclass(frozen=True)
+class _Accounting:
+    """Usage records of the runners and submitter jobs, by job id; their
+    source (``Backend.usage_source``, "" without records); ``trusted`` when
+    they are the scheduler's accounting (the runners' rows show them)."""
+
+    records: dict[str, JobUsage]
+    source: str
+    trusted: bool
+    notes: list[str]
+
+
+def _accounting(chain: _Chain, backends: BackendFactory, settle: float) -> _Accounting:
+    status = chain.status
+    try:
+        backend = backends(status.backend if status and status.backend else "slurm", chain.dir.root)
+    except ChainError as exc:  # e.g. pyslurm does not load where the report is made
+        return _Accounting({}, "", False, [f"accounting unavailable: {exc}; {OWN_RECORDS}"])
+    if not backend.accounting:
+        # Its own job records: the runners' are the chain's; the submitters' elapsed is new.
+        records, _ = fetch_usage(backend, chain.submitters, settle=0)
+        why = f"accounting unavailable: the chain ran on the {backend.name} backend; {OWN_RECORDS}"
+        return _Accounting(records, backend.usage_source, False, [why])
+    records, note = fetch_usage(backend, chain.runner_ids + chain.submitters, ended=_ended(chain),
+                                settle=settle)
+    notes = [note + (f"; {OWN_RECORDS}" if not records else "")] if note else []
+    return _Accounting(records, backend.usage_source if records else "", bool(records), notes)
+
+
+def _ended(chain: _Chain) -> list[str]:
+    """The jobs whose final records to wait for: every ended runner and every
+    submitter but the current one, which is still running (it runs the
+    report hook) or ended long before."""
+    current = chain.status.submitter_job_id if chain.status else ""
+    ended = [str(r["job_id"]) for r in chain.runners if r.get("judged") or r.get("status") == "ended"]
+    return ended + [j for j in chain.submitters if j != current]
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -131,76 +198,83 @@ def _rates(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: fl
     }
 
 
-def _plot(chain: ChainDir, events: list[IterEvent], runners: list[dict[str, Any]], max_iter: int,
-          chain_id: str, notes: list[str]) -> Path | None:
+def _plot(chain: _Chain, chain_id: str, notes: list[str]) -> Path | None:
     try:
         from chain.reporting.plot import progress_data, render_progress
 
-        data = progress_data(events, runners, max_iter=max_iter, chain_id=chain_id)
-        return render_progress(data, chain.reports / "progress.png")
+        data = progress_data(chain.events, chain.runners, max_iter=chain.max_iter, chain_id=chain_id)
+        return render_progress(data, chain.dir.reports / "progress.png")
     except Exception as exc:  # noqa: BLE001  (a broken plot must not lose the usage report)
         notes.append(f"progress plot failed: {type(exc).__name__}: {exc}")
         return None
 
 
-def make_report(chain_dir: Path, *, echo: bool = True, run: Run | None = None, settle: float = 15.0,
-                console: Console | None = None, environ: Mapping[str, str] | None = None) -> list[Path]:
-    """Write the report files into ``<chain_dir>/report``; return their paths.
+def _redone_json(redone: Redone | None) -> dict[str, Any] | None:
+    if redone is None:
+        return None
+    return {"iterations": redone.iterations, "seconds": round(redone.seconds, 3),
+            "restarts_behind": redone.restarts, "by_job": redone.by_job}
 
-    ``run`` replaces the sacct subprocess call (tests); ``settle`` bounds the
-    wait for sacct records of just-ended jobs; ``console`` is where ``echo``
-    prints (default: stdout); ``environ`` (default: ``os.environ``) may be a
-    hook's, telling the final state (``final_state``).
-    """
-    chain = ChainDir(Path(chain_dir))
-    status = chain.load_status()
-    state, reason = final_state(status, os.environ if environ is None else environ)
-    workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
-    max_iter = _max_iter(chain)
-    runners = load_runners(chain)
-    submitters = load_submitter_ids(chain, status.submitter_job_id if status else "")
-    iteration = status.iteration if status else max(
-        [r["iter_after"] for r in runners if isinstance(r.get("iter_after"), int)], default=0)
-    events = _read_events(workdir)
-    redone = work_redone(events) if events else None
-    now = time.time()
-    acct, source, notes = _accounting(chain, status, runners, submitters, run, settle, now)
 
-    rows = build_rows(runners, acct if source == "sacct" else {}, redone.by_job if redone else None, now=now)
-    totals = usage_totals(rows, redone.iterations if redone else None, redone.seconds if redone else None)
-    driver = driver_usage(submitters, [str(r["job_id"]) for r in runners], acct, source)
-    chain.reports.mkdir(parents=True, exist_ok=True)
-    csv_path = chain.reports / "usage.csv"
-    _write_csv(csv_path, rows)
-    paths = [csv_path]
-
-    summary: dict[str, Any] = {
-        "chain_id": status.chain_id if status else chain.root.name,
-        "backend": status.backend if status else "",
+def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]], now: float,
+             environ: Mapping[str, str]) -> dict[str, Any]:
+    state, reason = final_state(chain.status, environ)
+    redone = chain.redone
+    return {
+        "chain_id": chain.status.chain_id if chain.status else chain.dir.root.name,
+        "backend": chain.status.backend if chain.status else "",
         "state": state,
         "reason": reason,
-        "iteration": iteration,
-        "max_iter": max_iter,
-        "accounting": source == "sacct",
-        "notes": notes,
-        "totals": totals,
-        "driver": driver.to_json(),
-        "work_redone": None if redone is None else {
-            "iterations": redone.iterations, "seconds": round(redone.seconds, 3),
-            "restarts_behind": redone.restarts, "by_job": redone.by_job},
-        **_rates(runners, iteration, max_iter, now, bool(state) and ChainState(state).ended),
-        "iteration_log": str(workdir / ITER_LOG) if events else None,
+        "iteration": chain.iteration,
+        "max_iter": chain.max_iter,
+        "accounting": accounting.trusted,
+        "notes": accounting.notes,
+        "totals": usage_totals(rows, redone.iterations if redone else None, redone.seconds if redone else None),
+        "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records,
+                               accounting.source).to_json(),
+        "work_redone": _redone_json(redone),
+        **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended),
+        "iteration_log": str(chain.workdir / ITER_LOG) if chain.events else None,
         "generated": now,
-        "files": {"usage": str(csv_path)},
+        "files": {},
     }
-    png = _plot(chain, events, runners, max_iter, summary["chain_id"], notes)
+
+
+def _write_files(chain: _Chain, rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[Path]:
+    """usage.csv, summary.json and progress.png (its failure is a note of the summary)."""
+    chain.dir.reports.mkdir(parents=True, exist_ok=True)
+    csv_path = chain.dir.reports / "usage.csv"
+    _write_csv(csv_path, rows)
+    summary["files"]["usage"] = str(csv_path)
+    paths = [csv_path]
+    png = _plot(chain, summary["chain_id"], summary["notes"])
     if png is not None:
         paths.append(png)
         summary["files"]["progress"] = str(png)
-
-    summary_path = chain.reports / "summary.json"
+    summary_path = chain.dir.reports / "summary.json"
     write_json_atomic(summary_path, summary)
     paths.insert(1, summary_path)
+    return paths
+
+
+def make_report(chain_dir: Path, *, echo: bool = True, backends: BackendFactory | None = None,
+                settle: float = 15.0, console: Console | None = None,
+                environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Write the report files into ``<chain_dir>/report``; return their paths.
+
+    ``backends`` builds the chain's backend from its stored name (default:
+    ``report_backend``; tests give a backend over canned output); ``settle``
+    bounds the wait for the records of just-ended jobs; ``console`` is where
+    ``echo`` prints (default: stdout); ``environ`` (default: ``os.environ``)
+    may be a hook's, telling the final state (``final_state``).
+    """
+    chain = _Chain.read(chain_dir)
+    now = time.time()
+    accounting = _accounting(chain, backends or report_backend, settle)
+    rows = build_rows(chain.runners, accounting.records if accounting.trusted else {},
+                      chain.redone.by_job if chain.redone else None, now=now)
+    summary = _summary(chain, accounting, rows, now, os.environ if environ is None else environ)
+    paths = _write_files(chain, rows, summary)
     if echo:
         print_report(summary, rows, console)
     return paths

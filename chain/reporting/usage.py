@@ -1,43 +1,28 @@
-"""Usage of a chain's runners: sacct parsing, per-runner rows, totals.
+"""Usage of a chain's runners: per-runner rows, totals, the driver.
 
-Pure parts (``parse_sacct_usage``, ``build_rows``, ``usage_totals``,
-``driver_usage``) take literal text and dicts; the one Slurm call
-(``fetch_usage``) takes the run-command as a parameter so tests feed it
-literal output. The *driver* is the chain's submitter jobs: their allocation
-is a cost of the chain beside the runners'.
+The accounting comes from the chain's backend (``Backend.usage``: sacct,
+pyslurm's slurmdbd API, or the local backend's own job records);
+``fetch_usage`` asks it and waits for the records of just-ended jobs. The
+rest is pure: ``build_rows``, ``usage_totals`` and ``driver_usage`` take the
+chain's own records and the accounting as data. The *driver* is the chain's
+submitter jobs: their allocation is a cost of the chain beside the runners'.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from chain.backends import local_spool
-from chain.backends.local.supervisor import JobRecord, Spool
-from chain.backends.slurm.parse import parse_slurm_timestamp
+from chain.backends.base import Backend, JobUsage
 from chain.errors import SchedulerError
 from chain.reporting.metrics import runner_wall, useful_seconds
-from chain.core.retry import RetryPolicy, TransientError, is_transient
-from chain.store.state import ChainDir
-
-# One call without -X: job lines carry state, exit code, times and TotalCPU
-# (summed over the steps; with -X it prints 0); step lines carry MaxRSS.
-# AllocCPUS last: output captured without it (10 fields) still parses.
-SACCT_USAGE_FIELDS = "JobIDRaw,State,ExitCode,Submit,Start,End,ElapsedRaw,TotalCPU,NodeList,MaxRSS,AllocCPUS"
-SACCT_BATCH = 1000  # job ids per sacct call (a long chain's command line stays short)
-ACCOUNTING_DISABLED = "Slurm accounting storage is disabled"
-
-Run = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+from chain.store import ChainDir
 
 COLUMNS = (
     "seq", "job_id",
-    # from sacct (empty without accounting, but for node and queue wait: the
+    # from the accounting (empty without it, but for node and queue wait: the
     # runner's own record has its host and our clock its submission and start)
     "slurm_state", "slurm_exit_code", "node", "submit", "start", "end",
     "queue_wait_s", "elapsed_s", "alloc_cpus", "cpu_s", "max_rss_bytes",
@@ -47,159 +32,43 @@ COLUMNS = (
     "verdict", "reason",
 )
 SLURM_COLUMNS = COLUMNS[COLUMNS.index("slurm_state"):COLUMNS.index("max_rss_bytes") + 1]
-_FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED",
-          "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED"}
 
 
-# --- parsing -------------------------------------------------------------------------
-
-def parse_cpu_time(text: str) -> float | None:
-    """sacct's TotalCPU: ``MM:SS.mmm``, ``HH:MM:SS``, ``D-HH:MM:SS`` -> seconds."""
-    m = re.fullmatch(r"\s*(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)\s*", text)
-    if not m:
-        return None
-    days, hours, minutes, seconds = m.groups()
-    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
-
-
-def parse_size(text: str) -> int | None:
-    """sacct's MaxRSS: ``3208K``, ``1.5G``, ``0`` -> bytes; empty -> None."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([KMGTP]?)\s*", text)
-    if not m:
-        return None
-    scale = 1024 ** " KMGTP".index(m.group(2) or " ")
-    return int(float(m.group(1)) * scale)
-
-
-@dataclass
-class SacctUsage:
-    """One job as sacct accounts it (job line plus the max over its steps)."""
-
-    job_id: str
-    state: str  # as printed: "CANCELLED by 0", "TIMEOUT", ...
-    exit_code: str  # as printed: "99:0"
-    submit: float | None = None
-    start: float | None = None
-    end: float | None = None
-    elapsed: float | None = None
-    cpu: float | None = None
-    node: str = ""
-    max_rss: int | None = None
-    alloc_cpus: int | None = None
-
-    @property
-    def cpu_seconds(self) -> float | None:
-        """The allocation: allocated CPUs x elapsed (what the job held, used or not)."""
-        if self.alloc_cpus is None or self.elapsed is None:
-            return None
-        return self.alloc_cpus * self.elapsed
-
-    @property
-    def queue_wait(self) -> float | None:
-        if self.submit is None or self.start is None:
-            return None
-        return max(0.0, self.start - self.submit)
-
-    @property
-    def final(self) -> bool:
-        return self.state.split(" ")[0].rstrip("+") in _FINAL
-
-
-def parse_sacct_usage(text: str) -> dict[str, SacctUsage]:
-    """Output of ``sacct -n -P -o SACCT_USAGE_FIELDS`` (with or without -X)."""
-    jobs: dict[str, SacctUsage] = {}
-    steps: dict[str, list[int]] = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) < 10 or not parts[0]:
-            continue
-        job_id, state, exit_code, submit, start, end, elapsed, cpu, node, rss = parts[:10]
-        alloc = parts[10].strip() if len(parts) > 10 else ""
-        base, dot, _step = job_id.partition(".")
-        size = parse_size(rss)
-        if size is not None:
-            steps.setdefault(base, []).append(size)
-        if dot:
-            continue
-        jobs[job_id] = SacctUsage(
-            job_id=job_id, state=state, exit_code=exit_code,
-            submit=parse_slurm_timestamp(submit), start=parse_slurm_timestamp(start),
-            end=parse_slurm_timestamp(end), elapsed=float(elapsed) if elapsed.isdigit() else None,
-            cpu=parse_cpu_time(cpu), node="" if node in {"None assigned", "(null)"} else node,
-            alloc_cpus=int(alloc) if alloc.isdigit() else None,
-        )
-    for job_id, sizes in steps.items():
-        if job_id in jobs:
-            jobs[job_id].max_rss = max(sizes)
-    return jobs
-
-
-# --- the Slurm call ------------------------------------------------------------------
-
-def _default_run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
-
+# --- the backend's accounting -------------------------------------------------------
 
 def fetch_usage(
+    backend: Backend,
     job_ids: Sequence[str],
-    run: Run = _default_run,
     *,
     ended: Iterable[str] = (),
     settle: float = 15.0,
-    retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[dict[str, SacctUsage], str | None]:
-    """sacct for ``job_ids`` in batched calls: (usage by job id, note or None).
+) -> tuple[dict[str, JobUsage], str | None]:
+    """``backend.usage`` of ``job_ids``: (usage by job id, note or None).
 
     Records reach slurmdbd asynchronously: while a job in ``ended`` is
-    missing or not yet final in sacct, ask again (up to ``settle`` seconds).
-    A failure (accounting disabled, sacct missing) returns ({}, the reason).
+    missing or not yet final, ask again (up to ``settle`` seconds). A failure
+    (accounting disabled or down after the backend's retries, sacct missing)
+    returns ({}, the reason).
     """
     ids = [j for j in dict.fromkeys(job_ids) if j]
     if not ids:
         return {}, None
-    policy = retry or RetryPolicy(attempts=4, max_delay=60.0, sleep=sleep)
     want = set(ended) & set(ids)
-
-    def once(batch: list[str]) -> str:
-        argv = ["sacct", "-n", "-P", "-j", ",".join(batch), "-o", SACCT_USAGE_FIELDS]
-        try:
-            proc = run(argv)
-        except FileNotFoundError:
-            raise RuntimeError("sacct not found on PATH") from None
-        except subprocess.TimeoutExpired:
-            raise TransientError("sacct timed out") from None
-        if proc.returncode != 0:
-            message = (proc.stderr or proc.stdout).strip()
-            if is_transient(message):
-                raise TransientError(message.replace("\n", " ")[:300])
-            raise RuntimeError(_one_line(message) or f"sacct exited {proc.returncode}")
-        return proc.stdout
-
     deadline = clock() + settle
-    found: dict[str, SacctUsage] = {}
+    found: dict[str, JobUsage] = {}
     while True:
         try:
-            for i in range(0, len(ids), SACCT_BATCH):
-                batch = ids[i:i + SACCT_BATCH]
-                found.update(parse_sacct_usage(policy.call(functools.partial(once, batch))))
-        except (RuntimeError, TransientError) as exc:
+            found.update(backend.usage(ids))
+        except SchedulerError as exc:  # AccountingUnavailable, or a request that kept failing
             return {}, f"accounting unavailable: {exc}"
         late = [j for j in want if j not in found or not found[j].final]
         if not late or clock() >= deadline:
-            note = f"sacct has no final record yet for job(s) {', '.join(sorted(late, key=_id_key))}" if late else None
+            note = (f"{backend.usage_source} has no final record yet for job(s) "
+                    f"{', '.join(sorted(late, key=_id_key))}") if late else None
             return found, note
         sleep(1.0)
-
-
-def _one_line(message: str) -> str:
-    """The line that says why: the accounting-disabled message, else the last line."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    for line in lines:
-        if ACCOUNTING_DISABLED in line:
-            return ACCOUNTING_DISABLED
-    return lines[-1][:300] if lines else ""
 
 
 def _id_key(job_id: str) -> tuple[int, str]:
@@ -254,39 +123,6 @@ def load_submitter_ids(chain: ChainDir, current: str = "") -> list[str]:
     return list(dict.fromkeys([*ids, current] if current else ids))
 
 
-def local_usage(record: JobRecord, now: float) -> SacctUsage:
-    """Pure: a local backend job record as sacct would account it. Its end
-    is the scheduled one while it runs, so a running job's elapsed is up to
-    ``now``. The local backend allocates no CPUs: ``alloc_cpus`` stays None."""
-    end = None if record.active else record.end
-    upto = now if record.active else end
-    elapsed: float | None
-    if record.start is None:
-        elapsed = 0.0  # never started (pending, or cancelled before it ran): held nothing
-    else:
-        elapsed = max(0.0, upto - record.start) if upto is not None else None
-    return SacctUsage(
-        job_id=record.job_id, state=record.state,
-        exit_code="" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}",
-        submit=record.submit_time, start=record.start, end=end, elapsed=elapsed, node=record.hostname or "",
-    )
-
-
-def load_local_jobs(chain_root: Path, job_ids: Sequence[str], now: float) -> dict[str, SacctUsage]:
-    """The local backend's own records (its spool in the chain directory) of
-    ``job_ids``; read only, so a report never changes a job's record."""
-    spool = Spool(local_spool(chain_root))
-    found: dict[str, SacctUsage] = {}
-    for job_id in job_ids:
-        try:
-            record = spool.read(job_id)
-        except (SchedulerError, OSError):
-            continue  # a corrupt or unreadable record: that job stays unaccounted
-        if record is not None:
-            found[job_id] = local_usage(record, now)
-    return found
-
-
 # --- the driver (submitter jobs) ---------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -306,7 +142,7 @@ class DriverUsage:
     runners: int
     runners_accounted: int
     runner_cpu_s: float | None
-    source: str  # "sacct", "local backend", or "" when no submitter job has a record
+    source: str  # Backend.usage_source ("sacct", "local backend"), "" when no job has a record
 
     @property
     def ratio(self) -> float | None:
@@ -322,7 +158,7 @@ class DriverUsage:
                 "ratio": self.ratio, "source": self.source}
 
 
-def _cpu_sum(jobs: list[SacctUsage]) -> float | None:
+def _cpu_sum(jobs: list[JobUsage]) -> float | None:
     held = [u.cpu_seconds for u in jobs]
     if not jobs or any(c is None for c in held):
         return None
@@ -330,9 +166,9 @@ def _cpu_sum(jobs: list[SacctUsage]) -> float | None:
 
 
 def driver_usage(submitter_ids: Sequence[str], runner_ids: Sequence[str],
-                 acct: Mapping[str, SacctUsage], source: str) -> DriverUsage:
+                 acct: Mapping[str, JobUsage], source: str) -> DriverUsage:
     """Pure: the submitter jobs' allocation (``acct`` holds both kinds of job,
-    from one sacct call or the local backend's records)."""
+    from one ``Backend.usage`` request)."""
     subs = [acct[j] for j in submitter_ids if j in acct]
     runs = [acct[j] for j in runner_ids if j in acct]
     elapsed = [u.elapsed for u in subs if u.elapsed is not None]
@@ -354,56 +190,75 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, SacctUsage],
+def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, JobUsage],
                redone_by_job: Mapping[str, int] | None = None, *,
                now: float | None = None) -> list[dict[str, Any]]:
-    """One row per runner (COLUMNS); Slurm columns None without a sacct record,
-    but the node (the runner's own ``host``) and the queue wait (our clock).
+    """One row per runner (COLUMNS); Slurm columns None without an accounting
+    record, but the node (the runner's own ``host``) and the queue wait (our clock).
 
-    allocated = sacct's elapsed (else the runner's own wall time);
+    allocated = the accounting's elapsed (else the runner's own wall time);
     useful = app start to stop signal or exit (capped at allocated), 0 when
     the counter did not advance (``chain.reporting.metrics.useful_seconds``);
     lost = allocated - useful, so the three add up per row. A runner still
     running (a start, no end) counts as useful up to ``now`` if given.
     """
-    rows: list[dict[str, Any]] = []
-    for runner in runners:
-        job_id = str(runner["job_id"])
-        u = acct.get(job_id)
-        running = (now is not None and isinstance(runner.get("start"), (int, float))
-                   and runner.get("end") is None and not runner.get("judged"))
-        if running:
-            runner = dict(runner, end=now)
-        allocated = u.elapsed if u is not None and u.elapsed is not None else runner_wall(runner)
-        useful = useful_seconds(runner)
-        if allocated is not None:
-            useful = min(useful, allocated)
-        before, after = runner.get("iter_before"), runner.get("iter_after")
-        row: dict[str, Any] = dict.fromkeys(COLUMNS)
-        row.update(
-            seq=runner.get("seq"), job_id=job_id,
-            runner_exit_code=runner.get("exit_code"), app_exit_code=runner.get("app_exit_code"),
-            iter_before=before, iter_after=after,
-            iterations=(after - before) if isinstance(before, int) and isinstance(after, int) else None,
-            redone_iterations=(redone_by_job or {}).get(job_id, 0 if redone_by_job is not None else None),
-            allocated_s=_r(allocated), useful_s=_r(useful),
-            lost_s=round(float(_r(allocated) or 0) - float(_r(useful) or 0), 3) if allocated is not None else None,
-            stop_to_exit_s=_r(runner.get("stop_to_exit")),
-            verdict=runner.get("verdict"), reason=runner.get("reason"),
-            node=_short_host(runner.get("host")),
-        )
-        if u is not None:
-            row.update(slurm_state=u.state, slurm_exit_code=u.exit_code, node=u.node or row["node"],
-                       submit=_iso(u.submit), start=_iso(u.start), end=_iso(u.end),
-                       queue_wait_s=_r(u.queue_wait), elapsed_s=_r(u.elapsed), alloc_cpus=u.alloc_cpus,
-                       cpu_s=_r(u.cpu), max_rss_bytes=u.max_rss)
-        else:
-            # Queue wait from our own clock: submission to the runner's start.
-            sub, st = runner.get("submitted"), runner.get("start")
-            if isinstance(sub, (int, float)) and isinstance(st, (int, float)) and sub and st >= sub:
-                row["queue_wait_s"] = _r(st - sub)
-        rows.append(row)
-    return rows
+    return [_row(runner, acct.get(str(runner["job_id"])), redone_by_job, now) for runner in runners]
+
+
+def _row(runner: dict[str, Any], u: JobUsage | None, redone_by_job: Mapping[str, int] | None,
+         now: float | None) -> dict[str, Any]:
+    job_id = str(runner["job_id"])
+    running = (now is not None and isinstance(runner.get("start"), (int, float))
+               and runner.get("end") is None and not runner.get("judged"))
+    if running:
+        runner = dict(runner, end=now)
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(seq=runner.get("seq"), job_id=job_id, runner_exit_code=runner.get("exit_code"),
+               app_exit_code=runner.get("app_exit_code"), stop_to_exit_s=_r(runner.get("stop_to_exit")),
+               verdict=runner.get("verdict"), reason=runner.get("reason"),
+               node=_short_host(runner.get("host")),
+               redone_iterations=_redone(redone_by_job, job_id), **_counters(runner))
+    row.update(_times(runner, u.elapsed if u is not None else None))
+    row.update(_accounted(u, row["node"]) if u is not None else {"queue_wait_s": _own_queue_wait(runner)})
+    return row
+
+
+def _counters(runner: Mapping[str, Any]) -> dict[str, Any]:
+    before, after = runner.get("iter_before"), runner.get("iter_after")
+    iterations = after - before if isinstance(before, int) and isinstance(after, int) else None
+    return {"iter_before": before, "iter_after": after, "iterations": iterations}
+
+
+def _redone(redone_by_job: Mapping[str, int] | None, job_id: str) -> int | None:
+    """Redone iterations of this job: 0 when it redid none, None without an iteration log."""
+    return None if redone_by_job is None else redone_by_job.get(job_id, 0)
+
+
+def _times(runner: Mapping[str, Any], elapsed: float | None) -> dict[str, Any]:
+    """allocated (accounted elapsed, else the runner's own wall time) = useful + lost."""
+    allocated = elapsed if elapsed is not None else runner_wall(runner)
+    useful = useful_seconds(runner)
+    if allocated is None:
+        return {"allocated_s": None, "useful_s": _r(useful), "lost_s": None}
+    useful = min(useful, allocated)
+    return {"allocated_s": _r(allocated), "useful_s": _r(useful),
+            "lost_s": round(float(_r(allocated) or 0) - float(_r(useful) or 0), 3)}
+
+
+def _accounted(u: JobUsage, own_node: str | None) -> dict[str, Any]:
+    """The Slurm columns from the job's accounting record."""
+    return {"slurm_state": u.state, "slurm_exit_code": u.exit_code, "node": u.node or own_node,
+            "submit": _iso(u.submit), "start": _iso(u.start), "end": _iso(u.end),
+            "queue_wait_s": _r(u.queue_wait), "elapsed_s": _r(u.elapsed), "alloc_cpus": u.alloc_cpus,
+            "cpu_s": _r(u.cpu), "max_rss_bytes": u.max_rss}
+
+
+def _own_queue_wait(runner: Mapping[str, Any]) -> float | None:
+    """Queue wait from our own clock: submission to the runner's start."""
+    sub, st = runner.get("submitted"), runner.get("start")
+    if isinstance(sub, (int, float)) and isinstance(st, (int, float)) and sub and st >= sub:
+        return _r(st - sub)
+    return None
 
 
 def _short_host(host: Any) -> str | None:

@@ -5,7 +5,7 @@ backend's own code (submission description, state/exit mapping, the
 controller-then-accounting lookup, cancel and signal, RPCError handling) is
 run against this stand-in on the real dev cluster. The stand-in mimics only
 the part of pyslurm's API the backend uses, as read in pyslurm's source (see
-chain/backends/pyslurm_backend.py): it is no evidence that real pyslurm
+chain/backends/slurm/pyslurm.py): it is no evidence that real pyslurm
 behaves the same, only that the backend drives that API correctly.
 """
 
@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 
-from chain.backends.base import JobInfo
-from chain.backends.local.backend import parse_directives
+from chain.backends.base import JobInfo, JobUsage
+from chain.backends.local.sbatch import parse_directives
 from chain.backends.slurm.parse import (
     SACCT_FIELDS,
+    SACCT_USAGE_FIELDS,
     parse_sacct,
+    parse_sacct_usage,
     parse_sbatch_parsable,
     parse_scontrol,
 )
@@ -135,9 +137,19 @@ class _DbJobFilter:
 class _DbJobs:
     @staticmethod
     def load(db_filter: _DbJobFilter) -> list[SimpleNamespace]:
-        text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(map(str, db_filter.ids)),
-                     "-o", SACCT_FIELDS])
-        return [_job(info, cancelled_by=None) for info in parse_sacct(text).values()]
+        ids = ",".join(map(str, db_filter.ids))
+        text = _run(["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS])
+        usage = parse_sacct_usage(_run(["sacct", "-n", "-P", "-j", ids, "-o", SACCT_USAGE_FIELDS]))
+        return [_job(info, cancelled_by=None, **_db_usage(usage.get(info.job_id)))
+                for info in parse_sacct(text).values()]
+
+
+def _db_usage(u: JobUsage | None) -> dict[str, Any]:
+    """db.Job's accounting attributes (pyslurm/db/job.pxd, stats.pxd) from sacct's."""
+    if u is None:
+        return {}
+    return {"submit_time": u.submit, "elapsed_time": u.elapsed, "nodelist": u.node, "cpus": u.alloc_cpus,
+            "stats": SimpleNamespace(total_cpu_time=u.cpu, max_resident_memory=u.max_rss)}
 
 
 def cli_pyslurm(version: str) -> ModuleType:

@@ -28,11 +28,11 @@ from types import ModuleType
 
 import pytest
 
-from chain.backends.base import Backend, JobInfo, JobState
+from chain.backends.base import Backend, JobInfo, JobState, JobUsage
 from chain.backends.local.backend import LocalBackend
 from chain.backends.slurm.cli import SlurmCliBackend
-from chain.errors import BackendUnavailable
 from chain.core.retry import RetryPolicy
+from chain.errors import BackendUnavailable
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,6 +96,17 @@ class Target:
                 return path.read_text()
             time.sleep(0.1)
         raise AssertionError(f"{path} not written within {self.timeout} s")
+
+    def usage(self, job_id: str) -> JobUsage:
+        """The job's final accounting record (it reaches slurmdbd asynchronously)."""
+        deadline = time.monotonic() + self.timeout
+        found: JobUsage | None = None
+        while time.monotonic() < deadline:
+            found = self.backend.usage([job_id]).get(job_id)
+            if found is not None and found.final:
+                return found
+            time.sleep(0.5)
+        raise AssertionError(f"no final usage record of job {job_id} within {self.timeout} s: {found}")
 
     def cleanup(self) -> None:
         active = [j for j, i in self.backend.query(self.submitted).items() if i.state.active]
@@ -196,6 +207,21 @@ class Contract:
         assert float(second_start.read_text()) >= float(first_end.read_text())
 
 
+    def test_usage_of_a_finished_job(self, target: Target) -> None:
+        job = target.submit("sleep 1")
+        info = target.finished(job)
+        usage = target.usage(job)
+        assert (usage.job_id, usage.state, usage.exit_code) == (job, "COMPLETED", "0:0")
+        assert usage.submit is not None and usage.start is not None and usage.end is not None
+        assert usage.submit <= usage.start <= usage.end and usage.elapsed is not None
+        assert abs(usage.elapsed - (usage.end - usage.start)) <= 1  # sacct: whole seconds
+        assert info.start is not None and abs(usage.start - info.start) <= 1
+        assert usage.node
+        # the scheduler's accounting knows the allocated CPUs; a backend's own records do not
+        assert (usage.alloc_cpus is not None and usage.alloc_cpus >= 1) == target.backend.accounting
+        assert UNKNOWN_ID not in target.backend.usage([job, UNKNOWN_ID])
+
+
 def _wait_exists(path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -233,7 +259,8 @@ class TestPyslurmBackendOnStandIn(Contract):
     @pytest.fixture
     def target(self, tmp_path: Path, slurm_cluster: object,
                cli_pyslurm_module: Callable[[str], ModuleType]) -> Iterator[Target]:
-        from chain.backends.slurm.pyslurm import PyslurmBackend, running_slurm_version
+        from chain.backends.slurm.pyslurm import PyslurmBackend
+        from chain.backends.slurm.pyslurm_load import running_slurm_version
 
         slurm = running_slurm_version()
         assert slurm is not None

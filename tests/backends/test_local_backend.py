@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from chain.backends.base import JobInfo, JobState
-from chain.backends.local.backend import LocalBackend, parse_directives
-from chain.backends.local.supervisor import current_user, proc_ticks
+from chain.backends.local.backend import LocalBackend
+from chain.backends.local.sbatch import parse_directives
+from chain.backends.local.spool import current_user, proc_ticks
 from chain.errors import SchedulerError
 
 pytestmark = pytest.mark.timeout(60)

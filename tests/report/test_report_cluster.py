@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chain.reporting.usage import SACCT_USAGE_FIELDS, parse_sacct_usage
+from chain.backends.slurm.parse import SACCT_USAGE_FIELDS, parse_sacct_usage
 
 REPO = Path(__file__).resolve().parents[2]
 FINAL = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends import backends
 from _report_data import (
     DRIVER_RUNNERS,
     DRIVER_SUBMITTERS,
@@ -25,12 +26,14 @@ from _report_data import (
 )
 from rich.console import Console
 
-from chain.backends.local.supervisor import JobRecord
+from chain.backends.local.backend import local_usage
+from chain.backends.local.spool import JobRecord
+from chain.backends.slurm.parse import parse_sacct_usage
 from chain.core.model import ChainState
 from chain.reporting.metrics import chain_metrics, efficiency
 from chain.reporting.report import driver_line, final_state, make_report
-from chain.store.state import ChainStatus
-from chain.reporting.usage import build_rows, driver_usage, local_usage, parse_sacct_usage, usage_totals
+from chain.reporting.usage import build_rows, driver_usage, usage_totals
+from chain.store import ChainStatus
 
 
 class FakeSacct:
@@ -102,7 +105,7 @@ def test_report_of_a_stalled_chain_says_zero(tmp_path: Path) -> None:
         record.unlink()
     _set_state(chain, state="stopped", reason="no progress in 2 runners", iteration=40)
     console, buf = _console()
-    paths = make_report(chain, run=never, settle=0, console=console)
+    paths = make_report(chain, backends=backends(never), settle=0, console=console)
     summary = json.loads(paths[1].read_text())
     assert summary["totals"]["efficiency"] == 0.0 and summary["metrics"]["efficiency"] == 0.0
     assert "(efficiency 0.0%)" in buf.getvalue()
@@ -133,7 +136,7 @@ def test_rate_and_eta_only_while_the_chain_runs(state: ChainState) -> None:
 ])
 def test_summary_has_the_state_json_state(chain_dir: Path, state: str, reason: str, iteration: int) -> None:
     _set_state(chain_dir, state=state, reason=reason, iteration=iteration)
-    paths = make_report(chain_dir, echo=False, run=FakeSacct(SACCT_CHAIN), settle=0, environ={})
+    paths = make_report(chain_dir, echo=False, backends=backends(FakeSacct(SACCT_CHAIN)), settle=0, environ={})
     summary = json.loads(paths[1].read_text())
     assert (summary["state"], summary["reason"], summary["iteration"], summary["max_iter"]) == (
         state, reason, iteration, 30)
@@ -162,7 +165,8 @@ def test_final_state(saved: str, environ: dict[str, str], expected: tuple[str, s
 
 def test_report_hook_of_a_completing_chain_has_the_final_state(chain_dir: Path) -> None:
     _set_state(chain_dir, state="running", reason="")
-    paths = make_report(chain_dir, echo=False, run=FakeSacct(SACCT_CHAIN), settle=0, environ=HOOK_ENV)
+    paths = make_report(chain_dir, echo=False, backends=backends(FakeSacct(SACCT_CHAIN)), settle=0,
+                        environ=HOOK_ENV)
     summary = json.loads(paths[1].read_text())
     assert (summary["state"], summary["reason"]) == ("completed", "reached MAX_ITER=30")
     assert summary["metrics"]["rate_per_hour"] is None and summary["metrics"]["eta_seconds"] is None
@@ -229,7 +233,7 @@ def test_report_accounts_the_submitters_in_the_same_sacct_call(tmp_path: Path) -
     assert out != SACCT_DRIVER
     run = FakeSacct(out)
     console, buf = _console()
-    paths = make_report(_driver_chain(tmp_path), run=run, settle=30, console=console)
+    paths = make_report(_driver_chain(tmp_path), backends=backends(run), settle=30, console=console)
     assert len(run.calls) == 1
     argv = run.calls[0]
     assert argv[argv.index("-j") + 1].split(",") == DRIVER_RUNNERS + DRIVER_SUBMITTERS
@@ -260,7 +264,7 @@ def test_report_on_the_local_backend_reads_its_job_records(tmp_path: Path) -> No
     (chain / "local-jobs" / "jobs").mkdir(parents=True)
     (chain / "local-jobs" / "jobs" / "2.json").write_text(json.dumps(LOCAL_SUBMITTER))
     console, buf = _console()
-    paths = make_report(chain, run=never, settle=0, console=console)
+    paths = make_report(chain, backends=backends(never), settle=0, console=console)
     d = json.loads(paths[1].read_text())["driver"]
     elapsed = LOCAL_SUBMITTER["end"] - LOCAL_SUBMITTER["start"]  # type: ignore[operator]
     assert (d["jobs"], d["accounted"], d["cpu_s"], d["ratio"], d["source"]) == (1, 1, None, None, "local backend")
@@ -281,7 +285,7 @@ def test_printed_report_fits_80_columns_with_the_node(tmp_path: Path, backend: s
     jobs = ["41234567", "41234568", "41234569"]
     console, buf = _console()
     run = FakeSacct(SACCT_LONG) if backend == "slurm" else never
-    make_report(write_long_chain(tmp_path, backend=backend), run=run, settle=0, console=console)
+    make_report(write_long_chain(tmp_path, backend=backend), backends=backends(run), settle=0, console=console)
     text = buf.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text  # nothing squeezed out of a cell

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from _backends import backends, slurm_backend
 from _report_data import (
     ACCOUNTING_DISABLED,
     ITER_LOG_RESTART,
@@ -19,21 +20,24 @@ from _report_data import (
     write_chain,
 )
 
-from chain.reporting import usage
-from chain.backends.slurm.parse import parse_slurm_timestamp
+from chain.backends.slurm import cli
+from chain.backends.slurm.parse import (
+    parse_cpu_time,
+    parse_sacct_usage,
+    parse_size,
+    parse_slurm_timestamp,
+)
+from chain.core.retry import RetryPolicy
 from chain.reporting.report import make_report
-from chain.store.state import ChainDir
 from chain.reporting.usage import (
     COLUMNS,
     SLURM_COLUMNS,
     build_rows,
     fetch_usage,
     load_runners,
-    parse_cpu_time,
-    parse_sacct_usage,
-    parse_size,
     usage_totals,
 )
+from chain.store import ChainDir
 
 
 class FakeSacct:
@@ -102,7 +106,7 @@ def test_parse_sacct_usage_chain() -> None:
 
 def test_fetch_usage_one_batched_call() -> None:
     run = FakeSacct((0, SACCT_CHAIN, ""))
-    found, note = fetch_usage(["36", "37", "38", "37"], run, ended=["36", "37", "38"], settle=0)
+    found, note = fetch_usage(slurm_backend(run), ["36", "37", "38", "37"], ended=["36", "37", "38"], settle=0)
     assert note is None and sorted(found) == ["36", "37", "38"]
     assert len(run.calls) == 1
     argv = run.calls[0]
@@ -110,16 +114,16 @@ def test_fetch_usage_one_batched_call() -> None:
 
 
 def test_fetch_usage_batches_long_chains(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(usage, "SACCT_BATCH", 2)
+    monkeypatch.setattr(cli, "SACCT_BATCH", 2)
     run = FakeSacct((0, SACCT_CHAIN, ""))
-    found, _ = fetch_usage(["36", "37", "38"], run, settle=0)
+    found, _ = fetch_usage(slurm_backend(run), ["36", "37", "38"], settle=0)
     assert [c[c.index("-j") + 1] for c in run.calls] == ["36,37", "38"]
     assert len(found) == 3
 
 
 def test_fetch_usage_accounting_disabled() -> None:
     run = FakeSacct((1, "", ACCOUNTING_DISABLED))
-    found, note = fetch_usage(["36"], run, settle=0)
+    found, note = fetch_usage(slurm_backend(run), ["36"], settle=0)
     assert found == {} and note == "accounting unavailable: Slurm accounting storage is disabled"
     assert len(run.calls) == 1  # not a transient error: no retry
 
@@ -130,7 +134,7 @@ def test_fetch_usage_waits_for_records_arriving_late() -> None:
     without = "\n".join(line for line in SACCT_CHAIN.splitlines() if not line.startswith("38"))
     run = FakeSacct((0, without, ""), (0, late, ""), (0, SACCT_CHAIN, ""))
     clock = iter(range(100))
-    found, note = fetch_usage(["36", "37", "38"], run, ended=["36", "37", "38"], settle=10,
+    found, note = fetch_usage(slurm_backend(run), ["36", "37", "38"], ended=["36", "37", "38"], settle=10,
                               sleep=lambda s: None, clock=lambda: float(next(clock)))
     assert len(run.calls) == 3 and note is None and found["38"].state == "COMPLETED"
 
@@ -138,7 +142,7 @@ def test_fetch_usage_waits_for_records_arriving_late() -> None:
 def test_fetch_usage_gives_up_after_settle() -> None:
     run = FakeSacct((0, SACCT_MIXED, ""))
     clock = iter(range(0, 1000, 5))
-    found, note = fetch_usage(["22", "41"], run, ended=["41"], settle=10,
+    found, note = fetch_usage(slurm_backend(run), ["22", "41"], ended=["41"], settle=10,
                               sleep=lambda s: None, clock=lambda: float(next(clock)))
     assert found["41"].state == "PENDING" and note is not None and "41" in note
     assert len(run.calls) == 2  # deadline 0 + 10: asked at 5, again at 10, then gave up
@@ -146,8 +150,8 @@ def test_fetch_usage_gives_up_after_settle() -> None:
 
 def test_fetch_usage_retries_transient_errors() -> None:
     run = FakeSacct((1, "", "sacct: error: Socket timed out on send/recv operation"), (0, SACCT_CHAIN, ""))
-    policy = usage.RetryPolicy(attempts=3, sleep=lambda s: None)
-    found, note = fetch_usage(["36"], run, retry=policy, settle=0)
+    policy = RetryPolicy(attempts=3, sleep=lambda s: None)
+    found, note = fetch_usage(slurm_backend(run, retry=policy), ["36"], settle=0)
     assert note is None and "36" in found and len(run.calls) == 2
 
 
@@ -219,7 +223,7 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 def test_make_report_with_accounting(chain_dir: Path) -> None:
     run = FakeSacct((0, SACCT_CHAIN, ""))
-    paths = make_report(chain_dir, echo=False, run=run, settle=0)
+    paths = make_report(chain_dir, echo=False, backends=backends(run), settle=0)
     assert [p.name for p in paths] == ["usage.csv", "summary.json", "progress.png"]
     rows = _csv(paths[0])
     assert list(rows[0]) == list(COLUMNS)
@@ -237,7 +241,7 @@ def test_make_report_with_accounting(chain_dir: Path) -> None:
 
 
 def test_make_report_accounting_disabled(chain_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    paths = make_report(chain_dir, echo=True, run=FakeSacct((1, "", ACCOUNTING_DISABLED)), settle=0)
+    paths = make_report(chain_dir, echo=True, backends=backends(FakeSacct((1, "", ACCOUNTING_DISABLED))), settle=0)
     out = capsys.readouterr().out
     assert "accounting unavailable: Slurm accounting storage is disabled" in out.splitlines()[0]
     rows = _csv(paths[0])
@@ -252,7 +256,7 @@ def test_make_report_accounting_disabled(chain_dir: Path, capsys: pytest.Capture
 
 def test_make_report_local_backend_makes_no_slurm_call(tmp_path: Path) -> None:
     chain = write_chain(tmp_path, backend="local", log=ITER_LOG_RESTART)
-    paths = make_report(chain, echo=False, run=never, settle=0)
+    paths = make_report(chain, echo=False, backends=backends(never), settle=0)
     summary = json.loads(paths[1].read_text())
     assert summary["notes"][0].startswith("accounting unavailable: the chain ran on the local backend")
     # the log's jobs (50, 51) are not the records' (36-38): redone counted, rows show 0
@@ -261,8 +265,8 @@ def test_make_report_local_backend_makes_no_slurm_call(tmp_path: Path) -> None:
 
 
 def test_make_report_without_iteration_log(tmp_path: Path) -> None:
-    paths = make_report(write_chain(tmp_path, log=None), echo=False, run=FakeSacct((0, SACCT_CHAIN, "")),
-                        settle=0)
+    paths = make_report(write_chain(tmp_path, log=None), echo=False,
+                        backends=backends(FakeSacct((0, SACCT_CHAIN, ""))), settle=0)
     summary = json.loads(paths[1].read_text())
     assert summary["work_redone"] is None and summary["totals"]["redone_iterations"] is None
     assert (tmp_path / ".chain" / "report" / "progress.png").stat().st_size > 1000
@@ -272,7 +276,7 @@ def test_make_report_on_an_empty_chain(tmp_path: Path) -> None:
     chain = tmp_path / ".chain"
     chain.mkdir()
     (chain / "state.json").write_text(json.dumps({"chain_id": "chain-000000", "backend": "slurm"}))
-    paths = make_report(chain, echo=True, run=never, settle=0)
+    paths = make_report(chain, echo=True, backends=backends(never), settle=0)
     assert _csv(paths[0]) == [] and json.loads(paths[1].read_text())["totals"]["runners"] == 0
 
 
@@ -288,6 +292,6 @@ def test_a_running_runner_is_useful_so_far() -> None:
 def test_report_prints_error_text_literally(chain_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An sacct error (or a job name) with brackets is text, not rich markup."""
     message = "sacct: error: [/x] bad [bold]thing"
-    make_report(chain_dir, echo=True, run=FakeSacct((1, "", message)), settle=0)
+    make_report(chain_dir, echo=True, backends=backends(FakeSacct((1, "", message))), settle=0)
     out = capsys.readouterr().out
     assert "[/x] bad [bold]thing" in out

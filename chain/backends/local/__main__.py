@@ -2,6 +2,6 @@
 
 import sys
 
-from chain.backends.local.backend import main
+from chain.backends.local.commands import main
 
 sys.exit(main())

@@ -2,25 +2,18 @@
 
 For machines without a cluster (a laptop, CI). Each submitted job gets a
 detached supervisor process (``chain.backends.local.supervisor``) that honours
-the script's ``#SBATCH`` time limit, output files and dependencies, and writes
-the job's record into a spool directory; every query reads those records, so
-jobs outlive the process that submitted them, as with Slurm. Anchor:
-submitit's LocalExecutor.
-
-Debugging verbs::
-
-    python -m chain.backends.local queue SPOOL [--all]
-    python -m chain.backends.local show SPOOL ID
-    python -m chain.backends.local cancel SPOOL ID [--signal SIG]
-    python -m chain.backends.local end-time SPOOL ID
+the script's ``#SBATCH`` time limit, output files and dependencies
+(``sbatch``, ``dependency``), and writes the job's record into a spool
+directory (``spool``); every query reads those records, so jobs outlive the
+process that submitted them, as with Slurm. Anchor: submitit's
+LocalExecutor. Debugging verbs: ``python -m chain.backends.local``
+(``commands``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import math
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -30,137 +23,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import chain
-from chain.backends.base import Backend, JobInfo, JobState
-from chain.backends.local.supervisor import (
-    JobRecord,
-    Spool,
-    current_user,
-    parse_dependency,
-    same_process,
-    short_hostname,
-    supervise_main,
-)
+from chain.backends.base import Backend, JobInfo, JobState, JobUsage
+from chain.backends.local.dependency import parse_dependency
+from chain.backends.local.sbatch import Directives, parse_directives, substitute, time_limit
+from chain.backends.local.spool import JobRecord, Spool, current_user, same_process, short_hostname
 from chain.errors import ConfigError, SchedulerError
-from chain.core.timefmt import format_duration, parse_slurm_time
 
 TIME_SCALE_ENV = "CHAIN_LOCAL_TIME_SCALE"  # test knob: multiplies every time limit
 KILL_WAIT_ENV = "CHAIN_LOCAL_KILL_WAIT"  # test knob: KillWait for backends built in jobs
 _REGISTER_TIMEOUT = 30.0  # seconds submit() waits for the supervisor to register
 
-# sbatch options we act on, by long name; short aliases map onto them.
-_SHORT = {"t": "time", "o": "output", "e": "error", "J": "job-name", "d": "dependency",
-          "D": "chdir"}
-_WANTED = frozenset(_SHORT.values()) | {"open-mode"}
 
-
-@dataclass(frozen=True)
-class Directives:
-    """What the leading ``#SBATCH`` block of a script asks for."""
-
-    time: str | None = None
-    output: str | None = None
-    error: str | None = None
-    job_name: str | None = None
-    dependency: str | None = None
-    chdir: str | None = None
-    open_mode: str | None = None
-
-
-def parse_directives(text: str) -> Directives:
-    """Read ``#SBATCH`` lines like sbatch: only up to the first command line.
-
-    Both ``--opt=value`` and ``--opt value`` (and ``-t value``/``-tvalue``);
-    values may be shell-quoted; later directives win; unknown options ignored.
-    """
-    found: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines()):
-        line = raw.strip()
-        if number == 0 and line.startswith("#!"):
-            continue
-        if not line:
-            continue
-        if not line.startswith("#"):
-            break  # sbatch stops at the first command
-        if not (line.startswith("#SBATCH") and line[7:8] in (" ", "\t")):
-            continue
-        try:
-            tokens = shlex.split(line[7:], comments=True)
-        except ValueError as exc:
-            raise SchedulerError(f"cannot parse directive {line!r}: {exc}") from exc
-        _parse_tokens(tokens, found)
-    return Directives(
-        time=found.get("time"),
-        output=found.get("output"),
-        error=found.get("error"),
-        job_name=found.get("job-name"),
-        dependency=found.get("dependency"),
-        chdir=found.get("chdir"),
-        open_mode=found.get("open-mode"),
-    )
-
-
-def _parse_tokens(tokens: list[str], found: dict[str, str]) -> None:
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        value: str | None = None
-        if token.startswith("--"):
-            name, eq, inline = token[2:].partition("=")
-            value = inline if eq else None
-        elif token.startswith("-") and len(token) > 1:
-            name = _SHORT.get(token[1], f"-{token[1]}")
-            value = token[2:] or None
-        else:
-            i += 1  # a stray word: not an option
-            continue
-        # Options we ignore may be value-less flags (--exclusive): only take a
-        # separate value when it does not look like the next option.
-        if value is None and i + 1 < len(tokens):
-            following = tokens[i + 1]
-            if name in _WANTED or not following.startswith("-"):
-                value = following
-                i += 1
-        if name in _WANTED and value is not None:
-            found[name] = value
-        i += 1
-
-
-def _substitute(pattern: str, job_id: str, name: str, user: str) -> str:
-    """sbatch's filename patterns: %j %A (job id), %x (name), %u, %N, %%."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "%" and i + 1 < len(pattern):
-            code = pattern[i + 1]
-            replacement = {"j": job_id, "A": job_id, "x": name, "u": user,
-                           "N": short_hostname(), "%": "%", "a": "4294967294"}.get(code)
-            if replacement is not None:
-                out.append(replacement)
-                i += 2
-                continue
-        out.append(char)
-        i += 1
-    return "".join(out)
-
-
-def _time_limit(text: str | None, scale: float) -> float | None:
-    if text is None or text.strip().upper() in ("UNLIMITED", "INFINITE", "0"):
-        return None  # sbatch: --time=0 means no limit
-    try:
-        return parse_slurm_time(text, what="--time") * scale
-    except ConfigError as exc:
-        raise SchedulerError(f"sbatch: {exc}") from exc
-
-
-def _float_env(name: str, default: float) -> float:
+def env_number(name: str, default: float, *, positive: bool = False) -> float:
+    """A number >= 0 (> 0 if ``positive``) from the environment, ``default``
+    when unset or blank; anything else is a one-line ConfigError."""
     text = os.environ.get(name, "").strip()
     if not text:
         return default
     try:
-        return float(text)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={text!r} is not a number") from exc
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ConfigError(f"{name}={text!r} must be a number {'>' if positive else '>='} 0")
+    return value
 
 
 def _signal_number(name: str) -> signal.Signals:
@@ -190,6 +76,38 @@ def record_to_info(record: JobRecord) -> JobInfo:
     )
 
 
+def local_usage(record: JobRecord, now: float) -> JobUsage:
+    """Pure: a job record as Slurm's accounting would show it. Its end is
+    the scheduled one while it runs, so a running job's elapsed is up to
+    ``now``. No CPUs are allocated here: ``alloc_cpus`` stays None."""
+    end = None if record.active else record.end
+    upto = now if record.active else end
+    elapsed: float | None
+    if record.start is None:
+        elapsed = 0.0  # never started (pending, or cancelled before it ran): held nothing
+    else:
+        elapsed = max(0.0, upto - record.start) if upto is not None else None
+    return JobUsage(
+        job_id=record.job_id, state=record.state,
+        exit_code="" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}",
+        submit=record.submit_time, start=record.start, end=end, elapsed=elapsed, node=record.hostname or "",
+    )
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One submission, checked: what ``_record`` turns into a job record."""
+
+    script: Path
+    text: str
+    found: Directives
+    name: str
+    dependency: str | None
+    limit: float | None
+    submit_dir: Path
+    env: dict[str, str]
+
+
 class LocalBackend(Backend):
     """Runs jobs as local processes with Slurm-like states, limits and dependencies.
 
@@ -201,14 +119,17 @@ class LocalBackend(Backend):
 
     name = "local"
     cheap_queries = True
+    # usage() answers from the jobs' own records: no accounting of CPUs or memory.
+    usage_source = "local backend"
+    accounting = False
 
     def __init__(
         self, spool: Path, *, kill_wait: float | None = None, time_scale: float | None = None
     ) -> None:
         self.spool = Spool(Path(spool))
-        self.kill_wait = kill_wait if kill_wait is not None else _float_env(KILL_WAIT_ENV, 30.0)
+        self.kill_wait = kill_wait if kill_wait is not None else env_number(KILL_WAIT_ENV, 30.0)
         self.time_scale = (
-            time_scale if time_scale is not None else _float_env(TIME_SCALE_ENV, 1.0)
+            time_scale if time_scale is not None else env_number(TIME_SCALE_ENV, 1.0, positive=True)
         )
         if self.time_scale <= 0 or self.kill_wait < 0:
             raise ConfigError("time_scale must be > 0 and kill_wait >= 0")
@@ -229,56 +150,44 @@ class LocalBackend(Backend):
         except (OSError, UnicodeDecodeError) as exc:
             raise SchedulerError(f"sbatch: cannot read {script}: {exc}") from exc
         found = parse_directives(text)
-        name = job_name or found.job_name or Path(script).name
         dependency = dependency if dependency is not None else found.dependency
         if dependency:
             try:
                 parse_dependency(dependency)
             except ValueError as exc:
                 raise SchedulerError(f"sbatch: invalid dependency {dependency!r}: {exc}") from exc
-        limit = _time_limit(found.time, self.time_scale)
-        submit_dir = Path(cwd if cwd is not None else os.getcwd()).absolute()
-        work_dir = submit_dir / found.chdir if found.chdir else submit_dir
-        user = current_user()
-
-        open_mode = "truncate" if found.open_mode == "truncate" else "append"
-
-        def make(job_id: str) -> JobRecord:
-            # sbatch keeps its own copy: later edits of the file do not reach the job.
-            batch = self.spool.script_path(job_id)
-            batch.write_text(text)
-            stdout = work_dir / _substitute(found.output or "slurm-%j.out", job_id, name, user)
-            stderr = (work_dir / _substitute(found.error, job_id, name, user)
-                      if found.error else stdout)
-            return JobRecord(
-                job_id=job_id,
-                name=name,
-                user=user,
-                batch_script=str(batch),
-                script=str(Path(script).absolute()),
-                submit_dir=str(submit_dir),
-                work_dir=str(work_dir),
-                stdout=str(stdout),
-                stderr=str(stderr),
-                open_mode=open_mode,
-                dependency=dependency or None,
-                time_limit=limit,
-                time_limit_text=found.time,
-                time_scale=self.time_scale,
-                kill_wait=self.kill_wait,
-                env=dict(env or {}),
-                submit_time=time.time(),
-                reason="Dependency" if dependency else "None",
-                hostname=short_hostname(),
-            )
-
+        request = _Request(
+            script=Path(script).absolute(), text=text, found=found,
+            name=job_name or found.job_name or Path(script).name, dependency=dependency or None,
+            limit=time_limit(found.time, self.time_scale),
+            submit_dir=Path(cwd if cwd is not None else os.getcwd()).absolute(), env=dict(env or {}),
+        )
         try:
-            job_id = self.spool.create(make).job_id
+            job_id = self.spool.create(lambda new_id: self._record(new_id, request)).job_id
         except OSError as exc:
             raise SchedulerError(f"local backend: cannot write to spool {self.spool.root}: "
                                  f"{exc}") from exc
         self._start_supervisor(job_id)
         return job_id
+
+    def _record(self, job_id: str, request: _Request) -> JobRecord:
+        """The new job's record (written by the spool under its counter's lock)."""
+        # sbatch keeps its own copy: later edits of the file do not reach the job.
+        batch = self.spool.script_path(job_id)
+        batch.write_text(request.text)
+        found, name, user = request.found, request.name, current_user()
+        work_dir = request.submit_dir / found.chdir if found.chdir else request.submit_dir
+        stdout = work_dir / substitute(found.output or "slurm-%j.out", job_id, name, user)
+        stderr = work_dir / substitute(found.error, job_id, name, user) if found.error else stdout
+        return JobRecord(
+            job_id=job_id, name=name, user=user, batch_script=str(batch), script=str(request.script),
+            submit_dir=str(request.submit_dir), work_dir=str(work_dir), stdout=str(stdout),
+            stderr=str(stderr), open_mode="truncate" if found.open_mode == "truncate" else "append",
+            dependency=request.dependency, time_limit=request.limit, time_limit_text=found.time,
+            time_scale=self.time_scale, kill_wait=self.kill_wait, env=request.env,
+            submit_time=time.time(), reason="Dependency" if request.dependency else "None",
+            hostname=short_hostname(),
+        )
 
     def _start_supervisor(self, job_id: str) -> None:
         log = self.spool.log_path(job_id)
@@ -368,71 +277,19 @@ class LocalBackend(Backend):
             return None
         return record.end
 
+    def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
+        """The jobs' own records, read only (a report never changes a job's
+        record); a corrupt or unreadable record leaves its job out."""
+        now = time.time()
+        found: dict[str, JobUsage] = {}
+        for job_id in dict.fromkeys(job_ids):
+            try:
+                record = self.spool.read(str(job_id))
+            except (SchedulerError, OSError):
+                continue
+            if record is not None:
+                found[str(job_id)] = local_usage(record, now)
+        return found
+
     def available(self) -> bool:
         return True
-
-
-# --- command line -----------------------------------------------------------
-
-
-def _queue(spool: Spool, show_all: bool) -> None:
-    rows = [("JOBID", "NAME", "STATE", "TIME", "TIME_LIMIT", "EXIT", "REASON")]
-    now = time.time()
-    for job_id in spool.all_ids():
-        record = spool.refresh(job_id)
-        if record is None or not (show_all or record.active):
-            continue
-        if record.start is None:
-            elapsed = "-"
-        else:
-            elapsed = format_duration((record.end if not record.active and record.end else now)
-                                      - record.start)
-        limit = "UNLIMITED" if record.time_limit is None else format_duration(record.time_limit)
-        code = "-" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}"
-        rows.append((job_id, record.name, record.state, elapsed, limit, code, record.reason))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m chain.backends.local")
-    verbs = parser.add_subparsers(dest="verb", required=True)
-    sup = verbs.add_parser("_supervise", help=argparse.SUPPRESS)
-    sup.add_argument("spool")
-    sup.add_argument("job_id")
-    queue = verbs.add_parser("queue", help="squeue-like table (active jobs; --all for every job)")
-    queue.add_argument("spool")
-    queue.add_argument("-a", "--all", action="store_true")
-    for verb, helptext in (("show", "print a job's record"), ("end-time", "scheduled end"),
-                           ("cancel", "cancel a job or send it a signal")):
-        sub = verbs.add_parser(verb, help=helptext)
-        sub.add_argument("spool")
-        sub.add_argument("job_id")
-        if verb == "cancel":
-            sub.add_argument("-s", "--signal")
-    args = parser.parse_args(argv)
-    if args.verb == "_supervise":
-        return supervise_main(args.spool, args.job_id)
-    spool = Spool(Path(args.spool))
-    if args.verb == "queue":
-        _queue(spool, args.all)
-        return 0
-    if args.verb == "show":
-        record = spool.refresh(args.job_id)
-        if record is None:
-            print(f"no job {args.job_id}", file=sys.stderr)
-            return 1
-        print(json.dumps(record.to_json(), indent=1, sort_keys=True))
-        return 0
-    backend = LocalBackend(spool.root)
-    if args.verb == "end-time":
-        end = backend.end_time(args.job_id)
-        print("" if end is None else int(end))
-        return 0
-    try:
-        backend.cancel(args.job_id, signal=args.signal)
-    except SchedulerError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    return 0

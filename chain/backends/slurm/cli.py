@@ -1,7 +1,7 @@
 """The Slurm command-line backend: sbatch, squeue, sacct, scontrol, scancel.
 
 Works with any Slurm version whose clients are on PATH. Every call goes
-through one retry policy; parsing is in ``slurm_parse``.
+through one retry policy (``chain.core.retry``); parsing is in ``parse``.
 """
 
 from __future__ import annotations
@@ -12,17 +12,29 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from chain.backends.base import Backend, JobInfo, JobState
+from chain.backends.base import (
+    AccountingUnavailable,
+    Backend,
+    JobInfo,
+    JobState,
+    JobUsage,
+    submit_idempotently,
+)
 from chain.backends.slurm.parse import (
     SACCT_FIELDS,
+    SACCT_USAGE_FIELDS,
     SQUEUE_FORMAT,
     parse_sacct,
+    parse_sacct_usage,
     parse_sbatch_parsable,
     parse_scontrol,
     parse_squeue,
+    sacct_error_reason,
 )
-from chain.errors import SchedulerError
 from chain.core.retry import RetryPolicy, TransientError, is_transient
+from chain.errors import SchedulerError
+
+SACCT_BATCH = 1000  # job ids per sacct usage call (a long chain's command line stays short)
 
 Run = Callable[[Sequence[str], Mapping[str, str] | None, Path | None], "subprocess.CompletedProcess[str]"]
 
@@ -41,6 +53,17 @@ def job_environment(base: Mapping[str, str], extra: Mapping[str, str] | None) ->
     return env
 
 
+class ClientError(SchedulerError):
+    """A Slurm client failed for a reason that is not transient; ``output``
+    is what it printed (stderr, else stdout), ``returncode`` its status."""
+
+    def __init__(self, program: str, returncode: int, output: str) -> None:
+        one_line = output.replace("\n", " ")
+        super().__init__(f"{program} failed ({returncode}): {one_line[:300]}")
+        self.returncode = returncode
+        self.output = output
+
+
 def _default_run(
     argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
 ) -> "subprocess.CompletedProcess[str]":
@@ -54,19 +77,18 @@ class SlurmCliBackend(Backend):
     """Talks to Slurm through its command-line clients."""
 
     name = "slurm"
+    usage_source = "sacct"
 
     def __init__(self, retry: RetryPolicy | None = None, run: Run | None = None) -> None:
         self.retry = retry or RetryPolicy()
         self._run = run or _default_run
-        self.calls = 0  # Slurm client calls made (for the benchmark and tests)
 
     # --- plumbing ------------------------------------------------------------
-    def _call(
+    def _once(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
         ok_errors: tuple[str, ...] = (),
     ) -> str:
-        """Run one client; TransientError on a retryable failure."""
-        self.calls += 1
+        """Run one client once; TransientError on a retryable failure."""
         try:
             proc = self._run(argv, env, cwd)
         except FileNotFoundError:
@@ -75,15 +97,16 @@ class SlurmCliBackend(Backend):
             raise TransientError(f"{argv[0]} timed out") from None
         if proc.returncode == 0:
             return proc.stdout
-        message = (proc.stderr or proc.stdout).strip().replace("\n", " ")
-        if any(marker in message for marker in ok_errors):
+        output = (proc.stderr or proc.stdout).strip()
+        if any(marker in output for marker in ok_errors):
             return ""
-        if is_transient(message):
-            raise TransientError(f"{argv[0]}: {message}")
-        raise SchedulerError(f"{argv[0]} failed ({proc.returncode}): {message[:300]}")
+        if is_transient(output):
+            raise TransientError(f"{argv[0]}: " + output.replace("\n", " "))
+        raise ClientError(argv[0], proc.returncode, output)
 
-    def _retrying(self, argv: Sequence[str], **kw: object) -> str:
-        return self.retry.call(lambda: self._call(argv, **kw))  # type: ignore[arg-type]
+    def _retrying(self, argv: Sequence[str], *, ok_errors: tuple[str, ...] = ()) -> str:
+        """Run one client under the retry policy."""
+        return self.retry.call(lambda: self._once(argv, ok_errors=ok_errors))
 
     # --- Backend -------------------------------------------------------------
     def submit(
@@ -96,19 +119,13 @@ class SlurmCliBackend(Backend):
         argv.append(str(script))
         job_env = job_environment(os.environ, env)
 
-        def attempt() -> str:
+        def once() -> str:
             try:
-                return parse_sbatch_parsable(self._call(argv, env=job_env, cwd=cwd))
-            except TransientError:
-                # A timed-out sbatch may still have queued the job.
-                found = self.find_by_name(job_name)
-                if found:
-                    return found[-1]
-                raise
+                return parse_sbatch_parsable(self._once(argv, env=job_env, cwd=cwd))
             except ValueError as exc:
                 raise SchedulerError(str(exc)) from None
 
-        return self.retry.call(attempt)
+        return submit_idempotently(self, job_name, once, retry=self.retry)
 
     def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         ids = [j for j in job_ids if j]
@@ -134,7 +151,7 @@ class SlurmCliBackend(Backend):
             # One try: while slurmctld still holds the job, scontrol answers
             # for a slurmdbd that is down; the retry budget is kept for jobs
             # only accounting knows (below).
-            acct = parse_sacct(self._call(sacct))
+            acct = parse_sacct(self._once(sacct))
             acct_ok = True
         except SchedulerError:
             acct, acct_ok = {}, False  # accounting disabled or down: scontrol below
@@ -180,19 +197,35 @@ class SlurmCliBackend(Backend):
         # One try: callers fall back on the configured limit, and a runner
         # must not spend its own time waiting out a slurmctld outage.
         info = parse_squeue(
-            self._call(["squeue", "-h", "--states=all", "-j", job_id, "-o", SQUEUE_FORMAT],
+            self._once(["squeue", "-h", "--states=all", "-j", job_id, "-o", SQUEUE_FORMAT],
                        ok_errors=("Invalid job id",))
         ).get(job_id)
         if info is None or info.state not in (JobState.RUNNING, JobState.COMPLETING):
             return None
         return info.end
 
+    def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
+        """sacct's accounting, SACCT_BATCH ids per call (one call for a chain
+        of up to that many jobs), each under the retry policy."""
+        ids = [j for j in dict.fromkeys(job_ids) if j]
+        found: dict[str, JobUsage] = {}
+        for i in range(0, len(ids), SACCT_BATCH):
+            argv = ["sacct", "-n", "-P", "-j", ",".join(ids[i:i + SACCT_BATCH]), "-o", SACCT_USAGE_FIELDS]
+            try:
+                found.update(parse_sacct_usage(self._retrying(argv)))
+            except ClientError as exc:
+                raise AccountingUnavailable(sacct_error_reason(exc.output)
+                                            or f"sacct exited {exc.returncode}") from None
+            except SchedulerError as exc:  # not on PATH, or still failing after the retries
+                raise AccountingUnavailable(str(exc)) from None
+        return found
+
     def available(self) -> bool:
         if shutil.which("sbatch") is None or shutil.which("squeue") is None:
             return False
         try:
             # One try: auto-detection must not wait out a retry budget.
-            self._call(["sinfo", "-h", "-o", "%P"])
+            self._once(["sinfo", "-h", "-o", "%P"])
         except SchedulerError:
             return False
         return True

@@ -1,18 +1,26 @@
 """Pure parsers of Slurm client output (squeue, sacct, scontrol, sbatch).
 
 Each takes the literal text a command printed and returns records; they are
-tested on literal output and then run against the real cluster.
+tested on literal output and then run against the real cluster. sacct is
+read two ways: job states (``parse_sacct``, ``SACCT_FIELDS``, for queries)
+and accounting (``parse_sacct_usage``, ``SACCT_USAGE_FIELDS``, for reports).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime
 
-from chain.backends.base import JobInfo, JobState
+from chain.backends.base import JobInfo, JobState, JobUsage
 
 SQUEUE_FORMAT = "%i|%T|%r|%j|%S|%e"
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,JobName,Start,End"
+# Asked without -X: job lines carry state, exit code, times and TotalCPU
+# (summed over the steps; with -X it prints 0); step lines carry MaxRSS.
+# AllocCPUS last: output captured without it (10 fields) still parses.
+SACCT_USAGE_FIELDS = "JobIDRaw,State,ExitCode,Submit,Start,End,ElapsedRaw,TotalCPU,NodeList,MaxRSS,AllocCPUS"
+ACCOUNTING_DISABLED = "Slurm accounting storage is disabled"
 
 
 def parse_slurm_timestamp(text: str) -> float | None:
@@ -55,6 +63,15 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
     return jobs
 
 
+def _sacct_lines(text: str, fields: int) -> Iterator[list[str]]:
+    """The ``|``-separated lines of ``sacct -P`` with a job id and at least
+    ``fields`` fields (step lines included: their id holds a dot)."""
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) >= fields and parts[0]:
+            yield parts
+
+
 def parse_sacct(text: str) -> dict[str, JobInfo]:
     """Output of ``sacct -X -n -P -o JobIDRaw,State,ExitCode,JobName,Start,End``.
 
@@ -63,9 +80,8 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
     status read the runner's own record or scontrol.
     """
     jobs: dict[str, JobInfo] = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) < 3 or not parts[0] or "." in parts[0]:
+    for parts in _sacct_lines(text, 3):
+        if "." in parts[0]:
             continue
         job_id, state_text, exit_text = parts[:3]
         name = parts[3] if len(parts) > 3 else ""
@@ -85,6 +101,61 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
             source="sacct",
         )
     return jobs
+
+
+def parse_cpu_time(text: str) -> float | None:
+    """sacct's TotalCPU: ``MM:SS.mmm``, ``HH:MM:SS``, ``D-HH:MM:SS`` -> seconds."""
+    m = re.fullmatch(r"\s*(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)\s*", text)
+    if not m:
+        return None
+    days, hours, minutes, seconds = m.groups()
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def parse_size(text: str) -> int | None:
+    """sacct's MaxRSS: ``3208K``, ``1.5G``, ``0`` -> bytes; empty -> None."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([KMGTP]?)\s*", text)
+    if not m:
+        return None
+    scale = 1024 ** " KMGTP".index(m.group(2) or " ")
+    return int(float(m.group(1)) * scale)
+
+
+def parse_sacct_usage(text: str) -> dict[str, JobUsage]:
+    """Output of ``sacct -n -P -o SACCT_USAGE_FIELDS`` (with or without -X):
+    one record per job line, with the largest MaxRSS of its step lines."""
+    jobs: dict[str, JobUsage] = {}
+    steps: dict[str, list[int]] = {}
+    for parts in _sacct_lines(text, 10):
+        job_id, state, exit_code, submit, start, end, elapsed, cpu, node, rss = parts[:10]
+        alloc = parts[10].strip() if len(parts) > 10 else ""
+        base, dot, _step = job_id.partition(".")
+        size = parse_size(rss)
+        if size is not None:
+            steps.setdefault(base, []).append(size)
+        if dot:
+            continue
+        jobs[job_id] = JobUsage(
+            job_id=job_id, state=state, exit_code=exit_code,
+            submit=parse_slurm_timestamp(submit), start=parse_slurm_timestamp(start),
+            end=parse_slurm_timestamp(end), elapsed=float(elapsed) if elapsed.isdigit() else None,
+            cpu=parse_cpu_time(cpu), node="" if node in {"None assigned", "(null)"} else node,
+            alloc_cpus=int(alloc) if alloc.isdigit() else None,
+        )
+    for job_id, sizes in steps.items():
+        if job_id in jobs:
+            jobs[job_id].max_rss = max(sizes)
+    return jobs
+
+
+def sacct_error_reason(message: str) -> str:
+    """The line of a failed sacct's output that says why: the
+    accounting-disabled message, else the last line ("" for none)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in lines:
+        if ACCOUNTING_DISABLED in line:
+            return ACCOUNTING_DISABLED
+    return lines[-1][:300] if lines else ""
 
 
 def parse_scontrol(text: str) -> dict[str, JobInfo]:

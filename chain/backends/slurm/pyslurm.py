@@ -1,12 +1,7 @@
 """The pyslurm backend: Slurm's C API through pyslurm, behind the same interface.
 
-pyslurm's version is Slurm's major release plus pyslurm's own patch level
-(25.11.x works with any Slurm 25.11.x, and only with it: it is compiled
-against that release's headers and links its libslurm). PyPI's wheels are
-built for 25.11, so this backend is used only where pyslurm imports *and* its
-major.minor equals the running Slurm's; everywhere else construction raises
-a one-line ``BackendUnavailable`` and ``--backend auto`` falls back to the
-command-line backend.
+Where it can be used at all is decided in ``pyslurm_load`` (pyslurm's
+release must equal the running Slurm's).
 
 pyslurm 25.11 API used here, as checked in pyslurm's source (repository
 PySlurm/pyslurm, read through the code index; the docs site has the same
@@ -42,8 +37,12 @@ docstrings under https://pyslurm.github.io/):
   number; ESLURM_ALREADY_DONE is ignored there.
 - ``pyslurm/db/job.pyx``: ``pyslurm.db.JobFilter(ids=[...])`` and
   ``pyslurm.db.Jobs.load(filter)`` (slurmdb_jobs_get; jobs purged from
-  slurmctld); ``db.Job`` has ``id``, ``name``, ``state``, ``exit_code``,
-  ``exit_code_signal``, ``start_time``, ``end_time``, ``cancelled_by``.
+  slurmctld, and the accounting behind ``usage``); ``db.Job`` has ``id``,
+  ``name``, ``state``, ``exit_code``, ``exit_code_signal``, ``submit_time``,
+  ``start_time``, ``end_time``, ``elapsed_time`` (seconds), ``nodelist``,
+  ``cpus`` (allocated), ``cancelled_by`` and ``stats``
+  (``pyslurm/db/stats.pxd``: ``total_cpu_time`` in seconds,
+  ``max_resident_memory`` in bytes).
 - ``pyslurm/utils/helpers.pyx`` ``_get_exit_code``: like sacct, an exit
   status of 128 or more is reported minus 128 (137 -> 9); kept as reported,
   as the CLI backend keeps sacct's.
@@ -58,23 +57,26 @@ contract suite (tests/backends/test_contract.py) runs it where it imports.
 
 from __future__ import annotations
 
-import importlib
 import os
-import re
-import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from chain.backends.base import Backend, JobInfo, JobState
-from chain.errors import BackendUnavailable, SchedulerError
+from chain.backends.base import (
+    AccountingUnavailable,
+    Backend,
+    JobInfo,
+    JobUsage,
+    submit_idempotently,
+)
+from chain.backends.slurm.pyslurm_load import load_pyslurm
+from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
+from chain.errors import SchedulerError
 
 T = TypeVar("T")
 
-PYSLURM_EXTRA = "pip install 'slurm-chain[pyslurm]'"
-SUPPORTED = "25.11"  # the release PyPI's pyslurm (the extra's pin) is built for
 ESLURM_INVALID_JOB_ID = 2017
 _INVALID_ID_TEXT = "invalid job id"
 
@@ -85,99 +87,34 @@ _INVALID_ID_TEXT = "invalid job id"
 _KEEP = {"SLURM_CONF"}
 
 
-def _major_minor(text: str) -> str | None:
-    match = re.search(r"(\d+)\.(\d+)", text)
-    if match is None:
-        return None
-    return f"{int(match.group(1))}.{int(match.group(2)):02d}"
-
-
-def running_slurm_version(
-    run: Callable[[list[str]], str | None] | None = None,
-) -> str | None:
-    """The running Slurm's version as its clients print it ("22.05.8"), or None.
-
-    ``sinfo --version`` prints ``slurm 22.05.8`` (``slurm-wlm`` on Debian);
-    it needs a configuration source (slurm.conf or DNS SRV) even for
-    ``--version``, so a machine without one answers None.
-    """
-    runner = run or _run_version
-    for argv in (["sinfo", "--version"], ["scontrol", "--version"]):
-        out = runner(argv)
-        if out:
-            match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
-            if match:
-                return match.group(1)
-    return None
-
-
-def _run_version(argv: list[str]) -> str | None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
-class PyslurmUnavailable(BackendUnavailable):
-    """pyslurm cannot be used here; ``detail`` is the short reason."""
-
-    def __init__(self, message: str, detail: str) -> None:
-        super().__init__(message)
-        self.detail = detail
-
-
-def _unavailable(slurm: str | None, detail: str) -> PyslurmUnavailable:
-    here = f"this machine has Slurm {slurm}" if slurm else "no running Slurm answered here"
-    return PyslurmUnavailable(
-        f"the pyslurm backend needs pyslurm {SUPPORTED} built against Slurm {SUPPORTED} "
-        f"({PYSLURM_EXTRA}); {detail}; {here} — use --backend slurm",
-        f"{detail}; {here}",
-    )
-
-
-def load_pyslurm(
-    module: ModuleType | None = None, slurm_version: str | None = None,
-) -> tuple[ModuleType, str, str]:
-    """Import pyslurm and check it against the running Slurm.
-
-    Returns (module, pyslurm version, Slurm version); raises a one-line
-    ``BackendUnavailable`` when pyslurm is missing, fails to load its
-    libslurm, or was built for another Slurm release than the one running.
-    """
-    slurm = slurm_version if slurm_version is not None else running_slurm_version()
-    if module is None:
-        try:
-            module = importlib.import_module("pyslurm")
-        except ImportError as exc:  # also a libslurm.so of another release
-            missing = getattr(exc, "name", None) == "pyslurm"
-            detail = "pyslurm is not installed" if missing else (
-                f"pyslurm does not load ({str(exc).splitlines()[0] if str(exc) else exc!r})")
-            raise _unavailable(slurm, detail) from None
-        except OSError as exc:
-            raise _unavailable(slurm, f"pyslurm does not load ({exc})") from None
-    version = str(getattr(module, "__version__", "") or "")
-    if not version and callable(getattr(module, "version", None)):
-        version = str(module.version())
-    ours = _major_minor(version)
-    if ours is None:
-        raise _unavailable(slurm, f"cannot tell the installed pyslurm's version ({version!r})")
-    if slurm is None:
-        raise _unavailable(slurm, f"pyslurm {version} is installed but the running Slurm's "
-                                  "version is unknown (sinfo --version failed)")
-    if _major_minor(slurm) != ours:
-        raise _unavailable(slurm, f"the installed pyslurm {version} is for Slurm {ours}")
-    return module, version, slurm
-
-
-def _num(value: Any) -> float | None:
-    if value is None:
-        return None
+def _amount(value: Any) -> float | None:
+    """A count or duration: a number >= 0, else None (unknown)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number > 0 else None
+    return number if number >= 0 else None
+
+
+def _num(value: Any) -> float | None:
+    """A time: a number > 0, else None (pyslurm's 0 is "not set")."""
+    return _amount(value) or None
+
+
+def _job_usage(job: Any) -> JobUsage:
+    """One ``pyslurm.db.Job`` as the report's accounting record."""
+    stats = getattr(job, "stats", None)
+    code = int(getattr(job, "exit_code", 0) or 0)
+    sig = int(getattr(job, "exit_code_signal", 0) or 0)
+    cpus, rss = _amount(getattr(job, "cpus", None)), _amount(getattr(stats, "max_resident_memory", None))
+    return JobUsage(
+        job_id=str(job.id), state=str(job.state or "UNKNOWN"), exit_code=f"{code}:{sig}",
+        submit=_num(getattr(job, "submit_time", None)), start=_num(job.start_time),
+        end=_num(job.end_time), elapsed=_amount(getattr(job, "elapsed_time", None)),
+        cpu=_amount(getattr(stats, "total_cpu_time", None)),
+        node=str(getattr(job, "nodelist", "") or ""),
+        max_rss=None if rss is None else int(rss), alloc_cpus=None if cpus is None else int(cpus),
+    )
 
 
 def _values(collection: Any) -> Iterable[Any]:
@@ -194,6 +131,7 @@ class PyslurmBackend(Backend):
     """
 
     name = "pyslurm"
+    usage_source = "pyslurm.db"
 
     def __init__(
         self, retry: RetryPolicy | None = None, *, module: ModuleType | None = None,
@@ -201,7 +139,6 @@ class PyslurmBackend(Backend):
     ) -> None:
         self.pyslurm, self.version, self.slurm_version = load_pyslurm(module, slurm_version)
         self.retry = retry or RetryPolicy()
-        self.calls = 0  # API calls made (as SlurmCliBackend.calls)
 
     # --- plumbing ------------------------------------------------------------
     def _is_rpc_error(self, exc: BaseException) -> bool:
@@ -215,7 +152,6 @@ class PyslurmBackend(Backend):
 
     def _once(self, what: str, fn: Callable[[], T]) -> T:
         """One pyslurm call; RPCError -> TransientError / SchedulerError."""
-        self.calls += 1
         try:
             return fn()
         except Exception as exc:
@@ -226,7 +162,7 @@ class PyslurmBackend(Backend):
                 raise TransientError(f"pyslurm {what}: {message}") from exc
             raise SchedulerError(f"pyslurm {what} failed: {message[:300]}") from exc
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _retrying(self, what: str, fn: Callable[[], T]) -> T:
         """A pyslurm call under the one retry policy (chain.core.retry)."""
         return self.retry.call(lambda: self._once(what, fn))
 
@@ -296,17 +232,9 @@ class PyslurmBackend(Backend):
                     setattr(desc, attr, os.path.join(workdir, str(value)))
             return desc
 
-        def attempt() -> str:
-            try:
-                return str(self._once("submit", lambda: describe().submit()))
-            except TransientError:
-                # A submission that timed out may still have queued the job.
-                found = self.find_by_name(job_name)
-                if found:
-                    return found[-1]
-                raise
-
-        return self.retry.call(attempt)
+        return submit_idempotently(
+            self, job_name, lambda: str(self._once("submit", lambda: describe().submit())),
+            retry=self.retry)
 
     def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         found: dict[str, JobInfo] = {}
@@ -326,7 +254,7 @@ class PyslurmBackend(Backend):
         if db is None:
             return {}
         try:
-            jobs = self._call("db.Jobs.load", lambda: db.Jobs.load(
+            jobs = self._retrying("db.Jobs.load", lambda: db.Jobs.load(
                 db.JobFilter(ids=[int(j) for j in ids])))
         except SchedulerError:
             return {}  # accounting disabled or down: as the CLI backend, no entry
@@ -338,7 +266,7 @@ class PyslurmBackend(Backend):
         return result
 
     def find_by_name(self, job_name: str) -> list[str]:
-        jobs = self._call("Jobs.load", lambda: self.pyslurm.Jobs.load())
+        jobs = self._retrying("Jobs.load", lambda: self.pyslurm.Jobs.load())
         ids = {str(job.id) for job in _values(jobs) if job.name == job_name}
         return sorted(ids, key=int)
 
@@ -369,6 +297,22 @@ class PyslurmBackend(Backend):
         if info.state not in (JobState.RUNNING, JobState.COMPLETING):
             return None
         return info.end
+
+    def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
+        """slurmdbd's records through ``pyslurm.db``, in one request."""
+        db = getattr(self.pyslurm, "db", None)
+        if db is None:
+            raise AccountingUnavailable(f"pyslurm {self.version} has no accounting API (pyslurm.db)")
+        ids = [j for j in dict.fromkeys(job_ids) if j]
+        if not ids:
+            return {}
+        try:
+            jobs = self._retrying("db.Jobs.load", lambda: db.Jobs.load(
+                db.JobFilter(ids=[int(j) for j in ids])))
+        except SchedulerError as exc:
+            raise AccountingUnavailable(str(exc)) from None
+        found = (_job_usage(job) for job in _values(jobs))
+        return {u.job_id: u for u in found if u.job_id in ids}
 
     def available(self) -> bool:
         # The constructor already imported pyslurm and matched its release
