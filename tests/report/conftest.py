@@ -10,4 +10,5 @@ from _report_data import write_chain
 
 @pytest.fixture
 def chain_dir(tmp_path: Path) -> Path:
-    return write_chain(tmp_path)
+    path: Path = write_chain(tmp_path)
+    return path

@@ -62,7 +62,8 @@ def test_report_of_a_real_chain(slurm_cluster: Any, tmp_path: Path) -> None:
         state_, code, elapsed = plain[row["job_id"]]
         assert (row["slurm_state"], row["slurm_exit_code"], float(row["elapsed_s"])) == (state_, code, float(elapsed))
         assert row["node"] == direct[row["job_id"]].node == slurm_cluster.node
-        assert int(row["alloc_cpus"]) == direct[row["job_id"]].alloc_cpus >= 1
+        alloc = direct[row["job_id"]].alloc_cpus
+        assert alloc is not None and int(row["alloc_cpus"]) == alloc >= 1
         assert float(row["allocated_s"]) == float(elapsed)
         assert abs(float(row["allocated_s"]) - float(row["useful_s"]) - float(row["lost_s"])) < 1e-6
         assert 0 <= float(row["useful_s"]) <= float(row["allocated_s"])

@@ -249,7 +249,7 @@ def test_report_accounts_the_submitters_in_the_same_sacct_call(tmp_path: Path) -
 def test_local_submitter_record() -> None:
     record = JobRecord.from_json(dict(LOCAL_SUBMITTER))
     u = local_usage(record, now=1796130100.0)
-    assert u.elapsed == pytest.approx(LOCAL_SUBMITTER["end"] - LOCAL_SUBMITTER["start"])  # type: ignore[operator]
+    assert u.elapsed == pytest.approx(LOCAL_SUBMITTER["end"] - LOCAL_SUBMITTER["start"])
     assert (u.node, u.exit_code, u.alloc_cpus, u.cpu_seconds) == ("vm", "0:0", None, None)
     running = JobRecord.from_json(dict(LOCAL_SUBMITTER, state="RUNNING", end=1796130295.0, exit_code=None))
     u = local_usage(running, now=1796130100.0)
@@ -266,7 +266,7 @@ def test_report_on_the_local_backend_reads_its_job_records(tmp_path: Path) -> No
     console, buf = _console()
     paths = make_report(chain, backends=backends(never), settle=0, console=console)
     d = json.loads(paths[1].read_text())["driver"]
-    elapsed = LOCAL_SUBMITTER["end"] - LOCAL_SUBMITTER["start"]  # type: ignore[operator]
+    elapsed = LOCAL_SUBMITTER["end"] - LOCAL_SUBMITTER["start"]
     assert (d["jobs"], d["accounted"], d["cpu_s"], d["ratio"], d["source"]) == (1, 1, None, None, "local backend")
     assert d["elapsed_s"] == pytest.approx(elapsed, abs=1e-3)
     assert f"driver: 1 submitter job, {elapsed:.1f}s elapsed; CPU-seconds unknown" in buf.getvalue()
