@@ -261,7 +261,7 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
         raise ChainError(f"no chain in {path}")
     # Short per-request retries: the submitter rides out longer outages in its
     # own loop, where it also keeps an eye on its hand-over deadline.
-    retry = RetryPolicy(attempts=4, max_delay=min(60.0, settings.submitter_margin / 2 + 5))
+    retry = RetryPolicy.for_jobs(settings.submitter_margin)
     return chain, settings, make_backend(status_.backend, path, retry), Path(status_.workdir)
 
 

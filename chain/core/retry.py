@@ -54,6 +54,24 @@ class RetryPolicy:
     initial: float = 1.0
     maximum: float = 60.0
     sleep: Callable[[float], None] = field(default=time.sleep)
+    # what is worth repeating: a transient error by default; the submitter
+    # rides out a whole outage (any SchedulerError) until its job's end
+    retry_on: type[Exception] = TransientError
+    # True when there is no time left for another try (an injected clock)
+    out_of_time: Callable[[], bool] = field(default=lambda: False)
+
+    @classmethod
+    def for_jobs(cls, submitter_margin: int) -> RetryPolicy:
+        """Inside the jobs: short per-request retries (the submitter rides out
+        longer outages with ``until``, keeping an eye on its hand-over)."""
+        return cls(attempts=4, max_delay=min(60.0, submitter_margin / 2 + 5))
+
+    @classmethod
+    def until(cls, out_of_time: Callable[[], bool], sleep: Callable[[float], None]) -> RetryPolicy:
+        """Any scheduler error, repeated (5 s, doubling to 60 s, jittered) until
+        ``out_of_time()``: the submitter through an outage, until its job ends."""
+        return cls(attempts=1 << 30, max_delay=float("inf"), initial=5.0, maximum=60.0, sleep=sleep,
+                   retry_on=SchedulerError, out_of_time=out_of_time)
 
     def call(self, fn: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
         import tenacity
@@ -63,13 +81,21 @@ class RetryPolicy:
                 exc = state.outcome.exception()
                 on_retry(f"attempt {state.attempt_number} failed: {exc}")
 
+        out_of_time = self.out_of_time
+
+        class _OutOfTime(tenacity.stop.stop_base):  # the caller's clock, not tenacity's
+            def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+                return out_of_time()
+
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(TransientError),
-            stop=tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay),
+            retry=tenacity.retry_if_exception_type(self.retry_on),
+            stop=(tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay)
+                  | _OutOfTime()),
             wait=tenacity.wait_random_exponential(multiplier=self.initial, max=self.maximum),
             sleep=self.sleep,
             before_sleep=before_sleep,
             reraise=True,
         )
         return retrying(fn)
+
 

@@ -30,6 +30,7 @@ from chain.core.margin import MarginState, measured_stop, next_margin
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.poll import PollPolicy
+from chain.core.retry import RetryPolicy
 from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.hooks import run_hooks
@@ -101,17 +102,9 @@ class Submitter:
 
     def _persist(self, what: str, call: Callable[[], T]) -> T:
         """Repeat a scheduler request through an outage, until the job's own
-        end (the backend's retry policy already absorbs short blips)."""
-        delay = 5.0
-        while True:
-            try:
-                return call()
-            except SchedulerError as exc:
-                if self.clock() + delay >= self.hard_end:
-                    raise
-                self.chain.log(f"{what} failed, retrying in {delay:.0f}s: {exc}")
-                self.sleep(delay)
-                delay = min(delay * 2, 60.0)
+        end (``RetryPolicy.until``; the backend's own policy absorbs blips)."""
+        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= self.hard_end, self.sleep)
+        return policy.call(call, on_retry=lambda line: self.chain.log(f"{what}: {line}; retrying"))
 
     def _log_start(self, status: ChainStatus) -> None:
         s = self.settings

@@ -61,3 +61,41 @@ def test_end_time_gives_up_after_one_try_when_slurmctld_is_down() -> None:
     with pytest.raises(SchedulerError):
         backend(fake).end_time("42")
     assert fake.calls == ["squeue"]
+
+
+def test_the_submitter_rides_out_an_outage_until_its_own_end() -> None:
+    """RetryPolicy.until: any SchedulerError is repeated on the caller's
+    clock, backing off, until there is no time left; then it is raised."""
+    from chain.core.retry import RetryPolicy
+    from chain.errors import SchedulerError
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    calls = [0]
+
+    def down() -> str:
+        calls[0] += 1
+        raise SchedulerError("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
+
+    policy = RetryPolicy.until(lambda: now[0] + 60 >= 600, sleep)
+    with pytest.raises(SchedulerError):
+        policy.call(down)
+    assert calls[0] == len(slept) + 1 and 540 <= now[0] + 60 and now[0] < 600
+    assert all(0 <= s <= 60 for s in slept) and len(slept) >= 9
+
+    calls[0] = 0
+    answers = iter([SchedulerError("Socket timed out on send/recv operation"), None])
+
+    def flaky() -> str:
+        calls[0] += 1
+        err = next(answers)
+        if err:
+            raise err
+        return "42"
+
+    assert RetryPolicy.until(lambda: False, lambda s: None).call(flaky) == "42" and calls[0] == 2
