@@ -28,12 +28,8 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
-import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +44,18 @@ from chain.app.atomic import (
     write_counter,
 )
 from chain.app.ckptfile import CorruptCheckpoint, encode, read_header, split
+from chain.app.ckptinfo import (
+    NAME_RE,
+    CheckpointInfo,
+    CheckpointKind,
+    DirWriter,
+    Loader,
+    MetricMode,
+    Restored,
+    check_step,
+    ckpt_name,
+    remove_checkpoint,
+)
 from chain.app.serial import JsonSerializer, Serializer
 
 __all__ = [
@@ -60,52 +68,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("chain.app.store")
-
-_NAME_RE = re.compile(r"ckpt-(\d{12})\.(ckpt|d)")
-
-
-class MetricMode(Enum):
-    """Which direction of the user metric is better."""
-
-    MIN = "min"
-    MAX = "max"
-
-
-class CheckpointKind(Enum):
-    """Single file (atomic rename) or sharded directory (DONE marker)."""
-
-    FILE = "ckpt"
-    DIR = "d"
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """One complete checkpoint as seen in a listing."""
-
-    step: int
-    path: Path
-    kind: CheckpointKind
-    metric: float | None = None
-    wall_time: float | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Restored:
-    """What :meth:`CheckpointStore.restore` loaded, and what it skipped and why."""
-
-    info: CheckpointInfo
-    state: Any
-    skipped: tuple[str, ...] = ()
-
-
-Loader = Callable[[Path], Any]
-DirWriter = Callable[[Path], None]
-
-
-def _name(step: int, kind: CheckpointKind) -> str:
-    return f"ckpt-{step:012d}.{kind.value}"
-
 
 class CheckpointStore:
     """Numbered checkpoints in one directory: keep the last ``keep_last`` plus
@@ -181,7 +143,7 @@ class CheckpointStore:
         """Complete checkpoints, oldest step first."""
         found: list[CheckpointInfo] = []
         for entry in self.root.iterdir():
-            m = _NAME_RE.fullmatch(entry.name)
+            m = NAME_RE.fullmatch(entry.name)
             if m is None:
                 continue
             info = self._read_info(entry, int(m.group(1)), CheckpointKind(m.group(2)))
@@ -232,7 +194,7 @@ class CheckpointStore:
         counter, then apply retention.  ``meta`` (JSON) is stored in the header:
         put the run's configuration there so the checkpoint can be identified.
         """
-        _check_step(step)
+        check_step(step)
         payload = self.serializer.dumps(state)
         header = self._header(step, metric, meta)
         header.update(
@@ -240,7 +202,7 @@ class CheckpointStore:
             length=len(payload),
             sha256=hashlib.sha256(payload).hexdigest(),
         )
-        path = self.root / _name(step, CheckpointKind.FILE)
+        path = self.root / ckpt_name(step, CheckpointKind.FILE)
         write_bytes_atomic(path, encode(header, payload), durable=self.durable)
         return self._committed(path, step, CheckpointKind.FILE, metric, header)
 
@@ -254,9 +216,9 @@ class CheckpointStore:
     ) -> CheckpointInfo:
         """Save a sharded checkpoint: ``write(scratch_dir)`` writes the shards;
         the directory is published with a DONE manifest written last."""
-        _check_step(step)
+        check_step(step)
         header = self._header(step, metric, meta)
-        path = self.root / _name(step, CheckpointKind.DIR)
+        path = self.root / ckpt_name(step, CheckpointKind.DIR)
         with publish_dir(path, meta=header) as scratch:
             write(scratch)
         return self._committed(path, step, CheckpointKind.DIR, metric, header)
@@ -298,7 +260,7 @@ class CheckpointStore:
         removed: list[Path] = []
         for info in infos:
             if info.path not in keep:
-                _remove(info.path)
+                remove_checkpoint(info.path)
                 removed.append(info.path)
                 log.info("retention: removed %s", info.path.name)
         return removed
@@ -309,7 +271,7 @@ class CheckpointStore:
         removed: list[Path] = []
         for entry in self.root.iterdir():
             if entry.name.startswith(TMP_PREFIX):
-                _remove(entry)
+                remove_checkpoint(entry)
                 removed.append(entry)
                 log.info("removed leftover temporary %s", entry.name)
         return removed
@@ -367,7 +329,7 @@ class CheckpointStore:
         longer listed, so retention and resume stop counting on it."""
         target = info.path.with_name(info.path.name + ".corrupt")
         if target.exists():
-            _remove(target)
+            remove_checkpoint(target)
         os.replace(info.path, target)
         return target
 
@@ -419,24 +381,3 @@ class CheckpointStore:
         if current != step:
             log.warning("progress counter %s -> %d to match the restored checkpoint", current, step)
             write_counter(self.counter_path, step)  # type: ignore[arg-type]
-
-
-def _check_step(step: int) -> None:
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**12:
-        raise ValueError(f"step must be an int in [0, 1e12), got {step!r}")
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        # Unpublish first with one atomic rename: an rmtree killed half-way
-        # must not leave a directory that still looks complete (DONE present,
-        # shards gone) under its checkpoint name.
-        doomed = path.with_name(f"{TMP_PREFIX}del-{path.name}.{os.getpid()}")
-        try:
-            os.replace(path, doomed)
-        except OSError:
-            doomed = path
-        shutil.rmtree(doomed, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
