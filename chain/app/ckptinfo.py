@@ -54,7 +54,7 @@ class Restored:
 
 
 Loader = Callable[[Path], Any]
-DirWriter = Callable[[Path], None]
+DirWriter = Callable[[Path], object]  # what it returns is ignored
 
 
 def ckpt_name(step: int, kind: CheckpointKind) -> str:

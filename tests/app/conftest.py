@@ -13,7 +13,7 @@ EXAMPLES = REPO / "examples"
 HELPERS = REPO / "chain" / "shell"
 
 
-def child_env(podinfo: Path | None = None, **extra: str) -> dict[str, str]:
+def child_env(podinfo: Path | None = None, /, **extra: str) -> dict[str, str]:
     """Environment for a child process that imports this checkout's chain."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHAIN_", "SLURM_"))}
     env.pop("CKPT_PATH", None)

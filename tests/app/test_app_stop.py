@@ -91,7 +91,8 @@ def test_warning_withdrawn_between_two_calls(podinfo: Path) -> None:
 def test_symlink_swap_is_reread(podinfo: Path, tmp_path: Path) -> None:
     # the kubelet swaps the whole set behind a symlink; values are re-read
     a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
+    a.mkdir()
+    b.mkdir()
     (a / "termination-warning-at").write_text(iso(60))
     (b / "termination-warning-at").write_text("")
     link = tmp_path / "link"
