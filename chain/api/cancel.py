@@ -20,18 +20,21 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
     """Stop the submitter and the runner (the app gets SIGTERM and may
     checkpoint), and mark the chain cancelled. ``backend``: as ``submit``."""
     chain, status = open_chain(chain_dir)
-    if status.state.ended:
-        return f"chain {status.chain_id} already {status.state.value}"
-    if backend is None:
-        backend = make_backend(status.backend or "slurm", chain_dir)
-    chain.cancel_file.write_text(f"{time.time()}\n", encoding="utf-8")
-    watched = _cancel_jobs(backend, status)
-    deadline = clock() + wait
+    with chain.locked():  # not beside a resume or another cancel
+        status = chain.load_status() or status
+        if status.state.ended:
+            return f"chain {status.chain_id} already {status.state.value}"
+        if backend is None:
+            backend = make_backend(status.backend or "slurm", chain_dir)
+        chain.cancel_file.write_text(f"{time.time()}\n", encoding="utf-8")
+        watched = _cancel_jobs(backend, status)
+    deadline = clock() + wait  # the jobs end on their own; others may read meanwhile
     while clock() < deadline:
         if not any(i.state.active for i in backend.query(watched).values()):
             break
         sleep(0.5)
-    _mark_cancelled(chain, chain.load_status() or status)
+    with chain.locked():
+        _mark_cancelled(chain, chain.load_status() or status)
     return f"chain {status.chain_id} cancelled"
 
 

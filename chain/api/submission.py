@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from chain.app import atomic as app_atomic
 from chain.api.config import check_app, load_settings, stored_settings
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
@@ -86,6 +87,15 @@ def submit(
     chain = ChainDir(chain_dir)
     if chain_dir.exists() and not chain_dir.is_dir():
         raise ChainDirError(f"chain directory {chain_dir} is not a directory")
+    with chain.locked():  # two commands at once: one chain, one submitter
+        return _submit(chain, flags, environ, config=config, workdir=workdir, resume=resume, new=new,
+                       notify=notify, backend=backend)
+
+
+def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str], *, config: Path | None,
+            workdir: Path, resume: bool, new: bool, notify: Callable[[str], None] | None,
+            backend: Backend | None) -> Submitted:
+    chain_dir = chain.root
     existing = chain.load_status() if chain.state_file.exists() else None
     _check_submit_allowed(chain_dir, existing, flags, resume=resume, new=new)
     if new and existing is not None:
@@ -217,16 +227,9 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
 
 
 def _write_script(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.chmod(0o755 & ~_umask())
-    os.replace(tmp, path)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """A job script: executable by its owner only, written atomically (a
+    symlink planted at the temporary name is not followed)."""
+    app_atomic.write_text_atomic(path, text, mode=0o700)
 
 
 FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook

@@ -89,16 +89,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
+                       mode: int = 0o666) -> None:
     """Write ``data`` to ``path`` atomically (temporary file, fsync, rename).
 
-    With ``durable=False`` the fsyncs are skipped: the rename is still atomic
-    against a killed process, but not against a power loss.
+    The temporary is created with ``O_EXCL | O_NOFOLLOW`` in the target's
+    directory: a file or symlink planted under its name is never followed
+    (it is removed and the create repeated once). ``mode`` is masked by the
+    umask, as for ``open``. With ``durable=False`` the fsyncs are skipped:
+    the rename is still atomic against a killed process, but not against a
+    power loss.
     """
     final = Path(path)
     tmp = tmp_name(final)
     try:
-        with open(tmp, "wb") as fh:
+        fd = _create_exclusive(tmp, mode)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             if durable:
@@ -112,9 +118,19 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bo
         fsync_dir(final.parent)  # and the rename itself is durable
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
+def _create_exclusive(path: Path, mode: int) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, mode)
+    except FileExistsError:  # left by a killed writer with our pid, or planted
+        path.unlink()
+        return os.open(path, flags, mode)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, durable: bool = True,
+                      mode: int = 0o666) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically."""
-    write_bytes_atomic(path, text.encode("utf-8"), durable=durable)
+    write_bytes_atomic(path, text.encode("utf-8"), durable=durable, mode=mode)
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, durable: bool = True) -> None:

@@ -291,4 +291,7 @@ def _runner(
 
 def main() -> None:
     """Console entry point: one line per error, never a traceback."""
+    from chain.jobs.appenv import private_umask
+
+    private_umask(os.environ)  # the chain's files are its user's alone; the app keeps the user's umask
     app(prog_name="chain")

@@ -40,3 +40,26 @@ def app_environ(environ: Mapping[str, str], *, venv_on_path: bool,
     env["VIRTUAL_ENV"] = prefix
     env.pop("PYTHONHOME", None)  # as activate does: it would point the venv's python elsewhere
     return env
+
+
+APP_UMASK_VAR = "CHAIN_APP_UMASK"
+
+
+def private_umask(environ: dict[str, str] | os._Environ[str]) -> int:
+    """Make every file ``chain`` creates private to its user (group and
+    others lose all bits, whatever the umask was: under ``umask 000`` the
+    chain directory was world-writable), remembering the user's umask in
+    ``CHAIN_APP_UMASK`` for the app and the hooks. Returns the user's umask."""
+    user = os.umask(0o077)
+    os.umask(user | 0o077)
+    remembered = environ.get(APP_UMASK_VAR, "")
+    if remembered.isdigit() and len(remembered) <= 4:
+        return int(remembered, 8)
+    environ[APP_UMASK_VAR] = f"{user:03o}"
+    return user
+
+
+def app_umask(environ: Mapping[str, str]) -> int:
+    """The user's umask for the app and the hooks (``private_umask``)."""
+    remembered = environ.get(APP_UMASK_VAR, "")
+    return int(remembered, 8) if remembered.isdigit() and len(remembered) <= 4 else 0o022

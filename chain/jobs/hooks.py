@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from chain.core.model import ChainState
 from chain.core.settings import Settings
-from chain.jobs.appenv import app_environ
+from chain.jobs.appenv import app_environ, app_umask
 from chain.store import ChainDir, ChainStatus
 
 # The seed's convention: these scripts in the working directory run if present.
@@ -77,8 +77,8 @@ def run_hooks(
                 env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
                 env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value,
                            CHAIN_REASON=reason)
-                proc = subprocess.run(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, timeout=timeout, check=False)
+                proc = subprocess.run(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                      timeout=timeout, check=False, umask=app_umask(os.environ))
             entry["rc"] = proc.returncode
         except subprocess.TimeoutExpired:
             entry["rc"] = 124

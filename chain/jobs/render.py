@@ -49,9 +49,18 @@ def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:
         autoescape=False,
         keep_trailing_newline=True,
         trim_blocks=False,
+        finalize=_one_line,
     )
     env.filters["q"] = lambda value: shlex.quote(str(value))
     return env
+
+
+def _one_line(value: object) -> object:
+    """Every value rendered stays on its line: a newline in one would put
+    whatever follows it on a line of its own in the script."""
+    if isinstance(value, str) and ("\n" in value or "\r" in value or "\0" in value):
+        raise ConfigError(f"refusing to render a value that spans lines: {value[:60]!r}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from chain.core.runner_rules import (
 )
 from chain.core.settings import LaunchMode, Settings
 from chain.errors import ChainError, CheckpointError
-from chain.jobs.appenv import app_environ
+from chain.jobs.appenv import app_environ, app_umask
 from chain.jobs.supervise import AppEnd, Deliver, Signals, group_sender, supervise
 from chain.store import ChainDir, ChainStatus, read_counter
 from chain.store.records import RunnerPhase, RunnerRecord
@@ -116,7 +116,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     signals.install()
     try:
         proc = subprocess.Popen(argv, cwd=workdir, env=_app_env(chain, settings, status, plan),
-                                start_new_session=True)
+                                start_new_session=True, umask=app_umask(os.environ))
     except OSError as exc:
         record.iter_after = record.iter_before
         return _end(chain, record, EXIT_CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")

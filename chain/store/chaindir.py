@@ -4,17 +4,21 @@ id lists and ``chain.log``."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from chain.errors import ChainDirError
 from chain.store.jsonio import read_json, tail_lines, write_json_atomic
 from chain.store.records import RunnerRecord
 from chain.store.status import ChainStatus
+
+LOCK_WAIT = 30.0  # seconds a chain command waits for another one on the same chain
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,36 @@ class ChainDir:
         except (FileNotFoundError, ChainDirError):
             return None
         return data if isinstance(data, dict) else None
+
+    @contextlib.contextmanager
+    def locked(self, *, wait: float = LOCK_WAIT, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
+        """Hold the chain directory's lock around a check-then-act (submit,
+        resume, cancel): a second command waits up to ``wait`` seconds, then
+        is refused with one line. The lock is ``flock`` on the directory that
+        holds the chain directory (it may not exist yet, and no lock file is
+        left behind; the nearest existing one while it is still to be made)."""
+        parent = self.root.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent  # the chain directory is made, with its parents, later
+        try:
+            fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise ChainDirError(f"cannot create chain directory {self.root}: {exc.strerror}") from None
+        try:
+            give_up = clock() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if clock() >= give_up:
+                        raise ChainDirError(f"{self.root} is busy: another chain command is working on it; "
+                                            "try again") from None
+                    sleep(0.1)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def runner_record(self, job_id: str) -> RunnerRecord | None:
         """The runner's own record, typed; None if it wrote none (yet) or it is unreadable."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,10 @@ from chain.errors import ChainDirError
 from chain.store.codec import RecordError, decode, encode
 
 STATE_VERSION = 1
+# what ends up in scripts and scheduler commands: nothing that leaves its
+# line or its argument (a chain id is a job-name prefix plus "-" and hex)
+CHAIN_ID = re.compile(r"[^\s\x00-\x1f\x7f]{1,80}")
+JOB_ID = re.compile(r"([0-9]{1,12}(_[0-9]{1,9})?)?")
 
 
 @dataclass
@@ -53,7 +58,20 @@ class ChainStatus:
             raise ChainDirError(f"state file {path} is corrupt: {exc}") from None
         if not status.chain_id:
             raise ChainDirError(f"state file {path} is corrupt: no chain_id")
+        problem = _hostile(status)
+        if problem:
+            raise ChainDirError(f"state file {path} is corrupt: {problem}")
         if status.version > STATE_VERSION:
             raise ChainDirError(f"state file {path} has format {status.version}, newer than this chain "
                                 f"understands ({STATE_VERSION}): upgrade chain")
         return status
+
+
+def _hostile(status: ChainStatus) -> str:
+    """What in a decoded status must not reach a script or a scheduler command."""
+    if not CHAIN_ID.fullmatch(status.chain_id):
+        return f"bad chain_id {status.chain_id!r}"
+    for name in ("submitter_job_id", "runner_job_id", "next_job_id"):
+        if not JOB_ID.fullmatch(getattr(status, name)):
+            return f"bad {name} {getattr(status, name)!r}"
+    return ""

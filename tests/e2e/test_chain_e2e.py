@@ -260,3 +260,52 @@ def test_auto_backend_falls_back_to_local_without_slurm(tmp_path: Path) -> None:
     assert "on local (auto: no answering Slurm controller here" in out.stdout
     report = wait_ended(tmp_path, timeout=90)
     assert report["state"] == "completed" and report["backend"] == "local"
+
+
+def test_the_chain_directory_is_private_under_umask_000(tmp_path: Path) -> None:
+    """Under ``umask 000`` nothing chain creates is open to group or others
+    (pending local job scripts are run as their owner); the app still gets
+    the user's umask for its own files."""
+    import os
+    import stat
+
+    copy_example("python", tmp_path)
+    old = os.umask(0)
+    try:
+        proc = chain_cmd("submit", "--backend", "local", "--max-iter", "10", "--app-cmd", "python3 app.py",
+                         "--wait", cwd=tmp_path, env={"ITER_SECONDS": "0.05"}, timeout=120, check=False)
+    finally:
+        os.umask(old)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    open_to_others = []
+    for path in [tmp_path / ".chain", *(tmp_path / ".chain").rglob("*")]:
+        mode = path.lstat().st_mode
+        if not stat.S_ISLNK(mode) and mode & 0o077:
+            open_to_others.append(f"{path.relative_to(tmp_path)} {stat.filemode(mode)}")
+    assert not open_to_others, open_to_others
+    scripts = tmp_path / ".chain" / "scripts"
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in scripts.iterdir())
+    assert stat.S_IMODE((tmp_path / "state_iter.txt").stat().st_mode) == 0o666  # the app's: the user's umask
+
+
+def test_racing_submits_in_one_directory_make_exactly_one_chain(tmp_path: Path) -> None:
+    """Two `chain submit` at once in one directory: one chain, one submitter;
+    the other is refused with one line (it was: two chains, two submitters)."""
+    import os
+    import sys
+
+    copy_example("python", tmp_path)
+    argv = [sys.executable, "-m", "chain", "submit", "--backend", "local", "--max-iter", "20",
+            "--app-cmd", "python3 app.py"]
+    env = {**os.environ, "ITER_SECONDS": "0.05"}
+    procs = [subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    results = [(p.wait(60), *p.communicate()) for p in procs]
+    ok = [r for r in results if r[0] == 0]
+    refused = [r for r in results if r[0] != 0]
+    assert len(ok) == 1, results
+    assert all(code == 2 and err.count("\n") == 1 and "holds an active chain" in err for code, _, err in refused)
+    report = wait_ended(tmp_path, timeout=120)
+    assert report["state"] == "completed" and report["submitter_cycle"] == 0
+    submitters = (tmp_path / ".chain" / "submitter_ids.txt").read_text().split()
+    assert len(submitters) == 1, submitters

@@ -141,3 +141,46 @@ def test_chain_files_respect_the_umask(tmp_path: Path, umask: int) -> None:
             bad.append(f"{oct(mode)} {path.relative_to(tmp_path)}")
     assert checked > 15
     assert not bad, f"umask {oct(umask)}: {bad}"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("chain_id", "c-1\ntouch pwned"), ("chain_id", "c 1"), ("chain_id", "x" * 81),
+    ("runner_job_id", "--user=alice"), ("submitter_job_id", "12; rm -rf ~"), ("next_job_id", "-1"),
+])
+def test_tampered_ids_in_state_json_are_refused(tmp_path: Path, field: str, value: str) -> None:
+    """A chain id that would leave its line of a script, or a job id that
+    would be an option to scancel/squeue, never gets past loading."""
+    from chain.errors import ChainDirError
+    from chain.store import ChainStatus
+
+    good = {"chain_id": "chain-abc123", "state": "stopped", "submitter_job_id": "41", "runner_job_id": "42"}
+    with pytest.raises(ChainDirError, match=f"bad {field}"):
+        ChainStatus.from_json({**good, field: value}, tmp_path / "state.json")
+    assert ChainStatus.from_json({**good, "runner_job_id": "4242_7"}, tmp_path / "s").runner_job_id == "4242_7"
+
+
+def test_rendering_refuses_a_value_that_spans_lines(tmp_path: Path) -> None:
+    from chain.core.settings import resolve
+    from chain.errors import ConfigError
+    from chain.jobs.render import render_scripts
+
+    settings = resolve({"app_cmd": "true"}, {}, {})
+    with pytest.raises(ConfigError, match="spans lines"):
+        render_scripts(settings, chain_id="c-1\ntouch pwned", chain_dir=tmp_path, workdir=tmp_path)
+    assert "c-1" in render_scripts(settings, chain_id="c-1", chain_dir=tmp_path, workdir=tmp_path).runner
+
+
+def test_a_symlink_planted_at_the_temporary_name_is_not_followed(tmp_path: Path) -> None:
+    """Job scripts and state are written through chain.app.atomic: its
+    temporary is created O_EXCL|O_NOFOLLOW, so a planted link's target is
+    never written (it was: scripts/runner.tmp was opened with write_text)."""
+    from chain.app.atomic import tmp_name, write_text_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    target = tmp_path / "runner.sbatch"
+    os.symlink(victim, tmp_name(target))
+    write_text_atomic(target, "#!/bin/bash\n", mode=0o700)
+    assert victim.read_text() == "precious\n"
+    assert target.read_text() == "#!/bin/bash\n" and not target.is_symlink()
+    assert not os.path.lexists(tmp_name(target))

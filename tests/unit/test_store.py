@@ -58,3 +58,37 @@ def test_last_runner_skips_a_torn_line_and_counts_all(tmp_path: Path) -> None:
     assert last is not None and last["job_id"] == "499"
     recent, total = chain.recent_runners(3)
     assert [r["job_id"] for r in recent] == ["497", "498", "499"] and total == 500
+
+
+def test_a_second_command_waits_for_the_lock_then_is_refused(tmp_path: Path) -> None:
+    """One lock per chain directory (flock on the directory holding it: no
+    lock file is left behind); a second holder waits, then gets one line."""
+    import multiprocessing
+
+    chain = ChainDir(tmp_path / "deep" / ".chain")  # not made yet: the nearest existing directory is locked
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    ready, release = multiprocessing.Event(), multiprocessing.Event()
+
+    def hold() -> None:
+        with chain.locked():
+            ready.set()
+            release.wait(30)
+
+    holder = multiprocessing.Process(target=hold)
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(ChainDirError, match="is busy: another chain command"):
+            with chain.locked(wait=5, clock=lambda: now[0], sleep=sleep):
+                pass
+        assert 5 <= now[0] < 6
+    finally:
+        release.set()
+        holder.join(30)
+    with chain.locked(wait=0):  # free again
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing left behind
