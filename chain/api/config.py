@@ -69,7 +69,11 @@ def stored_settings(chain: ChainDir) -> Settings:
 
 
 def check_app(settings: Settings, workdir: Path) -> None:
-    """The app's program must exist (unless modules will provide it)."""
+    """The app's program must exist (unless modules will provide it), and
+    its counter file, if there, must be a file."""
+    ckpt = workdir / settings.ckpt_path
+    if ckpt.exists() and not ckpt.is_file():
+        raise ConfigError(f"checkpoint counter {ckpt} is not a regular file")
     try:
         words = shlex.split(settings.app_cmd)
     except ValueError as exc:

@@ -123,6 +123,9 @@ class FieldSpec:
         return getattr(Settings(), self.name)
 
 
+MAX_INT = 10**15  # beyond any counter or second count; keeps every sum a finite float
+
+
 def _int(minimum: int) -> Callable[[Any, str], int]:
     def convert(value: Any, what: str) -> int:
         if isinstance(value, bool):
@@ -135,17 +138,31 @@ def _int(minimum: int) -> Callable[[Any, str], int]:
             raise ConfigError(f"{what} must be an integer, got {value!r}")
         if number < minimum:
             raise ConfigError(f"{what} must be at least {minimum}, got {number}")
+        if number > MAX_INT:
+            raise ConfigError(f"{what} must be at most {MAX_INT}, got {number}")
         return number
 
     return convert
 
 
+_CONTROL = frozenset(chr(c) for c in (*range(0, 9), *range(10, 32), 127))  # tab is allowed
+
+
 def _str(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{what} must be a string, got {value!r}")
-    if "\n" in value or "\0" in value:
-        raise ConfigError(f"{what} must be a single line")
+    if any(c in value for c in _CONTROL):
+        raise ConfigError(f"{what} must be a single line of text (no control characters)")
+    if any("\udc80" <= c <= "\udcff" for c in value):  # bytes that were not UTF-8
+        raise ConfigError(f"{what} is not valid UTF-8 text")
     return value
+
+
+def _path(value: Any, what: str) -> str:
+    text = _str(value, what)
+    if not text.strip() or text.endswith("/"):
+        raise ConfigError(f"{what} {value!r} must name a file")
+    return text
 
 
 def _time(value: Any, what: str) -> str:
@@ -214,7 +231,7 @@ def _job_name(value: Any, what: str) -> str:
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("app_cmd", "APP_CMD", _str, "shell command that runs the app", metavar="CMD"),
     FieldSpec("max_iter", "MAX_ITER", _int(1), "stop when the checkpoint counter reaches this", metavar="INT"),
-    FieldSpec("ckpt_path", "CKPT_PATH", _str, "file holding the app's checkpoint counter", metavar="PATH"),
+    FieldSpec("ckpt_path", "CKPT_PATH", _path, "file holding the app's checkpoint counter", metavar="PATH"),
     FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", _int(1), "app checkpoints every N iterations", metavar="INT"),
     FieldSpec("runner_time", "RUNNER_TIME_LIMIT", _time, "runner wall time (Slurm --time syntax)", metavar="TIME"),
     FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", _int(0), "seconds before the runner's end to send the stop signal", metavar="SECONDS"),
@@ -261,6 +278,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from None
     if "chain" in data and isinstance(data["chain"], dict) and len(data) == 1:
         data = data["chain"]  # allow a [chain] table
     unknown = sorted(set(data) - set(FIELD_BY_NAME))

@@ -26,6 +26,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], tuple[int, ...]], ...] = (
 )
 
 
+MAX_SECONDS = 365 * 86400  # a job limit beyond a year is a typo, not a plan
+
+
 def parse_slurm_time(text: str, *, what: str = "time") -> int:
     """Seconds in a Slurm time value (``--time`` syntax).
 
@@ -44,6 +47,8 @@ def parse_slurm_time(text: str, *, what: str = "time") -> int:
             seconds = sum(int(g) * w for g, w in zip(match.groups(), weights))
             if seconds <= 0:
                 raise ConfigError(f"{what} {text!r} must be longer than zero")
+            if seconds > MAX_SECONDS:  # 10^20 s overflowed the runner's clock arithmetic
+                raise ConfigError(f"{what} {text!r} is longer than {MAX_SECONDS // 86400} days")
             return seconds
     raise ConfigError(f"{what} {text!r} is not a Slurm time ({_FORMATS})")
 

@@ -107,6 +107,8 @@ def render_scripts(
         raise ConfigError(f"template {exc.filename or exc.name}:{exc.lineno}: {exc.message}") from None
     except jinja2.TemplateNotFound as exc:
         raise ConfigError(f"template {exc.name} not found") from None
+    except RecursionError:
+        raise ConfigError("template includes itself (endless recursion)") from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}") from None
     return Scripts(submitter=submitter, runner=runner)

@@ -21,6 +21,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path, what: str) -> Any:
+    if path.exists() and not path.is_file():  # a FIFO would hang the read
+        raise ChainDirError(f"{what} {path} is not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

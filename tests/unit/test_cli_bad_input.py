@@ -4,6 +4,7 @@ no traceback, nothing submitted, nothing existing overwritten (issue 7)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ def _files(tmp: Path) -> dict[str, bytes]:
     return {str(p.relative_to(tmp)): p.read_bytes() for p in sorted(tmp.rglob("*")) if p.is_file()}
 
 
+FIFO = "<fifo>"  # a files entry made a named pipe
+
 # (id, argv, env, files to create, expected message fragment)
 CASES = [
     ("max-iter zero", ["submit", *OK, "--max-iter", "0"], {}, {}, "--max-iter must be at least 1"),
@@ -28,6 +31,18 @@ CASES = [
     ("runner time 4 fields", ["submit", *OK, "--runner-time", "1:2:3:4"], {}, {}, "is not a Slurm time"),
     ("runner time text", ["submit", *OK, "--runner-time", "abc"], {}, {}, "is not a Slurm time"),
     ("runner time zero", ["submit", *OK, "--runner-time", "0"], {}, {}, "longer than zero"),
+    ("runner time overflows", ["submit", *OK, "--runner-time", "100000000000000000000"], {}, {},
+     "longer than 365 days"),
+    ("max-iter overflows", ["submit", *OK, "--max-iter", "1" + "0" * 20], {}, {}, "must be at most"),
+    ("empty checkpoint path", ["submit", *OK, "--ckpt-path", ""], {}, {}, "must name a file"),
+    ("checkpoint path a directory", ["submit", *OK, "--ckpt-path", "ckdir"], {}, {"ckdir/x": ""},
+     "is not a regular file"),
+    ("control character", ["submit", *OK, "--partition", "a\x1bb"], {}, {}, "no control characters"),
+    ("flag not UTF-8", ["submit", *OK, "--partition", "a\udcffb"], {}, {}, "not valid UTF-8"),
+    ("toml not UTF-8", ["submit", *OK], {}, {"chain.toml": "partition = '\udcff'"}, "not UTF-8"),
+    ("template includes itself", ["submit", *OK, "--template-dir", "t"], {},
+     {"t/runner.sbatch.j2": "{% include 'runner.sbatch.j2' %}"}, "includes itself"),
+    ("state.json a FIFO", ["status"], {}, {".chain/state.json": "<fifo>"}, "is not a regular file"),
     ("runner margin = limit", ["submit", *OK, "--runner-time", "1", "--runner-margin", "60"], {}, {},
      "runner margin 60s must be smaller than the runner time 60s"),
     ("runner margin > limit", ["submit", *OK, "--runner-time", "0:30", "--runner-margin", "45"], {}, {},
@@ -104,7 +119,10 @@ def test_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[s
         monkeypatch.delenv(var, raising=False)
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        if text == FIFO:
+            os.mkfifo(tmp_path / name)
+        else:  # surrogates stand for bytes that are not UTF-8
+            (tmp_path / name).write_bytes(text.encode("utf-8", "surrogateescape"))
     before = _files(tmp_path)
     result = CliRunner().invoke(app, argv, env={"CHAIN_BACKEND": "local", **env})
     err = result.stderr
