@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -280,6 +281,9 @@ def _runner(
 ) -> None:
     from chain.core.runner_rules import job_exit_code
     from chain.jobs import runner
+    from chain.jobs.supervise import die_with_parent
+
+    die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
 
     chain, settings, backend, workdir = _job_context(chain_dir)
     raise typer.Exit(job_exit_code(runner.run(

@@ -17,6 +17,7 @@ from chain.core.model import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TI
 EXIT_PREFLIGHT = 2  # modules could not be loaded: the app never ran
 EXIT_BAD_CHECKPOINT = 3  # the counter is not a plain integer
 EXIT_CANNOT_START = 127  # the app's command could not be started
+EXIT_APP_ALIVE = 5  # an earlier app of the chain still ran until the stop time: not started
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from chain.core.timefmt import parse_slurm_time
 from chain.app.contract import signal_named
+from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
 
 if sys.version_info >= (3, 11):

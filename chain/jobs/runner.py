@@ -21,6 +21,7 @@ from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
 from chain.core.names import runner_seq
 from chain.core.runner_rules import (
+    EXIT_APP_ALIVE,
     EXIT_BAD_CHECKPOINT,
     EXIT_CANNOT_START,
     EXIT_PREFLIGHT,
@@ -32,7 +33,15 @@ from chain.core.runner_rules import (
 from chain.core.settings import LaunchMode, Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.appenv import app_environ, app_umask
-from chain.jobs.supervise import AppEnd, Deliver, Signals, group_sender, supervise
+from chain.jobs.supervise import (
+    AppEnd,
+    AppLock,
+    Deliver,
+    Signals,
+    die_with_parent,
+    group_sender,
+    supervise,
+)
 from chain.store import ChainDir, ChainStatus, read_counter
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -88,7 +97,7 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
         record.iter_after = record.iter_before
         return _end(chain, record, EXIT_PREFLIGHT, clock(), preflight_error)
     plan = _plan(settings, backend, job_id, status, clock())
-    return _run_app(chain, settings, backend, record, plan, status, workdir, clock)
+    return _run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
 
 
 def _plan(settings: Settings, backend: Backend, job_id: str, status: ChainStatus, start: float) -> Schedule:
@@ -101,8 +110,16 @@ def _plan(settings: Settings, backend: Backend, job_id: str, status: ChainStatus
 
 
 def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord, plan: Schedule,
-             status: ChainStatus, workdir: Path, clock: Callable[[], float]) -> int:
-    """Start the app, supervise it, record how it ended."""
+             status: ChainStatus, workdir: Path, clock: Callable[[], float],
+             sleep: Callable[[float], None]) -> int:
+    """Start the app (never beside an earlier one of the chain), supervise
+    it, record how it ended."""
+    lock = AppLock(str(chain.root / "app.lock"))
+    if not lock.acquire(until=plan.stop_at, clock=clock, sleep=sleep):
+        lock.close()
+        record.iter_after = record.iter_before
+        return _end(chain, record, EXIT_APP_ALIVE, clock(),
+                    "an earlier app of this chain is still running: not starting a second one")
     argv = ["bash", "-c", settings.app_cmd]
     if settings.launch_mode is LaunchMode.SRUN:
         argv = ["srun", *settings.srun_argv, *argv]
@@ -114,17 +131,23 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
                         f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}")
     signals = Signals()
     signals.install()
+    stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
     try:
+        # the app holds the lock (an inherited descriptor) for as long as it
+        # lives, and gets the stop signal if this runner dies
         proc = subprocess.Popen(argv, cwd=workdir, env=_app_env(chain, settings, status, plan),
-                                start_new_session=True, umask=app_umask(os.environ))
+                                start_new_session=True, umask=app_umask(os.environ), pass_fds=(lock.fd,),
+                                preexec_fn=lambda: die_with_parent(stop_sig))
     except OSError as exc:
         record.iter_after = record.iter_before
         return _end(chain, record, EXIT_CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")
+    finally:
+        lock.close()
     record.app_start = clock()
     chain.write_runner_record(record)
     deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else \
         _step_sender(proc, backend, record.job_id)
-    end = supervise(proc, plan, stop_signal=signal.Signals[f"SIG{settings.stop_signal}"], deliver=deliver,
+    end = supervise(proc, plan, stop_signal=stop_sig, deliver=deliver,
                     signals=signals, clock=clock, say=lambda line: _say(record.job_id, line))
     return _record_end(chain, settings, record, end, workdir / settings.ckpt_path)
 

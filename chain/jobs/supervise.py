@@ -96,3 +96,47 @@ def group_sender(proc: subprocess.Popen[bytes]) -> Deliver:
         except ProcessLookupError:
             pass
     return deliver
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies
+    (Linux; elsewhere nothing). The runner asks it of its supervisor (the
+    local backend's, or slurmstepd), the app of its runner: a killed
+    supervisor or runner leaves no app running beside the next runner."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the app lock still guards
+        pass
+
+
+class AppLock:
+    """A lock the app's processes hold while any of them lives (``flock`` on
+    ``app.lock`` in the chain directory, its descriptor inherited by the
+    app): a runner never starts an app while an earlier one of the chain
+    lives, whatever happened to that one's runner."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+
+    def acquire(self, *, until: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> bool:
+        """Wait for the lock until ``until``; False if an earlier app still holds it."""
+        import fcntl
+
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if clock() >= until:
+                    return False
+                sleep(0.5)
+
+    def close(self) -> None:
+        """The runner's own copy: the app's inherited one keeps the lock."""
+        os.close(self.fd)

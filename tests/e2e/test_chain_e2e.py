@@ -309,3 +309,39 @@ def test_racing_submits_in_one_directory_make_exactly_one_chain(tmp_path: Path) 
     assert report["state"] == "completed" and report["submitter_cycle"] == 0
     submitters = (tmp_path / ".chain" / "submitter_ids.txt").read_text().split()
     assert len(submitters) == 1, submitters
+
+
+def test_a_killed_supervisor_leaves_no_app_beside_the_next_runner(tmp_path: Path) -> None:
+    """SIGKILL of the local supervisor of a running runner (the job turns
+    NODE_FAIL): its runner gets SIGTERM from the kernel and stops the app, and
+    the next runner starts its app only once the earlier one is gone (app
+    lock). It was: the app lived on beside runner 2 for 14 s."""
+    import json
+    import os
+    import signal
+    import time
+
+    copy_example("python", tmp_path)
+    chain_cmd("submit", "--backend", "local", "--max-iter", "60", "--app-cmd", "python3 app.py",
+              "--checkpoint-every", "5", "--runner-time", "0:30", "--runner-margin", "8", "--poll-max", "10",
+              cwd=tmp_path, env={"ITER_SECONDS": "0.2"})
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        current = status(tmp_path).get("current_runner") or {}
+        if current.get("status") == "running" and (tmp_path / "iterations.log").exists():
+            break
+        time.sleep(0.2)
+    job = current["job_id"]
+    time.sleep(2)  # a few iterations in
+    record = json.loads((tmp_path / ".chain" / "local-jobs" / "jobs" / f"{job}.json").read_text())
+    os.kill(record["supervisor_pid"], signal.SIGKILL)
+    report = wait_ended(tmp_path, timeout=240)
+    assert report["state"] == "completed", report
+    log = IterLog.read(tmp_path / "iterations.log")
+    log.check_exactly_once_beyond_checkpoints(60)
+    spans: dict[str, list[float]] = {}
+    for t, _event, _value, app_job in log.events:
+        spans.setdefault(app_job, [t, t])[1] = t
+    ordered = sorted(spans.values())
+    overlaps = [(a, b) for a, b in zip(ordered, ordered[1:]) if b[0] < a[1]]
+    assert not overlaps, f"two apps ran at once: {overlaps}"
