@@ -75,6 +75,14 @@ class Settings:
     backend: BackendName = BackendName.AUTO
     template_dir: str = ""
     venv_on_path: bool = True
+    # resources of the runner (Slurm's own syntax; empty / 0: Slurm's default)
+    gpus: str = ""
+    gpus_per_task: str = ""
+    nodes: int = 0
+    ntasks_per_node: int = 0
+    constraint: str = ""
+    time_min: str = ""
+    exclusive: bool = False
 
     @property
     def runner_seconds(self) -> int:
@@ -90,7 +98,18 @@ class Settings:
 
     @property
     def srun_argv(self) -> list[str]:
+        """srun's arguments: the user's, or, when they are the default and a
+        task layout is set, the layout (srun mode passes it on)."""
+        layout = [f"--{flag}={value}" for flag, value in (
+            ("nodes", self.nodes), ("ntasks-per-node", self.ntasks_per_node),
+            ("gpus-per-task", self.gpus_per_task)) if value]
+        if layout and self.srun_args == Settings.srun_args:
+            return layout
         return shlex.split(self.srun_args)
+
+    @property
+    def time_min_seconds(self) -> int | None:
+        return parse_slurm_time(self.time_min, what="minimum time") if self.time_min else None
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -156,6 +175,20 @@ def _str(value: Any, what: str) -> str:
     if any("\udc80" <= c <= "\udcff" for c in value):  # bytes that were not UTF-8
         raise ConfigError(f"{what} is not valid UTF-8 text")
     return value
+
+
+_GRES_COUNT = re.compile(r"([A-Za-z0-9_.-]+:)?[1-9][0-9]{0,5}")
+
+
+def _gres_count(value: Any, what: str) -> str:
+    text = _str(value, what).strip()
+    if text and not _GRES_COUNT.fullmatch(text):
+        raise ConfigError(f"{what} {value!r} must be a count, or type:count (e.g. 2, a100:1)")
+    return text
+
+
+def _optional_time(value: Any, what: str) -> str:
+    return _time(value, what) if str(value).strip() else ""
 
 
 def _path(value: Any, what: str) -> str:
@@ -260,6 +293,16 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries", metavar="SECONDS"),
     FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "where jobs run: Slurm's clients, pyslurm, the embedded local backend, or auto (says which)", metavar="auto|slurm|local|pyslurm"),
     FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones", metavar="DIR"),
+    FieldSpec("gpus", "CHAIN_GPUS", _gres_count, "runner --gpus (count or type:count)", metavar="[TYPE:]N"),
+    FieldSpec("gpus_per_task", "CHAIN_GPUS_PER_TASK", _gres_count, "runner --gpus-per-task", metavar="[TYPE:]N"),
+    FieldSpec("nodes", "CHAIN_NODES", _int(0), "runner --nodes (0: Slurm's default)", metavar="INT"),
+    FieldSpec("ntasks_per_node", "CHAIN_NTASKS_PER_NODE", _int(0), "runner --ntasks-per-node (0: not set)",
+              metavar="INT"),
+    FieldSpec("constraint", "CHAIN_CONSTRAINT", _str, "runner --constraint (node features)", metavar="FEATURES"),
+    FieldSpec("time_min", "CHAIN_TIME_MIN", _optional_time,
+              "runner --time-min: Slurm may start it earlier with a shorter limit (the runner reads its real end)",
+              metavar="TIME"),
+    FieldSpec("exclusive", "CHAIN_EXCLUSIVE", _bool, "runner --exclusive (whole nodes)", metavar="BOOL"),
     FieldSpec("venv_on_path", "CHAIN_VENV_ON_PATH", _bool,
               "put the bin directory of the virtualenv running chain first on the app's PATH, as activate does", metavar="BOOL"),
 )
@@ -357,6 +400,10 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"runner margin {settings.runner_margin}s must be smaller than the runner time {runner}s"
         )
+    time_min = settings.time_min_seconds
+    if time_min is not None and not settings.runner_margin < time_min <= runner:
+        raise ConfigError(f"runner minimum time {time_min}s must be above the runner margin "
+                          f"{settings.runner_margin}s and at most the runner time {runner}s")
     submitter = settings.submitter_seconds
     if settings.submitter_margin >= submitter:
         raise ConfigError(

@@ -94,6 +94,7 @@ def render_scripts(
             job_name=f"{chain_id}.runner",
             output=str(logs / "runner-%j.out"),
             sbatch_time=format_sbatch_time(settings.runner_seconds),
+            sbatch_time_min=format_sbatch_time(settings.time_min_seconds) if settings.time_min_seconds else "",
             extra_args=sbatch_directives(settings.runner_sbatch_args),
         )
         submitter = env.get_template(SUBMITTER_TEMPLATE).render(

@@ -1,6 +1,6 @@
-from typing import Any
-
 """Golden files of the rendered sbatch scripts, and quoting of hostile values."""
+
+from typing import Any
 
 import os
 import subprocess
@@ -20,6 +20,9 @@ CASES = {
              "runner_sbatch_args": "--gres=gpu:1 --constraint 'a100|h100'", "submitter_sbatch_args": "--nice=10",
              "runner_time": "1-00:00:00", "runner_margin": "300", "submitter_time": "2-00:00:00",
              "submitter_margin": "600", "stop_signal": "INT"},
+    "resources": {"app_cmd": "python3 train.py", "gpus": "a100:2", "gpus_per_task": "1", "nodes": "2",
+                  "ntasks_per_node": "2", "constraint": "ib&(a100|h100)", "runner_time": "1-00:00:00",
+                  "time_min": "12:00:00", "exclusive": "true", "launch_mode": "srun"},
 }
 
 

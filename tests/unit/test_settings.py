@@ -107,3 +107,21 @@ def test_every_field_has_an_env_name_and_roundtrips() -> None:
     s = resolve({**APP, "hooks": ["x"], "launch_mode": "srun"}, {}, {})
     assert from_json(s.to_json()) == s
     assert {f.name for f in FIELDS} == set(Settings.__dataclass_fields__)
+
+
+def test_srun_mode_passes_the_task_layout_on() -> None:
+    layout = resolve({**APP, "nodes": "2", "ntasks_per_node": "4", "gpus_per_task": "1"}, {}, {})
+    assert layout.srun_argv == ["--nodes=2", "--ntasks-per-node=4", "--gpus-per-task=1"]
+    own = resolve({**APP, "nodes": "2", "srun_args": "-n 8 --mpi=pmix"}, {}, {})
+    assert own.srun_argv == ["-n", "8", "--mpi=pmix"]  # the user's own srun arguments win
+    assert resolve(APP, {}, {}).srun_argv == ["-n", "1"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"gpus": "two"}, "must be a count"), ({"gpus_per_task": "a100:0"}, "must be a count"),
+    ({"nodes": "-1"}, "at least 0"), ({"time_min": "2:00:00", "runner_time": "1:00:00"}, "at most the runner time"),
+    ({"time_min": "0:30", "runner_margin": "60"}, "above the runner margin"),
+])
+def test_resource_settings_are_checked(flags: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve({**APP, **flags}, {}, {})
