@@ -238,6 +238,32 @@ def report(
         typer.echo(f"wrote {path}")
 
 
+@app.command()
+def logs(
+    chain_dir: Optional[str] = ChainDirOpt,
+    runner_seq: Optional[int] = typer.Option(None, "--runner", min=1, help="Runner N's output [the current runner's]."),
+    submitter: bool = typer.Option(False, "--submitter", help="The submitter's output instead."),
+    follow_: bool = typer.Option(False, "--follow", "-f", help="Keep printing, across runners, until the chain ends."),
+) -> None:
+    """Print a runner's Slurm output (the current one's by default)."""
+    from chain import api
+    from chain.api import logs as logs_api
+
+    directory = api.chain_dir_path(chain_dir, _cwd())
+    if follow_:
+        if runner_seq is not None:
+            raise ChainError("--follow follows the current runner; it takes no --runner")
+        logs_api.follow(directory, lambda text: typer.echo(text, nl=False), submitter=submitter)
+        return
+    chain, status = api.open_chain(directory)
+    source = logs_api.submitter_log(chain, status) if submitter else logs_api.runner_log(chain, status, runner_seq)
+    typer.echo(f"==> {source.what}: {source.path} <==", err=True)
+    try:
+        typer.echo(source.path.read_text(encoding="utf-8", errors="replace"), nl=False)
+    except FileNotFoundError:
+        raise ChainError(f"{source.path} does not exist (yet)") from None
+
+
 @app.command("shell-helpers")
 def shell_helpers() -> None:
     """Print the directory holding chain.sh and chain.R (source them in apps)."""

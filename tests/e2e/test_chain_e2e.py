@@ -345,3 +345,24 @@ def test_a_killed_supervisor_leaves_no_app_beside_the_next_runner(tmp_path: Path
     ordered = sorted(spans.values())
     overlaps = [(a, b) for a, b in zip(ordered, ordered[1:]) if b[0] < a[1]]
     assert not overlaps, f"two apps ran at once: {overlaps}"
+
+
+def test_logs_follow_crosses_runners_and_ends_with_the_chain(tmp_path: Path) -> None:
+    """`chain logs --follow` prints each runner's output in turn and returns
+    when the chain has ended."""
+    import os
+    import sys
+
+    copy_example("python", tmp_path)
+    chain_cmd("submit", "--backend", "local", "--max-iter", "40", "--app-cmd", "python3 app.py",
+              "--checkpoint-every", "5", "--runner-time", "0:12", "--runner-margin", "4", "--poll-max", "5",
+              cwd=tmp_path, env={"ITER_SECONDS": "0.25"})
+    follow = subprocess.run([sys.executable, "-m", "chain", "logs", "--follow"], cwd=tmp_path, timeout=240,
+                            capture_output=True, text=True, env={**os.environ})
+    assert follow.returncode == 0, follow.stderr
+    report = status(tmp_path)
+    assert report["state"] == "completed" and report["runner_count"] >= 2
+    headers = [line for line in follow.stdout.splitlines() if line.startswith("==> runner ")]
+    assert len(headers) == report["runner_count"], follow.stdout[-2000:]
+    for r in report["runners"]:  # every runner's own last line was printed
+        assert f"chain runner {r['job_id']}: " in follow.stdout

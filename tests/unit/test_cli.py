@@ -265,3 +265,19 @@ def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> Non
     assert "runner 50 job 77 submitted" in progress_line(report)
     report.current_runner = RunnerRecord("77", seq=50, status=RunnerPhase.RUNNING)
     assert "runner 50 job 77 running" in progress_line(report)
+
+
+def test_logs_prints_a_runners_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    chain_dir = _chain_dir(tmp_path, 3, ChainState.COMPLETED)  # runners 1..3 are jobs 10..12
+    chain = ChainDir(chain_dir)
+    for job in ("10", "11", "12"):
+        chain.runner_output(job).write_text(f"output of job {job}\n")
+    last = runner.invoke(app, ["logs"])
+    assert last.exit_code == 0 and last.stdout == "output of job 12\n" and "runner 3 (job 12)" in last.stderr
+    second = runner.invoke(app, ["logs", "--runner", "2"])
+    assert second.stdout == "output of job 11\n"
+    missing = runner.invoke(app, ["logs", "--runner", "9"])
+    assert missing.exit_code == 2 and "has no runner 9" in missing.stderr
+    followed = runner.invoke(app, ["logs", "--follow"])  # an ended chain: prints and returns
+    assert followed.exit_code == 0 and followed.stdout.endswith("output of job 12\n")
