@@ -1,4 +1,24 @@
 """chain: run a long sequential computation on Slurm as a self-driving
-chain of checkpointed jobs."""
+chain of checkpointed jobs.
+
+``from chain import Chain`` is the Python API (``chain.api.handle``); it is
+imported on first use, so ``chain --help`` does not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chain.api.handle import Chain
 
 __version__ = "0.1.0"
+__all__ = ["Chain", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Chain":
+        from chain.api.handle import Chain
+
+        return Chain
+    raise AttributeError(f"module 'chain' has no attribute {name!r}")

@@ -366,3 +366,26 @@ def test_logs_follow_crosses_runners_and_ends_with_the_chain(tmp_path: Path) -> 
     assert len(headers) == report["runner_count"], follow.stdout[-2000:]
     for r in report["runners"]:  # every runner's own last line was printed
         assert f"chain runner {r['job_id']}: " in follow.stdout
+
+
+def test_a_sweep_through_the_python_api(backend: str, tmp_path: Path) -> None:
+    """Three chains submitted with `Chain.submit` complete; `wait()` returns
+    each one's final status."""
+    import os
+
+    from chain import Chain
+
+    os.environ["ITER_SECONDS"] = "0.05"  # the example app's pace, for its jobs
+    try:
+        runs = []
+        for seed in (1, 2, 3):
+            work = tmp_path / f"seed{seed}"
+            work.mkdir()
+            copy_example("python", work)
+            runs.append(Chain.submit(work, app_cmd="python3 app.py", max_iter=15, checkpoint_every=5,
+                                     runner_time="0:30", runner_margin=10, poll_max=10, backend=backend))
+        finals = [run.wait(timeout=300, poll=1) for run in runs]
+    finally:
+        os.environ.pop("ITER_SECONDS", None)
+    assert [f.state.value for f in finals] == ["completed"] * 3
+    assert len({f.chain_id for f in finals}) == 3 and all(f.iteration == 15 for f in finals)

@@ -1,0 +1,50 @@
+"""The Python API (``from chain import Chain``) over the shared fake backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chain import Chain
+from chain.core.model import ChainState, JobState
+from chain.errors import ChainDirError, ConfigError
+from fakes import FakeBackend
+
+
+def test_submit_open_status_wait_resume(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    run = Chain.submit(tmp_path / "lr1", app_cmd="true", max_iter=10, runner_time="10:00", scheduler=fake,
+                       hooks=["echo done"])
+    assert run.chain_dir == (tmp_path / "lr1" / ".chain").resolve() and run.chain_id.startswith("chain-")
+    assert [name.rsplit(".", 1)[1] for name, _ in fake.submitted] == ["r1", "s0"]
+    assert Chain.open(tmp_path / "lr1", scheduler=fake).chain_id == run.chain_id  # a working directory
+    assert Chain.open(run.chain_dir).chain_id == run.chain_id  # or the chain directory itself
+    report = run.status()
+    assert report.state is ChainState.PENDING and report.max_iter == 10
+
+    now = [0.0]
+    with pytest.raises(Exception, match="still pending after 30s"):
+        run.wait(timeout=30, poll=10, sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
+
+    from chain.store import ChainDir
+
+    store = ChainDir(run.chain_dir)
+    status = store.load_status()
+    assert status is not None
+    status.state, status.reason = ChainState.STOPPED, "no progress"
+    store.save_status(status)
+    assert run.wait(sleep=lambda s: pytest.fail("waited")).state is ChainState.STOPPED
+
+    fake.set_state(status.submitter_job_id, JobState.COMPLETED)
+    run.resume(max_iter=20)
+    assert run.status().max_iter == 20 and run.status().submitter_cycle == 1
+
+
+def test_bad_settings_are_chain_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown setting 'max_iters'"):
+        Chain.submit(tmp_path, app_cmd="true", max_iters=10, scheduler=FakeBackend())
+    with pytest.raises(ConfigError, match="--max-iter must be at least 1"):
+        Chain.submit(tmp_path, app_cmd="true", max_iter=0, scheduler=FakeBackend())
+    with pytest.raises(ChainDirError, match="no chain in"):
+        Chain.open(tmp_path / "nothing")
