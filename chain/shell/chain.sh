@@ -77,7 +77,11 @@ chain_write_atomic() {
         return 1
     fi
     _chain_sync "$tmp"            # the data is durable before the rename
-    mv -f -- "$tmp" "$path"       # rename(2): atomic within one filesystem
+    if ! mv -f -T -- "$tmp" "$path"; then  # rename(2); -T: never into a directory
+        rm -f -- "$tmp"
+        echo "chain_write_atomic: cannot rename into $path" >&2
+        return 1                  # never report a checkpoint that was not published
+    fi
     _chain_sync "$dir"            # and the rename itself is durable
 }
 
@@ -103,7 +107,12 @@ chain_read_counter() {
         echo "chain_read_counter: $path does not hold a plain integer" >&2
         return 1
     fi
-    echo $(( 10#$text ))
+    text=${text#"${text%%[!0]*}"}  # leading zeros: bash arithmetic wraps above 2^63
+    if (( ${#text} > 18 )); then
+        echo "chain_read_counter: $path holds a counter too large for bash" >&2
+        return 1
+    fi
+    echo $(( 10#${text:-0} ))
 }
 
 _chain_on_signal() {
