@@ -8,11 +8,16 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# Chains the tests submit are registered for `chain list` here, never in the
+# state directory of the user running the tests.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="chain-test-state-")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEV_CLUSTER = REPO_ROOT / "scripts" / "dev-cluster"

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from chain.app import atomic as app_atomic
 from chain.api.config import check_app, load_settings, stored_settings
+from chain.api.listing import register
+from chain.app import atomic as app_atomic
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
@@ -128,6 +129,8 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     chain.add_submitter_id(job_id)
     chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
               f"on {name} ({why})", echo=False)
+    if not resume:
+        register(chain_dir, os.environ)  # for `chain list` without arguments
     return Submitted(chain_id, job_id, name, why, chain_dir)
 
 

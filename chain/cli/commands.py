@@ -264,6 +264,25 @@ def logs(
         raise ChainError(f"{source.path} does not exist (yet)") from None
 
 
+@app.command("list")
+def list_chains(
+    directories: Optional[list[Path]] = typer.Argument(None, help="Search these (4 levels deep) [default: the "
+                                                       "chains you submitted from this machine]."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON list."),
+) -> None:
+    """The chains under DIRECTORIES, or the ones you submitted here: state, progress, rate, ETA."""
+    from chain.api import listing
+
+    dirs = listing.find_chains(directories) if directories else listing.registered(os.environ)
+    rows = listing.list_rows(dirs)
+    if as_json:
+        typer.echo(json.dumps([row.to_json() for row in rows]))
+        return
+    from chain.cli.status_view import print_chain_list
+
+    print_chain_list(rows)
+
+
 @app.command("shell-helpers")
 def shell_helpers() -> None:
     """Print the directory holding chain.sh and chain.R (source them in apps)."""

@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from chain.api.listing import ChainRow
 from chain.api.status import FailureOutput, StatusReport
 from chain.core.timefmt import format_duration
 
@@ -133,3 +134,17 @@ def _print_failure(out: Console, failure: FailureOutput | None) -> None:
                    style="bold"))
     for line in failure.tail:
         out.print(Text(f"  | {line}"), overflow="fold")
+
+
+def print_chain_list(rows: list[ChainRow], *, console: Console | None = None) -> None:
+    """``chain list`` for people: one row per chain (an empty table when none)."""
+    out = console or Console(highlight=False, emoji=False)
+    table = Table(title=f"{len(rows)} chain{'s' if len(rows) != 1 else ''}", title_justify="left")
+    for col in ("directory", "chain", "mode", "state", "progress", "rate", "ETA", "reason"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        rate = f"{r.rate_per_hour:.1f}/h" if r.rate_per_hour else "-"
+        eta = format_duration(r.eta_seconds) if r.eta_seconds is not None else "-"
+        table.add_row(*(Text(cell) for cell in (r.directory, r.chain_id, r.mode, r.state,
+                                                 f"{r.iteration}/{r.max_iter}", rate, eta, r.reason)))
+    out.print(table)

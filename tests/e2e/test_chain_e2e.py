@@ -389,3 +389,10 @@ def test_a_sweep_through_the_python_api(backend: str, tmp_path: Path) -> None:
         os.environ.pop("ITER_SECONDS", None)
     assert [f.state.value for f in finals] == ["completed"] * 3
     assert len({f.chain_id for f in finals}) == 3 and all(f.iteration == 15 for f in finals)
+    import json
+
+    listed = json.loads(chain_cmd("list", str(tmp_path), "--json", cwd=tmp_path).stdout)
+    assert sorted((row["chain_id"], row["state"]) for row in listed) == sorted(
+        (f.chain_id, "completed") for f in finals)
+    mine = json.loads(chain_cmd("list", "--json", cwd=tmp_path).stdout)  # the registry of this user
+    assert {f.chain_id for f in finals} <= {row["chain_id"] for row in mine}

@@ -1,0 +1,62 @@
+"""`chain list`: chains found under directories, and the user's registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from chain.api import listing
+from chain.cli import app
+from chain.core.model import ChainState
+from chain.core.settings import resolve
+from chain.store import ChainDir, ChainStatus, write_json_atomic
+
+
+def _chain(path: Path, chain_id: str, state: ChainState) -> Path:
+    chain = ChainDir(path)
+    chain.create()
+    write_json_atomic(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50"}, {}, {}).to_json())
+    chain.save_status(ChainStatus(chain_id=chain_id, state=state, workdir=str(path.parent), reason="r",
+                                  iteration=10))
+    (path.parent / "state_iter.txt").write_text("10\n")  # the app's counter, which status reads
+    return chain.root
+
+
+def test_chains_are_found_to_a_bounded_depth(tmp_path: Path) -> None:
+    a = _chain(tmp_path / "a" / ".chain", "chain-aaaaaa", ChainState.RUNNING)
+    b = _chain(tmp_path / "sweep" / "lr1" / ".chain", "chain-bbbbbb", ChainState.COMPLETED)
+    _chain(tmp_path / "1" / "2" / "3" / "4" / "5" / ".chain", "chain-deep00", ChainState.FAILED)  # too deep
+    (tmp_path / "sweep" / "link").symlink_to(tmp_path / "a")  # not followed: no double
+    assert listing.find_chains([tmp_path]) == sorted([a.resolve(), b.resolve()])
+    rows = listing.list_rows(listing.find_chains([tmp_path]))
+    assert {(r.chain_id, r.state, r.iteration, r.max_iter) for r in rows} == {
+        ("chain-aaaaaa", "running", 10, 50), ("chain-bbbbbb", "completed", 10, 50)}
+
+
+def test_the_registry_is_pruned_of_what_is_gone(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    kept = _chain(tmp_path / "kept" / ".chain", "chain-kept00", ChainState.RUNNING)
+    gone = tmp_path / "gone" / ".chain"
+    for path in (kept, gone, kept):
+        listing.register(path, env)
+    assert listing.registered(env) == [kept]
+    assert listing.registry_path(env).read_text() == f"{kept}\n"
+    assert listing.registered({"XDG_STATE_HOME": str(tmp_path / "none")}) == []
+
+
+def test_list_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _chain(tmp_path / "run1" / ".chain", "chain-run100", ChainState.STOPPED)
+    result = CliRunner().invoke(app, ["list", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert [r["chain_id"] for r in json.loads(result.stdout)] == ["chain-run100"]
+    table = CliRunner().invoke(app, ["list", str(tmp_path)], env={"COLUMNS": "200"})
+    assert "chain-run100" in table.stdout and "stopped" in table.stdout and "10/50" in table.stdout
+    empty = CliRunner().invoke(app, ["list", str(tmp_path / "run1" / "nothing-here")])
+    assert empty.exit_code == 1 and "is not a directory" in empty.stderr
+    (tmp_path / "empty").mkdir()
+    none = CliRunner().invoke(app, ["list", str(tmp_path / "empty"), "--json"])
+    assert none.exit_code == 0 and json.loads(none.stdout) == []
