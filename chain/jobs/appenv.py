@@ -13,6 +13,7 @@ as the job has it (after ``module load``), for apps that bring their own Python.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -43,6 +44,13 @@ def app_environ(environ: Mapping[str, str], *, venv_on_path: bool,
 
 
 APP_UMASK_VAR = "CHAIN_APP_UMASK"
+_OCTAL = re.compile(r"[0-7]{1,4}")
+
+
+def _remembered_umask(environ: Mapping[str, str]) -> int | None:
+    """``CHAIN_APP_UMASK`` when it holds an octal umask (anything else is ignored)."""
+    remembered = environ.get(APP_UMASK_VAR, "")
+    return int(remembered, 8) & 0o777 if _OCTAL.fullmatch(remembered) else None
 
 
 def private_umask(environ: dict[str, str] | os._Environ[str]) -> int:
@@ -52,14 +60,14 @@ def private_umask(environ: dict[str, str] | os._Environ[str]) -> int:
     ``CHAIN_APP_UMASK`` for the app and the hooks. Returns the user's umask."""
     user = os.umask(0o077)
     os.umask(user | 0o077)
-    remembered = environ.get(APP_UMASK_VAR, "")
-    if remembered.isdigit() and len(remembered) <= 4:
-        return int(remembered, 8)
+    remembered = _remembered_umask(environ)
+    if remembered is not None:
+        return remembered
     environ[APP_UMASK_VAR] = f"{user:03o}"
     return user
 
 
 def app_umask(environ: Mapping[str, str]) -> int:
     """The user's umask for the app and the hooks (``private_umask``)."""
-    remembered = environ.get(APP_UMASK_VAR, "")
-    return int(remembered, 8) if remembered.isdigit() and len(remembered) <= 4 else 0o022
+    remembered = _remembered_umask(environ)
+    return 0o022 if remembered is None else remembered

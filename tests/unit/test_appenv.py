@@ -43,3 +43,12 @@ def test_python3_on_the_apps_path_imports_chain_app(tmp_path: Path) -> None:
                          env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == sys.prefix
+
+
+@pytest.mark.parametrize("value, expected", [("002", 0o002), ("0077", 0o077), ("9", 0o022), ("rwx", 0o022),
+                                             ("", 0o022)])
+def test_the_remembered_umask_is_read_strictly(value: str, expected: int) -> None:
+    """One parser for CHAIN_APP_UMASK; a digit 8 or 9 no longer crashes int(..., 8)."""
+    from chain.jobs.appenv import app_umask
+
+    assert app_umask({"CHAIN_APP_UMASK": value} if value else {}) == expected
