@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from chain.api.status import open_chain
 from chain.api.submission import known_submitters
 from chain.backends import make_backend
 from chain.backends.base import Backend
-from chain.core.model import ChainState
-from chain.store import ChainDir, ChainStatus, runner_entry
-from chain.store.records import RunnerRecord
+from chain.jobs.ending import mark_cancelled
+from chain.store import ChainStatus
 
 
 def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = None,
@@ -34,7 +33,7 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
             break
         sleep(0.5)
     with chain.locked():
-        _mark_cancelled(chain, chain.load_status() or status)
+        mark_cancelled(chain, chain.load_status() or status, "cancelled by chain cancel")
     return f"chain {status.chain_id} cancelled"
 
 
@@ -49,23 +48,3 @@ def _cancel_jobs(backend: Backend, status: ChainStatus) -> list[str]:
     if status.next_job_id:
         backend.cancel(status.next_job_id)  # lookahead's pre-queued runner
     return sorted(submitters | ({runner} if runner else set()))
-
-
-def _mark_cancelled(chain: ChainDir, status: ChainStatus) -> None:
-    """Judge a runner the stopped submitter could not judge; the chain is cancelled."""
-    if status.runner_live and status.runner_job_id:
-        record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
-        chain.judge_runner(runner_entry(
-            status, record.to_json(), state="CANCELLED", exit_code=record.exit_code,
-            iter_before=status.iter_before if record.iter_before is None else record.iter_before,
-            iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
-            reason="cancelled by chain cancel", recorded=record.ended))
-        status.runner_live = False
-    if status.next_job_id:
-        chain.log(f"lookahead: cancelled the pre-queued runner job {status.next_job_id}", echo=False)
-        status.next_job_id = ""
-    if not status.state.ended:
-        status.state = ChainState.CANCELLED
-        status.reason = "cancelled by chain cancel"
-    chain.save_status(status)
-    chain.log(f"chain {status.chain_id} cancelled", echo=False)

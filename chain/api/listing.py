@@ -130,7 +130,7 @@ def list_rows(chain_dirs: Iterable[Path]) -> list[ChainRow]:
         except ChainError as exc:
             rows.append(ChainRow(str(directory), "?", "?", "unreadable", 0, 0, None, None, str(exc)))
             continue
-        rows.append(ChainRow(str(directory), report.chain_id, "submitter", report.state.value, report.iteration,
+        rows.append(ChainRow(str(directory), report.chain_id, report.mode, report.state.value, report.iteration,
                              report.max_iter, report.metrics.get("rate_per_hour"),
                              report.metrics.get("eta_seconds"), report.reason))
     return rows

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from chain.api.config import stored_settings
 from chain.backends import make_backend
-from chain.backends.base import Backend, JobInfo
+from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.model import ChainState
+from chain.core.settings import Mode
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter, tail_lines
 from chain.store.codec import RecordError, decode, encode
@@ -69,12 +71,16 @@ class StatusReport:
     iteration: int
     max_iter: int
     backend: str = ""
+    mode: str = "submitter"
     reason: str = ""
     submitter_cycle: int = 0
     submitter_job_id: str = ""
     submitter_state: str = ""  # the scheduler's state of it ("" unknown or not asked)
     runner_job_id: str = ""  # the current runner, "" when none is live
     runner_state: str = ""
+    next_job_id: str = ""  # the runner queued behind the current one (relay, lookahead)
+    next_state: str = ""
+    relay_broken: str = ""  # relay: why the successor could not be queued
     current_runner: RunnerRecord | None = None
     runners: list[JudgedRunner] = field(default_factory=list)
     runner_count: int = 0
@@ -94,8 +100,13 @@ class StatusReport:
     @property
     def submitter_lost(self) -> bool:
         """The chain is not over but nothing drives it (resume it)."""
-        return self.state in (ChainState.RUNNING, ChainState.PENDING) and (
+        return self.mode != "relay" and self.state in (ChainState.RUNNING, ChainState.PENDING) and (
             self.nothing_driving or self.submitter_state in _ENDED_JOB)
+
+    @property
+    def stalled(self) -> bool:
+        """A relay chain that is not over with no runner running or queued (resume it)."""
+        return self.mode == "relay" and not self.state.ended and self.nothing_driving
 
     @property
     def current_runner_number(self) -> int:
@@ -136,6 +147,10 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     ``backend``: as ``submit`` (by default the chain's own)."""
     chain, status = open_chain(chain_dir)
     settings = stored_settings(chain)
+    relay = settings.mode is Mode.RELAY
+    slurm, scheduler_error = _ask_scheduler(status, chain_dir, backend) if live else ({}, "")
+    if relay and live and not scheduler_error:
+        status = settle_relay(chain, status, slurm)
     if history is None:
         runners = list(chain.iter_runners())
         total, recent = len(runners), runners[-METRICS_WINDOW:]
@@ -143,7 +158,6 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
         recent, total = chain.recent_runners(max(history, METRICS_WINDOW))
         runners = recent[-history:] if history else []
     current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
-    slurm, scheduler_error = _ask_scheduler(status, chain_dir, backend) if live else ({}, "")
     iteration = status.iteration
     try:
         iteration = read_counter(Path(status.workdir) / settings.ckpt_path)
@@ -156,15 +170,17 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
                             settings.max_iter, time.time(), ended=status.state.ended)
     report = StatusReport(
         chain_id=status.chain_id, state=status.state, iteration=iteration, max_iter=settings.max_iter,
-        backend=status.backend, reason=status.reason, submitter_cycle=status.submitter_cycle,
+        backend=status.backend, mode=settings.mode.value, reason=status.reason, submitter_cycle=status.submitter_cycle,
         submitter_job_id=status.submitter_job_id, submitter_state=_job_state(slurm, status.submitter_job_id),
         runner_job_id=status.runner_job_id if status.runner_live else "",
         runner_state=_job_state(slurm, status.runner_job_id) if status.runner_live else "",
+        next_job_id=status.next_job_id, next_state=_job_state(slurm, status.next_job_id),
+        relay_broken=status.relay_broken,
         current_runner=current, runners=[JudgedRunner.from_entry(r) for r in runners], runner_count=total,
         hooks=status.hooks, metrics=metrics, outputs=_outputs(chain), created=status.created,
         updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,
         chain_dir=str(chain.root), log=str(chain.log_file), scheduler_error=scheduler_error,
-        nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error))
+        nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error, relay=relay))
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
         report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
     return report
@@ -175,7 +191,8 @@ def _ask_scheduler(status: ChainStatus, chain_dir: Path,
     """The live jobs' states, or the scheduler's error (the view goes on)."""
     if status.state.ended:
         return {}, ""
-    ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "") if i]
+    ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "",
+                       status.next_job_id) if i]
     try:
         return (backend or make_backend(status.backend or "slurm", chain_dir)).query(ids), ""
     except SchedulerError as exc:
@@ -192,13 +209,45 @@ def _outputs(chain: ChainDir) -> list[str]:
                              chain.reports / "progress.png") if p.exists()]
 
 
-def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: bool) -> bool:
+def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: bool, *, relay: bool = False) -> bool:
     """A chain that is not over while no job of it can act: its submitter
-    job ended, or the scheduler no longer knows it (``chain submit --resume``)."""
-    if status.state.ended or not asked or not status.submitter_job_id:
+    job ended, or the scheduler no longer knows it; in relay mode, no runner
+    is running or queued (``chain submit --resume``)."""
+    if status.state.ended or not asked:
+        return False
+    if relay:
+        return not _relay_alive(status, slurm)
+    if not status.submitter_job_id:
         return False
     info = slurm.get(status.submitter_job_id)
     return info is None or not info.state.active
+
+
+def _relay_alive(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> bool:
+    ids = [i for i in (status.runner_job_id if status.runner_live else "", status.next_job_id) if i]
+    return any(slurm[i].state.active for i in ids if i in slurm)
+
+
+def settle_relay(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobInfo]) -> ChainStatus:
+    """A relay chain whose last runner or queued successor the user
+    scancelled, with nothing of it left running or queued: nobody else will
+    say so, so the chain ends here as cancelled (under the chain's lock, as
+    ``chain cancel``). Anything else is left as it is (stalled, shown)."""
+    if status.state.ended or _relay_alive(status, slurm):
+        return status
+    gone = [i for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
+            if i and i in slurm and slurm[i].state is JobState.CANCELLED]
+    if not gone:
+        return status
+    from chain.jobs.ending import mark_cancelled
+
+    with chain.locked():
+        fresh = chain.load_status()
+        if fresh is None or fresh.state.ended or (fresh.next_job_id, fresh.runner_job_id, fresh.runner_live) != (
+                status.next_job_id, status.runner_job_id, status.runner_live):
+            return fresh or status  # a runner or a command moved on meanwhile
+        mark_cancelled(chain, fresh, f"runner job {gone[0]} was cancelled outside chain (scancel)")
+        return fresh
 
 
 def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> FailureOutput | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from chain.api.config import check_app, load_settings, stored_settings
 from chain.api.listing import register
@@ -16,7 +17,7 @@ from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
 from chain.core.model import ChainState
-from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, submitter_job_name
+from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.jobs.launch import submit_runner
@@ -63,6 +64,7 @@ class Submitted:
     backend: str
     why: str
     chain_dir: Path
+    job_kind: str = "submitter"  # what job_id is: the submitter, or (relay mode) a runner
 
 
 def submit(
@@ -112,7 +114,10 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
         backend = make_backend(name, chain_dir)
     else:
         name, why = backend.name, "given by the caller"
+    relay = settings.mode is settings_mod.Mode.RELAY
     if resume and existing is not None:
+        if relay:
+            refuse_live_relay(backend, existing)
         refuse_live_submitter(backend, existing, wait=FINISHING_WAIT, notify=notify)
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
@@ -121,17 +126,59 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
         ChainStatus(chain_id=chain_id, created=time.time())
     status.backend, status.workdir = name, str(workdir)
     chain.save_status(status)
-    _presubmit_first_runner(chain, status, stored, backend, workdir)
-    job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
-                            job_name=submitter_job_name(chain_id, status.submitter_cycle), cwd=workdir)
-    status.submitter_job_id = job_id
-    chain.save_status(status)
-    chain.add_submitter_id(job_id)
-    chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: submitter job {job_id} "
+    if relay:
+        job_id, what = _start_relay(chain, status, stored, backend, workdir), "runner"
+    else:
+        job_id, what = _start_submitter(chain, status, stored, backend, workdir), "submitter"
+    chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: {what} job {job_id} "
               f"on {name} ({why})", echo=False)
     if not resume:
         register(chain_dir, os.environ)  # for `chain list` without arguments
-    return Submitted(chain_id, job_id, name, why, chain_dir)
+    return Submitted(chain_id, job_id, name, why, chain_dir, what)
+
+
+def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
+                     workdir: Path) -> str:
+    """Submitter mode: the first runner (adopted by the submitter), then the submitter."""
+    _presubmit_first_runner(chain, status, settings, backend, workdir)
+    job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
+                            job_name=submitter_job_name(status.chain_id, status.submitter_cycle), cwd=workdir)
+    status.submitter_job_id = job_id
+    chain.save_status(status)
+    chain.add_submitter_id(job_id)
+    return job_id
+
+
+def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
+                 workdir: Path) -> str:
+    """Relay mode (``jobs.relay``): no submitter. A new chain queues runner 1
+    and runner 2 behind it; a resumed chain whose last runner was never
+    judged queues the runner that judges it first. The job to follow."""
+    status.submitter_job_id, status.relay_broken = "", ""
+    if status.runner_live:
+        name = runner_job_name(status.chain_id, status.runner_seq + 1)
+        status.next_job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
+        chain.save_status(status)
+        chain.add_worker_id(status.next_job_id)
+        return status.next_job_id
+    _presubmit_first_runner(chain, status, settings, backend, workdir, prequeue=True)
+    if status.runner_job_id and status.runner_live:
+        return status.runner_job_id
+    # nothing to run (counter at MAX_ITER, or unreadable): one runner judges and ends the chain
+    name = runner_job_name(status.chain_id, status.runner_seq + 1)
+    status.next_job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
+    chain.save_status(status)
+    chain.add_worker_id(status.next_job_id)
+    return status.next_job_id
+
+
+def refuse_live_relay(backend: Backend, status: ChainStatus) -> None:
+    """Refuse to resume a relay chain while one of its runners is running or queued."""
+    ids = [i for i in (status.runner_job_id, status.next_job_id) if i]
+    live = [i for i, info in backend.query(ids).items() if info.state.active] if ids else []
+    if live:
+        raise ChainDirError(f"chain {status.chain_id} still has a runner job {live[0]} running or queued; "
+                            "nothing to resume")
 
 
 def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workdir: Path) -> None:
@@ -206,7 +253,7 @@ def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
 
 
 def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
-                            workdir: Path) -> None:
+                            workdir: Path, *, prequeue: bool = False) -> None:
     """Submit the first runner together with the submitter, which adopts it:
     one scheduling pass less before the app starts (with lookahead, the
     second runner too, queued behind the first). Skipped when there is
@@ -223,10 +270,10 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     submit_runner(chain, status, counter, settings.max_iter, time.time(),
                         lambda name: backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir),
                         echo=False)
-    if settings.lookahead:
+    if settings.lookahead or prequeue:
         # runner 2 queued now, not when the submitter job gets to it: on a
         # busy cluster the submitter may start after runner 1 has ended
-        prequeue_next(chain, backend, status, workdir)
+        prequeue_next(chain, backend, status, workdir, echo=False)
 
 
 def _write_script(path: Path, text: str) -> None:

@@ -123,7 +123,7 @@ def submit(
     result = api.submit(setting_flags(settings), os.environ, config=config,
                         chain_dir=api.chain_dir_path(chain_dir, cwd), workdir=cwd, resume=resume, new=new,
                         notify=_notify)
-    typer.echo(f"chain {result.chain_id}: submitter job {result.job_id} on {result.backend} ({result.why})")
+    typer.echo(f"chain {result.chain_id}: {result.job_kind} job {result.job_id} on {result.backend} ({result.why})")
     typer.echo(f"chain directory: {result.chain_dir}")
     if wait:
         raise typer.Exit(_watch(result.chain_dir, interval=1.0))

@@ -84,8 +84,11 @@ def _print_header(out: Console, report: StatusReport) -> None:
 
 
 def _print_jobs(out: Console, report: StatusReport) -> None:
-    sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
-    out.print(Text(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}"))
+    if report.mode == "relay":
+        _print_relay(out, report)
+    else:
+        sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
+        out.print(Text(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}"))
     if report.submitter_lost:
         gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
         out.print(Text(f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
@@ -98,6 +101,17 @@ def _print_jobs(out: Console, report: StatusReport) -> None:
         out.print(Text(f"runner: job {report.runner_job_id}{slurm}, {phase}{stop_at}"))
     if report.scheduler_error:
         out.print(Text(f"scheduler: {report.scheduler_error}", style="yellow"))
+
+
+def _print_relay(out: Console, report: StatusReport) -> None:
+    """Relay mode: no submitter; the queued successor, and a stall."""
+    queued = f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "") \
+        if report.next_job_id else "none"
+    out.print(Text(f"mode: relay (no submitter job); next runner: {queued}"))
+    if report.relay_broken:
+        out.print(Text(f"relay broken: {report.relay_broken}", style="bold yellow"))
+    if report.stalled:
+        out.print(Text("stalled: nothing queued; continue it with: chain submit --resume", style="bold yellow"))
 
 
 def _runner_table(report: StatusReport, history: int) -> Table:

@@ -33,6 +33,14 @@ class LaunchMode(str, enum.Enum):
     SRUN = "srun"
 
 
+class Mode(str, enum.Enum):
+    """Who drives the chain: a submitter job for the chain's whole life (the
+    seed's design), or the runners themselves, each queueing its successor."""
+
+    SUBMITTER = "submitter"
+    RELAY = "relay"
+
+
 class BackendName(str, enum.Enum):
     AUTO = "auto"
     SLURM = "slurm"
@@ -54,6 +62,7 @@ class Settings:
     submitter_time: str = "3:30"
     submitter_margin: int = 60
     launch_mode: LaunchMode = LaunchMode.DIRECT
+    mode: Mode = Mode.SUBMITTER
     srun_args: str = "-n 1"
     modules: str = ""
     stop_signal: str = "TERM"
@@ -114,6 +123,7 @@ class Settings:
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["launch_mode"] = self.launch_mode.value
+        out["mode"] = self.mode.value
         out["backend"] = self.backend.value
         out["hooks"] = list(self.hooks)
         return out
@@ -271,6 +281,9 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("submitter_time", "SUBMITTER_TIME_LIMIT", _time, "submitter wall time (Slurm --time syntax)", metavar="TIME"),
     FieldSpec("submitter_margin", "SUBMITTER_MARGIN_SEC", _int(0), "seconds before the submitter's end to restart itself", metavar="SECONDS"),
     FieldSpec("launch_mode", "LAUNCH_MODE", _enum(LaunchMode), "run the app directly or via srun", metavar="direct|srun"),
+    FieldSpec("mode", "CHAIN_MODE", _enum(Mode),
+              "submitter: a driver job for the chain's life (the seed's); relay: each runner queues its "
+              "successor, no job holds an allocation between runners", metavar="submitter|relay"),
     FieldSpec("srun_args", "SRUN_ARGS", _shell_words, "arguments to srun in srun mode", metavar="ARGS"),
     FieldSpec("modules", "MODULE_LIST", _str, "modules loaded before the app (space or comma separated)", metavar="MODULES"),
     FieldSpec("stop_signal", "CHAIN_STOP_SIGNAL", _signal_name, "signal sent to the app before the wall time (R needs INT)", metavar="SIGNAL"),

@@ -13,7 +13,8 @@ from chain.errors import SchedulerError
 from chain.store import ChainDir, ChainStatus
 
 
-def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path) -> None:
+def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *,
+                  echo: bool = True) -> None:
     """Lookahead: queue the next runner behind the current one (``afterany``)
     so its queue wait overlaps the compute; it waits to be promoted
     (runner.py). A failure only costs the overlap: the submitter submits the
@@ -23,12 +24,12 @@ def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdi
         job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name,
                                 dependency=f"afterany:{status.runner_job_id}", cwd=workdir)
     except SchedulerError as exc:
-        chain.log(f"lookahead: could not pre-queue runner {status.runner_seq + 1}: {exc}")
+        chain.log(f"lookahead: could not pre-queue runner {status.runner_seq + 1}: {exc}", echo=echo)
         return
     status.next_job_id = job_id
     chain.save_status(status)
     chain.log(f"lookahead: runner {status.runner_seq + 1} queued as job {job_id} "
-              f"behind job {status.runner_job_id}")
+              f"behind job {status.runner_job_id}", echo=echo)
 
 
 def drop_next(chain: ChainDir, backend: Backend, status: ChainStatus, *, echo: bool = True) -> None:

@@ -30,9 +30,10 @@ from chain.core.runner_rules import (
     describe_exit,
     plan_schedule,
 )
-from chain.core.settings import LaunchMode, Settings
+from chain.core.settings import LaunchMode, Mode, Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.appenv import app_environ, app_umask
+from chain.jobs.relay import Relay, Step
 from chain.jobs.supervise import (
     AppEnd,
     AppLock,
@@ -83,11 +84,41 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
         # started the next runner, so this copy must not run the app again.
         _say(job_id, "this job already ran (requeued after recording its end); exiting without running the app")
         return 0
+    if settings.mode is Mode.RELAY:
+        return _run_relay(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
     status = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep)
     if status is None or not is_current(status, job_id, record.seq):
         _end(chain, record, 0, clock(), "superseded: not the chain's current runner", superseded=True)
         _say(job_id, "not the chain's current runner; exiting without running the app")
         return 0
+    return _run_current(chain, settings, backend, record, status, workdir, preflight_error, clock, sleep)
+
+
+def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord, workdir: Path,
+               preflight_error: str | None, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
+    """Relay mode (``jobs.relay``): judge the predecessor and take over, or end
+    the chain here; after the app, end the chain if this runner's own outcome
+    ends it."""
+    job_id = record.job_id
+    relay = Relay(chain, settings, backend, workdir, job_id, record.seq, clock, sleep,
+                  job_end=_job_end(settings, backend, job_id, record.start or clock()),
+                  say=lambda line: _say(job_id, line))
+    take = relay.take_over()
+    if take.step is not Step.RUN or take.status is None:
+        why = take.why or "the chain ends here"
+        _end(chain, record, 0, clock(), f"relay: {why}", superseded=True)
+        _say(job_id, f"not running the app: {why}")
+        relay.finish(take)
+        return 0
+    code = _run_current(chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep)
+    relay.finish(relay.after_app(chain.runner_record(job_id) or record))
+    return code
+
+
+def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord,
+                 status: ChainStatus, workdir: Path, preflight_error: str | None, clock: Callable[[], float],
+                 sleep: Callable[[float], None]) -> int:
+    """The chain's current runner: read the counter, run the app, record the end."""
     ckpt = workdir / settings.ckpt_path
     try:
         record.iter_before = read_counter(ckpt)
@@ -96,8 +127,17 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
     if preflight_error:
         record.iter_after = record.iter_before
         return _end(chain, record, EXIT_PREFLIGHT, clock(), preflight_error)
-    plan = _plan(settings, backend, job_id, status, clock())
+    plan = _plan(settings, backend, record.job_id, status, clock())
     return _run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
+
+
+def _job_end(settings: Settings, backend: Backend, job_id: str, start: float) -> float:
+    """This job's end: the scheduler's, else its configured limit from its start."""
+    try:
+        end = backend.end_time(job_id)
+    except ChainError:
+        end = None
+    return end or start + settings.runner_seconds
 
 
 def _plan(settings: Settings, backend: Backend, job_id: str, status: ChainStatus, start: float) -> Schedule:

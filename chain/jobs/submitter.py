@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from chain.backends.base import Backend, JobState, submit_idempotently
+from chain.backends.base import Backend, submit_idempotently
 from chain.core.decision import (
     Decision,
     Outcome,
@@ -26,19 +26,17 @@ from chain.core.decision import (
     decide,
     next_step,
 )
-from chain.core.margin import MarginState, measured_stop, next_margin
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.poll import PollPolicy
 from chain.core.retry import RetryPolicy
 from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError, SchedulerError
-from chain.jobs.hooks import run_hooks
+from chain.jobs.ending import complete_chain, end_chain, record_judgment
 from chain.jobs.launch import submit_runner
 from chain.jobs.lookahead import drop_next, prequeue_next
 from chain.jobs.watch import HandOver, RunnerWatch
-from chain.store import ChainDir, ChainStatus, read_counter, runner_entry
-from chain.store.records import RunnerRecord
+from chain.store import ChainDir, ChainStatus, read_counter
 
 T = TypeVar("T")
 
@@ -194,62 +192,17 @@ class Submitter:
             prequeue_next(self.chain, self.backend, status, self.workdir)
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
-        job_id = status.runner_job_id
-        record = self.chain.runner_record(job_id)
-        self.chain.judge_runner(runner_entry(
-            status, record.to_json() if record else {}, state=outcome.slurm_state.value if outcome.slurm_state else "",
-            exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
-            verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
-        self.chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
-        status.runner_live = False
-        status.iteration = outcome.iter_after
-        status.no_progress = decision.progress.no_progress
-        status.retries_used = decision.progress.retries_used
-        if self.settings.adaptive_margin:
-            self._adapt_margin(status, record, outcome)
-        self.chain.save_status(status)
-
-    def _adapt_margin(self, status: ChainStatus, record: RunnerRecord | None, outcome: Outcome) -> None:
-        """Learn the app's checkpoint time from the runner's stop (``core.margin``)."""
-        r = record or RunnerRecord(status.runner_job_id)
-        measured, killed = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
-                                         external_signal=r.external_signal, killed=r.killed,
-                                         timed_out=outcome.slurm_state is JobState.TIMEOUT)
-        before = MarginState(max(status.margin, self.settings.runner_margin), status.worst_stop_to_exit)
-        after, why = next_margin(before, floor=self.settings.runner_margin,
-                                 runner_seconds=self.settings.runner_seconds, stop_to_exit=measured, killed=killed)
-        if after.margin != before.margin:
-            self.chain.log(f"runner margin {before.margin}s -> {after.margin}s ({why})")
-        status.margin, status.worst_stop_to_exit = after.margin, after.worst_stop_to_exit
+        record_judgment(self.chain, self.settings, status, outcome, decision)
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:
-        self.chain.log(f"counter {status.iteration} reached MAX_ITER={self.settings.max_iter}; running hooks")
-        reason = f"reached MAX_ITER={self.settings.max_iter}"
-        # the state turns completed after the hooks (a watcher's --wait ends with
-        # the report made); the hooks are told the final state and reason
-        run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status,
-                  final=(ChainState.COMPLETED, reason))
-        status.state = ChainState.COMPLETED
-        status.reason = reason
-        status.completed_at = self.clock()
-        self.chain.save_status(status)
-        self.chain.log("chain completed")
+        complete_chain(self.chain, status, self.settings, self.workdir, self.clock())
         return 0
 
     def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:
-        """End the chain with ``state`` and ``reason``: drop a pre-queued runner,
-        save, run the report hook. Returns the submitter job's exit code."""
-        self._drop_next(status)  # a pre-queued runner must not outlive the chain
-        status.state = state
-        status.reason = reason
-        status.runner_live = False
-        self.chain.save_status(status)
-        self.chain.log(f"chain {state.value}: {reason}")
-        # The usage report helps most when a chain ended badly; the analytics
-        # hooks proper run only on completion.
-        run_hooks(self.chain, status, self.settings, self.workdir, save=self.chain.save_status,
-                  only=("report",))
+        """End the chain with ``state`` and ``reason`` (``jobs.ending``).
+        Returns the submitter job's exit code."""
+        end_chain(self.chain, self.backend, status, self.settings, self.workdir, state, reason)
         return 0 if state is ChainState.CANCELLED else 1
 
     def _finish_cancelled(self, status: ChainStatus) -> int:

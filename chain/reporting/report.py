@@ -167,10 +167,12 @@ def _accounting(chain: _Chain, backends: BackendFactory, settle: float) -> _Acco
 def _ended(chain: _Chain) -> list[str]:
     """The jobs whose final records to wait for: every ended runner and every
     submitter but the current one, which is still running (it runs the
-    report hook) or ended long before."""
+    report hook) or ended long before; never the job running this report
+    (a relay runner ends its chain with the hooks)."""
     current = chain.status.submitter_job_id if chain.status else ""
+    here = os.environ.get("SLURM_JOB_ID", "")
     ended = [str(r["job_id"]) for r in chain.runners if r.get("judged") or r.get("status") == "ended"]
-    return ended + [j for j in chain.submitters if j != current]
+    return [j for j in ended + [j for j in chain.submitters if j != current] if j != here]
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -39,7 +39,8 @@ class ChainStatus:
     no_progress: int = 0
     retries_used: int = 0
     iteration: int = 0  # last counter the submitter read
-    next_job_id: str = ""  # lookahead: the next runner, queued behind the current one
+    next_job_id: str = ""  # lookahead / relay: the next runner, queued behind the current one
+    relay_broken: str = ""  # relay: why the successor could not be queued (the chain stalls)
     margin: int = 0  # adaptive runner margin (0: the configured one)
     worst_stop_to_exit: float = 0.0  # slowest stop-signal-to-exit of the app seen
     hooks: list[dict[str, Any]] = field(default_factory=list)

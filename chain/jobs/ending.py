@@ -1,0 +1,109 @@
+"""Judging an ended runner and ending the chain: what the submitter and a
+relay runner (``jobs.relay``) share, so both modes decide and end alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chain.backends.base import Backend, JobState
+from chain.core.decision import Decision, Outcome
+from chain.core.margin import MarginState, measured_stop, next_margin
+from chain.core.model import ChainState
+from chain.core.settings import Settings
+from chain.jobs.hooks import run_hooks
+from chain.jobs.lookahead import drop_next
+from chain.store import ChainDir, ChainStatus, runner_entry
+from chain.store.records import RunnerRecord
+
+HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not bound it
+
+
+def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, outcome: Outcome,
+                    decision: Decision) -> None:
+    """Write the current runner's judgment (runners.jsonl, chain.log) and the
+    counters the decision keeps; learn the margin from its stop."""
+    job_id = status.runner_job_id
+    record = chain.runner_record(job_id)
+    chain.judge_runner(runner_entry(
+        status, record.to_json() if record else {}, state=outcome.slurm_state.value if outcome.slurm_state else "",
+        exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
+        verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
+    chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
+    status.runner_live = False
+    status.iteration = outcome.iter_after
+    status.no_progress = decision.progress.no_progress
+    status.retries_used = decision.progress.retries_used
+    if settings.adaptive_margin:
+        _adapt_margin(chain, settings, status, record, outcome)
+    chain.save_status(status)
+
+
+def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None,
+                  outcome: Outcome) -> None:
+    """Learn the app's checkpoint time from the runner's stop (``core.margin``);
+    the margin travels in the chain's state, so both modes keep it."""
+    r = record or RunnerRecord(status.runner_job_id)
+    measured, killed = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
+                                     external_signal=r.external_signal, killed=r.killed,
+                                     timed_out=outcome.slurm_state is JobState.TIMEOUT)
+    before = MarginState(max(status.margin, settings.runner_margin), status.worst_stop_to_exit)
+    after, why = next_margin(before, floor=settings.runner_margin,
+                             runner_seconds=settings.runner_seconds, stop_to_exit=measured, killed=killed)
+    if after.margin != before.margin:
+        chain.log(f"runner margin {before.margin}s -> {after.margin}s ({why})")
+    status.margin, status.worst_stop_to_exit = after.margin, after.worst_stop_to_exit
+
+
+def complete_chain(chain: ChainDir, status: ChainStatus, settings: Settings, workdir: Path, now: float, *,
+                   hook_timeout: float = HOOK_TIMEOUT) -> None:
+    """The counter reached MAX_ITER: run the hooks, then mark the chain completed."""
+    chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
+    reason = f"reached MAX_ITER={settings.max_iter}"
+    # the state turns completed after the hooks (a watcher's --wait ends with
+    # the report made); the hooks are told the final state and reason
+    run_hooks(chain, status, settings, workdir, save=chain.save_status, timeout=hook_timeout,
+              final=(ChainState.COMPLETED, reason))
+    status.state = ChainState.COMPLETED
+    status.reason = reason
+    status.runner_live = False
+    status.completed_at = now
+    chain.save_status(status)
+    chain.log("chain completed")
+
+
+def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
+              state: ChainState, reason: str, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
+    """End the chain with ``state`` and ``reason``: drop a queued runner, run
+    the report hook (it helps most when a chain ended badly; the analytics
+    hooks proper run only on completion), then save the state, so a watcher
+    sees the end with the report made."""
+    drop_next(chain, backend, status)  # a queued runner must not outlive the chain
+    status.runner_live = False
+    chain.log(f"chain {state.value}: {reason}")
+    run_hooks(chain, status, settings, workdir, save=chain.save_status, timeout=hook_timeout, only=("report",),
+              final=(state, reason))
+    status.state = state
+    status.reason = reason
+    chain.save_status(status)
+
+
+def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str) -> None:
+    """The chain is cancelled with no job of it left to say so (``chain
+    cancel``, or a relay whose jobs were scancelled): judge the runner nobody
+    judged, forget the queued one, save."""
+    if status.runner_live and status.runner_job_id:
+        record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
+        chain.judge_runner(runner_entry(
+            status, record.to_json(), state="CANCELLED", exit_code=record.exit_code,
+            iter_before=status.iter_before if record.iter_before is None else record.iter_before,
+            iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
+            reason=reason, recorded=record.ended))
+        status.runner_live = False
+    if status.next_job_id:
+        chain.log(f"cancelled the queued runner job {status.next_job_id}", echo=False)
+        status.next_job_id = ""
+    if not status.state.ended:
+        status.state = ChainState.CANCELLED
+        status.reason = reason
+    chain.save_status(status)
+    chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)

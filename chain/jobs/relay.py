@@ -1,0 +1,219 @@
+"""Relay mode: no driver job. Each runner, when it starts, judges its
+predecessor with the submitter's decision core (``core.decision`` through
+``jobs.ending``), then either becomes the current runner and queues its
+successor behind itself (``--dependency=afterany``) before it runs the app,
+or ends the chain (hooks included) without running the app. A runner whose
+own outcome ends the chain (MAX_ITER reached, a failure of the app) ends it
+itself and cancels its queued successor.
+
+Only the judgment and the take-over hold the chain directory's lock (so
+``chain cancel``, ``chain status`` and ``submit --resume`` see a consistent
+relay); hooks run outside it.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chain.backends.base import Backend, JobInfo, submit_idempotently
+from chain.core.decision import Decision, Outcome, Policy, Progress, Verdict, decide
+from chain.core.model import ChainState
+from chain.core.names import RUNNER_SCRIPT, runner_job_name
+from chain.core.retry import RetryPolicy
+from chain.core.settings import Settings
+from chain.errors import CheckpointError, SchedulerError
+from chain.jobs.ending import complete_chain, end_chain, record_judgment
+from chain.jobs.launch import submit_runner
+from chain.jobs.watch import RunnerWatch
+from chain.store import ChainDir, ChainStatus, read_counter
+from chain.store.records import RunnerRecord
+
+QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge its predecessor
+SUBMIT_PATIENCE = 300.0  # seconds it keeps trying to queue its successor
+
+
+class Step(str, enum.Enum):
+    RUN = "run"  # this runner is the current one: run the app
+    LEAVE = "leave"  # not this runner's turn (superseded, ended chain, predecessor requeued)
+    COMPLETE = "complete"  # the counter reached MAX_ITER: hooks, completed
+    END = "end"  # the decision ended the chain (failed, stopped, cancelled)
+
+
+@dataclass
+class TakeOver:
+    step: Step
+    status: ChainStatus | None = None
+    why: str = ""
+    state: ChainState = ChainState.RUNNING
+
+
+@dataclass
+class Relay:
+    """One runner's part in a relay chain (``run`` in ``jobs.runner`` calls
+    ``take_over`` before the app and ``after_app`` after it)."""
+
+    chain: ChainDir
+    settings: Settings
+    backend: Backend
+    workdir: Path
+    job_id: str
+    seq: int | None
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    job_end: float = float("inf")  # this job's own end: hooks must be done by then
+    say: Callable[[str], None] = field(default=lambda line: None)
+
+    # --- before the app ------------------------------------------------------------
+    def take_over(self) -> TakeOver:
+        """Judge the predecessor and become the chain's current runner, or say
+        why not. Under the chain directory's lock; the ending (hooks) is the
+        caller's, outside it (``finish``)."""
+        with self.chain.locked(wait=120.0):
+            status = self.chain.load_status()
+            if status is None or status.state.ended:
+                return TakeOver(Step.LEAVE, status, "the chain has ended")
+            if self.chain.cancel_file.exists():
+                return TakeOver(Step.LEAVE, status, "the chain is being cancelled")
+            if status.next_job_id == self.job_id and self.seq == status.runner_seq + 1:
+                verdict = self._judge_predecessor(status)
+                if verdict is not None:
+                    return verdict
+                verdict = self._become_current(status)
+                if verdict is not None:
+                    return verdict
+            elif not (status.runner_job_id == self.job_id and status.runner_live and self.seq == status.runner_seq):
+                return TakeOver(Step.LEAVE, status, "not the chain's current runner")
+            status.state = ChainState.RUNNING
+            self.chain.save_status(status)
+            if not status.next_job_id:
+                self.queue_successor(status)
+            return TakeOver(Step.RUN, status)
+
+    def _judge_predecessor(self, status: ChainStatus) -> TakeOver | None:
+        """The predecessor's outcome, decided as the submitter would; a
+        TakeOver when the chain does not go on through this runner."""
+        if not status.runner_live:
+            return None  # judged already (a resumed chain, or it ended itself)
+        job = status.runner_job_id
+        watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
+                            clock=self.clock, sleep=self.sleep)
+        info = self._query(job)
+        record = self.chain.runner_record(job)
+        if info is not None and info.state.active:
+            if record is None or not record.ended:
+                # Slurm requeued it (node failure): it runs again as the current
+                # runner and queues a successor then; this job steps aside
+                status.next_job_id = ""
+                self.chain.save_status(status)
+                return TakeOver(Step.LEAVE, status, f"predecessor job {job} was requeued and runs again")
+            info = watch.until_gone(job)  # requeued after recording its end: cancelled
+        outcome = watch.outcome(status, record, info)
+        decision = self._decide(outcome, status)
+        record_judgment(self.chain, self.settings, status, outcome, decision)
+        if decision.verdict is Verdict.STOP:
+            status.next_job_id = ""  # this job: it ends the chain, nothing to cancel
+            return TakeOver(Step.END, status, decision.reason, decision.state)
+        return None
+
+    def _become_current(self, status: ChainStatus) -> TakeOver | None:
+        status.next_job_id = ""
+        try:
+            counter = read_counter(self.workdir / self.settings.ckpt_path)
+        except CheckpointError as exc:
+            return TakeOver(Step.END, status, str(exc), ChainState.STOPPED)
+        status.iteration = counter
+        if counter >= self.settings.max_iter:
+            return TakeOver(Step.COMPLETE, status)
+        submit_runner(self.chain, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
+        return None
+
+    def _decide(self, outcome: Outcome, status: ChainStatus) -> Decision:
+        return decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
+                      Progress(status.no_progress, status.retries_used))
+
+    def _query(self, job: str) -> JobInfo | None:
+        """The predecessor's final state, through a scheduler outage (bounded)."""
+        give_up = self.clock() + QUERY_PATIENCE
+        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
+        try:
+            return policy.call(lambda: self.backend.query([job]).get(job),
+                               on_retry=lambda line: self.chain.log(f"relay: query of job {job}: {line}; retrying"))
+        except SchedulerError as exc:
+            # judged from its record alone (no record: its state is unknown)
+            self.chain.log(f"relay: could not ask the scheduler about job {job}: {exc}")
+            return None
+
+    def queue_successor(self, status: ChainStatus) -> None:
+        """Queue the next runner behind this one. Retried and looked up by its
+        unique name (never queued twice); a final failure is recorded
+        (``relay_broken``: the chain is stalled, ``chain status`` says so)
+        and the app runs regardless: its work is not lost."""
+        name = runner_job_name(status.chain_id, status.runner_seq + 1)
+        attempts = 0
+
+        def submit() -> str:
+            nonlocal attempts
+            attempts += 1
+            return submit_idempotently(self.backend, name, lambda: self.backend.submit(
+                self.chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=f"afterany:{self.job_id}",
+                cwd=self.workdir), look_first=attempts > 1)
+
+        give_up = self.clock() + SUBMIT_PATIENCE
+        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
+        try:
+            job_id = policy.call(submit, on_retry=lambda line: self.chain.log(
+                f"relay: queueing runner {status.runner_seq + 1}: {line}; retrying"))
+        except SchedulerError as exc:
+            status.relay_broken = f"could not queue runner {status.runner_seq + 1}: {exc}"
+            self.chain.save_status(status)
+            self.chain.log(f"relay: {status.relay_broken}; the app runs, then the chain stalls "
+                           "(chain submit --resume)")
+            return
+        status.next_job_id, status.relay_broken = job_id, ""
+        self.chain.save_status(status)
+        self.chain.add_worker_id(job_id)
+        self.chain.log(f"relay: runner {status.runner_seq + 1} queued as job {job_id} behind job {self.job_id}")
+
+    # --- after the app -----------------------------------------------------------------
+    def after_app(self, record: RunnerRecord) -> TakeOver:
+        """This runner's own outcome, judged here when it ends the chain (the
+        successor need not start for that); a handoff, or an outcome that
+        needs Slurm's final state (a signal from outside: the user's scancel
+        or the time limit), is left to the successor's judgment."""
+        with self.chain.locked(wait=120.0):
+            status = self.chain.load_status()
+            if status is None or status.state.ended or status.runner_job_id != self.job_id \
+                    or not status.runner_live or record.external_signal:
+                return TakeOver(Step.LEAVE, status)
+            outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path).outcome(
+                status, record, None)
+            decision = self._decide(outcome, status)
+            if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
+                if not status.next_job_id:  # the relay broke at the start: try once more
+                    self.queue_successor(status)
+                return TakeOver(Step.LEAVE, status)
+            record_judgment(self.chain, self.settings, status, outcome, decision)
+            if decision.verdict is Verdict.STOP:
+                return TakeOver(Step.END, status, decision.reason, decision.state)
+            return TakeOver(Step.COMPLETE, status)
+
+    # --- endings -------------------------------------------------------------------------
+    def finish(self, take: TakeOver) -> None:
+        """Carry out a COMPLETE or END: cancel the queued successor, run the
+        hooks within this job's remaining time, mark the chain ended."""
+        status = take.status
+        if status is None or take.step not in (Step.COMPLETE, Step.END):
+            return
+        timeout = max(10.0, self.job_end - self.clock() - 15.0)
+        if take.step is Step.COMPLETE:
+            from chain.jobs.lookahead import drop_next
+
+            drop_next(self.chain, self.backend, status)
+            complete_chain(self.chain, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout)
+        else:
+            end_chain(self.chain, self.backend, status, self.settings, self.workdir, take.state, take.why,
+                      hook_timeout=timeout)

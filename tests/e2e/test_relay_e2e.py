@@ -1,0 +1,180 @@
+"""Relay mode end to end (issue 16), on the local backend and on Slurm: no
+submitter job, each runner judges its predecessor and queues its successor.
+
+The invariants come from evidence chain does not write: the scheduler's
+queue sampled while the chain runs (never two runners running, never a
+submitter job), the app's own iteration log, marker files of the hooks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e_helpers import IterLog, chain_cmd, copy_example, status, wait_ended
+
+from chain.backends import make_backend
+
+APP_ENV = {"ITER_SECONDS": "0.4"}
+
+
+def _jobs(backend: str, chain_dir: Path, chain_id: str) -> list[tuple[str, str]]:
+    """(name, state) of the chain's jobs the scheduler knows."""
+    if backend == "slurm":
+        out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        rows = [line.split("|") for line in out.splitlines()]
+        return [(n, st) for n, st in rows if n.startswith(chain_id + ".")]
+    infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
+    return [(i.name, i.state.value) for i in infos.values() if i.name.startswith(chain_id + ".")]
+
+
+def _submit(tmp_path: Path, backend: str, app_cmd: str, *extra: str, max_iter: str = "50") -> str:
+    out = chain_cmd("submit", "--mode", "relay", "--backend", backend, "--max-iter", max_iter, "--app-cmd", app_cmd,
+                    "--runner-time", "0:30", "--runner-margin", "10", *extra, cwd=tmp_path, env=APP_ENV)
+    return str(out.stdout.split()[1].rstrip(":"))
+
+
+def _scancel(backend: str, tmp_path: Path, job_id: str) -> None:
+    if backend == "slurm":
+        subprocess.run(["scancel", job_id], check=True, timeout=30)
+    else:
+        make_backend("local", tmp_path / ".chain").cancel(job_id)
+
+
+def _wait_app_running(tmp_path: Path) -> dict[str, Any]:
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        report: dict[str, Any] = status(tmp_path)
+        if report["runner_job_id"] and (tmp_path / "iterations.log").exists():
+            return report
+        time.sleep(0.3)
+    raise AssertionError(f"the app never started: {status(tmp_path)}")
+
+
+def test_relay_chain_completes_with_no_driver_job_and_never_two_runners(backend: str, tmp_path: Path) -> None:
+    """≥3 runners of a 30 s limit to MAX_ITER with no submitter job ever in
+    the queue; never two runners running at once; the successor queued
+    while its predecessor runs; every iteration once beyond checkpoints;
+    each hook ran exactly once (its own marker)."""
+    copy_example("python", tmp_path)
+    (tmp_path / "plot_progress.py").write_text("open('plot_progress.ran', 'a').write('x\\n')\n")
+    chain_id = _submit(tmp_path, backend, "python3 app.py", "--checkpoint-every", "5",
+                       "--hook", "echo \"user-hook $CHAIN_STATE\" >> hooks.ran", max_iter="120")
+    chain_dir = tmp_path / ".chain"
+    running_twice: list[list[str]] = []
+    submitters: list[str] = []
+    queued_behind = running_seen = 0
+
+    def sample() -> None:
+        nonlocal queued_behind, running_seen
+        jobs = _jobs(backend, chain_dir, chain_id)
+        running = [n for n, st in jobs if st in ("RUNNING", "COMPLETING", "CONFIGURING")]
+        running_seen += bool(running)
+        if len(running) > 1:
+            running_twice.append(running)
+        submitters.extend(n for n, _ in jobs if ".s" in n[len(chain_id):])
+        if running and any(st == "PENDING" for _, st in jobs):
+            queued_behind += 1
+
+    report = wait_ended(tmp_path, timeout=400, sample=sample)
+    log = (chain_dir / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert report["mode"] == "relay" and report["submitter_cycle"] == 0 and report["submitter_job_id"] == ""
+    assert report["iteration"] == 120
+    assert running_seen > 20, "the samples never saw the chain's runners"
+    assert not running_twice, running_twice
+    assert not submitters, f"a submitter job in relay mode: {submitters}"
+    assert queued_behind > 5, "the successor was never seen queued behind a running runner"
+    runners = report["runners"]
+    assert len(runners) >= 3
+    assert runners[-1]["verdict"] == "complete" and all(r["verdict"] == "continue" for r in runners[:-1])
+    assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
+    assert (tmp_path / "plot_progress.ran").read_text() == "x\n"
+    assert (tmp_path / "hooks.ran").read_text() == "user-hook completed\n"
+    iterlog = IterLog.read(tmp_path / "iterations.log")
+    iterlog.check_exactly_once_beyond_checkpoints(120)
+    assert len(iterlog.starts()) == len(runners)
+    time.sleep(2)  # the last runner cancelled its queued successor: nothing is left
+    assert [(n, st) for n, st in _jobs(backend, chain_dir, chain_id) if st in ("PENDING", "RUNNING")] == []
+
+
+def test_relay_app_failure_ends_the_chain_in_that_runner(backend: str, tmp_path: Path) -> None:
+    """The failing runner judges itself: failed, its queued successor
+    cancelled without ever running, the report hook ran."""
+    chain_id = _submit(tmp_path, backend, "echo 3 > state_iter.txt; exit 3")
+    report = wait_ended(tmp_path, timeout=90)
+    assert report["state"] == "failed", report
+    assert "exit code 3" in report["reason"]
+    assert len(report["runners"]) == 1
+    assert [h["name"] for h in report["hooks"]] == ["report"]
+    time.sleep(2)
+    states = dict(_jobs(backend, tmp_path / ".chain", chain_id))
+    assert states.get(f"{chain_id}.r2") in (None, "CANCELLED"), states
+
+
+def test_relay_no_progress_and_retries_use_the_same_decision(backend: str, tmp_path: Path) -> None:
+    """Two runners in a row without advance stop the chain, judged by the
+    successors as the submitter would."""
+    _submit(tmp_path, backend, "echo 7 > state_iter.txt; exit 99")
+    report = wait_ended(tmp_path, timeout=120)
+    assert report["state"] == "stopped", report
+    assert "no progress" in report["reason"]
+    assert [(r["iter_before"], r["iter_after"]) for r in report["runners"]] == [(0, 7), (7, 7), (7, 7)]
+
+
+def test_relay_user_scancel_of_the_running_runner_cancels_the_chain(backend: str, tmp_path: Path) -> None:
+    """The successor judges its scancelled predecessor from the scheduler's
+    state: cancelled, without running the app."""
+    copy_example("python", tmp_path)
+    _submit(tmp_path, backend, "python3 app.py")
+    report = _wait_app_running(tmp_path)
+    cancelled_at = time.time()
+    _scancel(backend, tmp_path, str(report["runner_job_id"]))
+    report = wait_ended(tmp_path, timeout=90)
+    assert time.time() - cancelled_at < 40, "not within seconds of the next runner's judgment"
+    assert report["state"] == "cancelled", report
+    assert "cancelled by user" in report["reason"]
+    events = IterLog.read(tmp_path / "iterations.log").events
+    assert events[-1][1] == "exit", "the app did not checkpoint on the scheduler's SIGTERM"
+    assert len(IterLog.read(tmp_path / "iterations.log").starts()) == 1, "the successor ran the app"
+
+
+def test_relay_user_scancel_of_the_queued_successor_cancels_the_chain(backend: str, tmp_path: Path) -> None:
+    """The running runner finishes its work; with nothing left running or
+    queued, `chain status` ends the chain as cancelled."""
+    copy_example("python", tmp_path)
+    _submit(tmp_path, backend, "python3 app.py", max_iter="200")
+    report = _wait_app_running(tmp_path)
+    successor = str(report["next_job_id"])
+    assert successor, report
+    _scancel(backend, tmp_path, successor)
+    report = wait_ended(tmp_path, timeout=90)
+    assert report["state"] == "cancelled", report
+    assert successor in report["reason"] and "scancel" in report["reason"]
+    assert report["iteration"] > 0, "the running runner's work was lost"
+    events = IterLog.read(tmp_path / "iterations.log").events
+    assert events[-1][1] == "exit" and len(IterLog.read(tmp_path / "iterations.log").starts()) == 1
+
+
+def test_relay_cancel_then_resume_completes(backend: str, tmp_path: Path) -> None:
+    """`chain cancel` stops the runner and its queued successor; `submit
+    --resume` goes on from the checkpoint in relay mode to completion."""
+    copy_example("python", tmp_path)
+    chain_id = _submit(tmp_path, backend, "python3 app.py")
+    _wait_app_running(tmp_path)
+    chain_cmd("cancel", cwd=tmp_path, timeout=120)
+    report = status(tmp_path)
+    assert report["state"] == "cancelled", report
+    time.sleep(2)
+    assert [(n, st) for n, st in _jobs(backend, tmp_path / ".chain", chain_id)
+            if st in ("PENDING", "RUNNING")] == []
+    at_cancel = IterLog.read(tmp_path / "iterations.log").events[-1][2]
+    chain_cmd("submit", "--resume", "--max-iter", "30", cwd=tmp_path, env=APP_ENV)
+    report = wait_ended(tmp_path, timeout=150)
+    assert report["state"] == "completed" and report["iteration"] == 30, report
+    assert report["mode"] == "relay"
+    IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(30)
+    assert at_cancel < 30

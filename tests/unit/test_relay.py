@@ -1,0 +1,203 @@
+"""Relay mode's protocol (``chain.jobs.relay``) on a real chain directory and
+the fake scheduler: who runs, who judges, what gets queued, how a relay
+ends, stalls and is settled. End to end on both backends: tests/e2e/test_relay_e2e.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeBackend
+
+from chain import api
+from chain.api.status import status_report
+from chain.core.model import ChainState, JobState
+from chain.core.names import runner_job_name
+from chain.errors import SchedulerError
+from chain.jobs.relay import Relay, Step
+from chain.store import ChainDir, ChainStatus
+from chain.store.records import RunnerPhase, RunnerRecord
+
+
+def _relay_chain(tmp_path: Path, fake: FakeBackend, **flags: Any) -> tuple[ChainDir, ChainStatus]:
+    settings = {"app_cmd": "true", "max_iter": 10, "mode": "relay", **flags}
+    api.submit(settings, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    chain = ChainDir(tmp_path / ".chain")
+    status = chain.load_status()
+    assert status is not None
+    return chain, status
+
+
+def _relay(tmp_path: Path, chain: ChainDir, fake: FakeBackend, job_id: str, seq: int) -> Relay:
+    return Relay(chain, api.stored_settings(chain), fake, tmp_path, job_id, seq, sleep=lambda s: None)
+
+
+def _ended(chain: ChainDir, job_id: str, seq: int, code: int, before: int, after: int, **extra: Any) -> RunnerRecord:
+    record = RunnerRecord(job_id, f"x.r{seq}", seq=seq, status=RunnerPhase.ENDED, exit_code=code,
+                          iter_before=before, iter_after=after, start=1.0, end=2.0, **extra)
+    chain.write_runner_record(record)
+    return record
+
+
+def test_submit_queues_runner_one_and_its_successor_and_no_submitter(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    _, status = _relay_chain(tmp_path, fake)
+    assert [name for name, _ in fake.submitted] == [runner_job_name(status.chain_id, 1),
+                                                    runner_job_name(status.chain_id, 2)]
+    assert fake.submitted[1][1] == f"afterany:{status.runner_job_id}"
+    assert status.submitter_job_id == "" and status.next_job_id == "102" and status.runner_live
+
+
+def test_runner_one_takes_over_without_queueing_a_second_successor(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _status = _relay_chain(tmp_path, fake)
+    take = _relay(tmp_path, chain, fake, "101", 1).take_over()
+    assert take.step is Step.RUN
+    assert len(fake.submitted) == 2
+    assert chain.load_status().state is ChainState.RUNNING  # type: ignore[union-attr]
+
+
+def test_successor_judges_a_handoff_becomes_current_and_queues_the_next(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, status = _relay_chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("4\n")
+    _ended(chain, "101", 1, 99, 0, 4)
+    fake.set_state("101", JobState.COMPLETED, 0)
+    take = _relay(tmp_path, chain, fake, "102", 2).take_over()
+    assert take.step is Step.RUN
+    now = chain.load_status()
+    assert now is not None
+    assert (now.runner_seq, now.runner_job_id, now.runner_live, now.iter_before) == (2, "102", True, 4)
+    assert fake.submitted[-1] == (runner_job_name(status.chain_id, 3), "afterany:102")
+    assert now.next_job_id == "103"
+    judged = list(chain.iter_runners())
+    assert [(r["job_id"], r["verdict"]) for r in judged] == [("101", "continue")]
+
+
+def test_a_scancelled_predecessor_ends_the_chain_cancelled_without_the_app(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    fake.set_state("101", JobState.CANCELLED)  # no record: killed from outside
+    take = _relay(tmp_path, chain, fake, "102", 2).take_over()
+    assert take.step is Step.END and take.state is ChainState.CANCELLED
+    assert "cancelled by user" in take.why
+
+
+def test_a_requeued_predecessor_keeps_its_turn(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    fake.set_state("101", JobState.PENDING)  # requeued before it could record an end
+    take = _relay(tmp_path, chain, fake, "102", 2).take_over()
+    assert take.step is Step.LEAVE and "requeued" in take.why
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "" and status.runner_job_id == "101"
+    # when it runs again it is still the current runner, and queues a successor
+    again = _relay(tmp_path, chain, fake, "101", 1).take_over()
+    assert again.step is Step.RUN and fake.submitted[-1][1] == "afterany:101"
+
+
+def test_a_job_that_is_not_the_relay_leaves(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    assert _relay(tmp_path, chain, fake, "555", 2).take_over().step is Step.LEAVE
+    assert _relay(tmp_path, chain, fake, "102", 7).take_over().step is Step.LEAVE
+
+
+class FailingSubmits(FakeBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = False
+
+    def submit(self, script: Path, **kwargs: Any) -> str:
+        if self.refuse:
+            raise SchedulerError("sbatch: error: Batch job submission failed: QOSMaxSubmitJobPerUserLimit")
+        return super().submit(script, **kwargs)
+
+
+def test_a_successor_that_cannot_be_queued_still_runs_the_app_and_the_chain_shows_stalled(tmp_path: Path) -> None:
+    fake = FailingSubmits()
+    chain, _ = _relay_chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("4\n")
+    _ended(chain, "101", 1, 99, 0, 4)
+    fake.set_state("101", JobState.COMPLETED, 0)
+    fake.refuse = True
+    relay = _relay(tmp_path, chain, fake, "102", 2)
+    relay.clock = iter(range(0, 100000, 50)).__next__  # the retry's patience runs out at once
+    assert relay.take_over().step is Step.RUN
+    status = chain.load_status()
+    assert status is not None and "QOSMaxSubmitJobPerUserLimit" in status.relay_broken
+    fake.set_state("102", JobState.COMPLETED, 0)  # the app ran; nothing is queued behind it
+    report = status_report(tmp_path / ".chain", backend=fake)
+    assert report.stalled and report.state is ChainState.RUNNING
+    # and it is resumable: the job queued judges runner 2 first
+    fake.refuse = False
+    api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True, backend=fake)
+    resumed = chain.load_status()
+    assert resumed is not None
+    assert fake.submitted[-1] == (runner_job_name(resumed.chain_id, 3), None)
+    assert resumed.next_job_id == str(fake.next_id - 1) and resumed.runner_live
+
+
+def test_resume_refuses_while_a_relay_job_is_queued(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, status = _relay_chain(tmp_path, fake)
+    status.state = ChainState.STOPPED
+    chain.save_status(status)
+    from chain.errors import ChainDirError
+
+    with pytest.raises(ChainDirError, match="still has a runner job"):
+        api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True, backend=fake)
+
+
+def test_a_runner_reaching_max_iter_completes_the_chain_and_cancels_its_successor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[tuple[str, ...] | None] = []
+    monkeypatch.setattr("chain.jobs.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    assert relay.take_over().step is Step.RUN
+    record = _ended(chain, "101", 1, 0, 0, 10)
+    take = relay.after_app(record)
+    assert take.step is Step.COMPLETE
+    relay.finish(take)
+    status = chain.load_status()
+    assert status is not None and status.state is ChainState.COMPLETED
+    assert fake.cancelled == ["102"] and ran == [None]
+
+
+def test_a_failing_app_ends_the_chain_in_its_own_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("chain.jobs.ending.run_hooks", lambda *a, **k: None)
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    take = relay.after_app(_ended(chain, "101", 1, 3, 0, 0, detail="app exited 3"))
+    assert take.step is Step.END and take.state is ChainState.FAILED
+    relay.finish(take)
+    assert fake.cancelled == ["102"]
+
+
+@pytest.mark.parametrize("code, external", [(99, None), (124, "TERM")])
+def test_a_handoff_or_an_outside_signal_is_left_to_the_successor(tmp_path: Path, code: int,
+                                                                 external: str | None) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    take = relay.after_app(_ended(chain, "101", 1, code, 0, 4, external_signal=external))
+    assert take.step is Step.LEAVE
+    status = chain.load_status()
+    assert status is not None and status.runner_live and list(chain.iter_runners()) == []
+
+
+def test_status_settles_a_relay_whose_queued_successor_was_scancelled(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    _relay_chain(tmp_path, fake)
+    fake.set_state("101", JobState.RUNNING)
+    fake.cancel("102")  # the user's scancel of the queued successor
+    assert not status_report(tmp_path / ".chain", backend=fake).state.ended  # runner 1 still works
+    fake.set_state("101", JobState.COMPLETED, 0)
+    report = status_report(tmp_path / ".chain", backend=fake)
+    assert report.state is ChainState.CANCELLED and "102" in report.reason and not report.stalled
