@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from chain.api.config import stored_settings
 from chain.api.status import open_chain
 from chain.api.submission import known_submitters
 from chain.backends import make_backend
@@ -33,7 +34,8 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
             break
         sleep(0.5)
     with chain.locked():
-        mark_cancelled(chain, chain.load_status() or status, "cancelled by chain cancel")
+        mark_cancelled(chain, chain.load_status() or status, "cancelled by chain cancel", backend=backend,
+                       settings=stored_settings(chain))
     return f"chain {status.chain_id} cancelled"
 
 

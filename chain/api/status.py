@@ -14,7 +14,7 @@ from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.model import ChainState
-from chain.core.settings import Mode
+from chain.core.settings import Mode, Settings
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter, tail_lines
 from chain.store.codec import RecordError, decode, encode
@@ -150,7 +150,8 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     relay = settings.mode is Mode.RELAY
     slurm, scheduler_error = _ask_scheduler(status, chain_dir, backend) if live else ({}, "")
     if relay and live and not scheduler_error:
-        status = settle_relay(chain, status, slurm)
+        status = settle_relay(chain, status, slurm, backend=backend or make_backend(status.backend, chain_dir),
+                              settings=settings)
     if history is None:
         runners = list(chain.iter_runners())
         total, recent = len(runners), runners[-METRICS_WINDOW:]
@@ -228,7 +229,8 @@ def _relay_alive(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> bool:
     return any(slurm[i].state.active for i in ids if i in slurm)
 
 
-def settle_relay(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobInfo]) -> ChainStatus:
+def settle_relay(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobInfo], *, backend: Backend,
+                 settings: Settings) -> ChainStatus:
     """A relay chain whose last runner or queued successor the user
     scancelled, with nothing of it left running or queued: nobody else will
     say so, so the chain ends here as cancelled (under the chain's lock, as
@@ -246,7 +248,8 @@ def settle_relay(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobIn
         if fresh is None or fresh.state.ended or (fresh.next_job_id, fresh.runner_job_id, fresh.runner_live) != (
                 status.next_job_id, status.runner_job_id, status.runner_live):
             return fresh or status  # a runner or a command moved on meanwhile
-        mark_cancelled(chain, fresh, f"runner job {gone[0]} was cancelled outside chain (scancel)")
+        mark_cancelled(chain, fresh, f"runner job {gone[0]} was cancelled outside chain (scancel)",
+                       backend=backend, settings=settings)
         return fresh
 
 

@@ -17,7 +17,7 @@ from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
 from chain.core.model import ChainState
-from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
+from chain.core.names import MAIL_SCRIPT, RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.jobs.launch import submit_runner
@@ -154,7 +154,7 @@ def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backe
     """Relay mode (``jobs.relay``): no submitter. A new chain queues runner 1
     and runner 2 behind it; a resumed chain whose last runner was never
     judged queues the runner that judges it first. The job to follow."""
-    status.submitter_job_id, status.relay_broken = "", ""
+    status.submitter_job_id, status.relay_broken, status.submitter_cycle = "", "", 0
     if status.runner_live:
         name = runner_job_name(status.chain_id, status.runner_seq + 1)
         status.next_job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
@@ -188,6 +188,10 @@ def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workd
     chain.create()
     _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
     _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
+    if scripts.mail:
+        _write_script(chain.scripts / MAIL_SCRIPT, scripts.mail)
+    else:
+        (chain.scripts / MAIL_SCRIPT).unlink(missing_ok=True)
     write_json_atomic(chain.settings_file, settings.to_json())
 
 
@@ -202,6 +206,7 @@ def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend) -> C
     status.retries_used = 0
     if was_ended:  # hooks of a crashed submitter still count as run
         status.hooks = []
+        status.end_announced = False  # the next end is a new one
     if not status.runner_live:
         # a pre-queued runner of the previous run (its submitter died
         # before dropping it) must not run beside the new runners

@@ -134,10 +134,10 @@ def submit(
 def render(
     config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present]."),
     chain_dir: Optional[str] = ChainDirOpt,
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Write submitter.sbatch and runner.sbatch here."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Write submitter.sbatch and runner.sbatch (and mail.sbatch with --mail-user) here."),
     **settings: Any,
 ) -> None:
-    """Print both sbatch scripts exactly as `chain submit` would submit them.
+    """Print the sbatch scripts exactly as `chain submit` would submit them.
 
     Takes every setting `chain submit` takes. Where --chain-dir holds a
     chain, renders that chain's stored settings (flags change them, as on
@@ -147,19 +147,21 @@ def render(
     cwd = _cwd()
     scripts = api.render_chain(setting_flags(settings), os.environ, config=config,
                                chain_dir=api.chain_dir_path(chain_dir, cwd), cwd=cwd, notify=_notify)
+    named = [("submitter.sbatch", scripts.submitter), ("runner.sbatch", scripts.runner)]
+    if scripts.mail:
+        named.append(("mail.sbatch", scripts.mail))
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "submitter.sbatch").write_text(scripts.submitter, encoding="utf-8")
-            (out / "runner.sbatch").write_text(scripts.runner, encoding="utf-8")
+            for name, text in named:
+                (out / name).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise ChainError(f"cannot write to {out}: {exc.strerror}") from None
-        typer.echo(f"wrote {out / 'submitter.sbatch'} and {out / 'runner.sbatch'}")
+        typer.echo("wrote " + " and ".join(str(out / name) for name, _ in named))
         return
-    typer.echo("# ---- submitter.sbatch ----")
-    typer.echo(scripts.submitter, nl=False)
-    typer.echo("# ---- runner.sbatch ----")
-    typer.echo(scripts.runner, nl=False)
+    for name, text in named:
+        typer.echo(f"# ---- {name} ----")
+        typer.echo(text, nl=False)
 
 
 @app.command()

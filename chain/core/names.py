@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 RUNNER_SCRIPT = "runner.sbatch"
+MAIL_SCRIPT = "mail.sbatch"  # the end-of-chain mail job (--mail-user)
 SUBMITTER_SCRIPT = "submitter.sbatch"
 
 

@@ -80,6 +80,8 @@ class Settings:
     adaptive_margin: bool = True
     lookahead: bool = False
     hooks: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()
+    mail_user: str = ""
     poll_max: int = 330
     backend: BackendName = BackendName.AUTO
     template_dir: str = ""
@@ -126,6 +128,7 @@ class Settings:
         out["mode"] = self.mode.value
         out["backend"] = self.backend.value
         out["hooks"] = list(self.hooks)
+        out["notify"] = list(self.notify)
         return out
 
 
@@ -264,6 +267,13 @@ def _hooks(value: Any, what: str) -> tuple[str, ...]:
     raise ConfigError(f"{what} must be a list of command strings, got {value!r}")
 
 
+def _mail_user(value: Any, what: str) -> str:
+    text = _str(value, what).strip()
+    if text and (len(text) > 254 or any(c.isspace() or c in ",;'\"\\" for c in text)):
+        raise ConfigError(f"{what} {value!r} must be one mail address (or user name)")
+    return text
+
+
 def _job_name(value: Any, what: str) -> str:
     text = _str(value, what).strip()
     if not text or any(c.isspace() for c in text) or len(text) > 64:
@@ -303,6 +313,13 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("lookahead", "CHAIN_LOOKAHEAD", _bool,
               "pre-queue the next runner behind the running one (its queue wait overlaps the compute)", metavar="BOOL"),
     FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
+    FieldSpec("notify", "CHAIN_NOTIFY", _hooks,
+              "commands run once when the chain ends (completed, failed, stopped, cancelled), with CHAIN_ID, "
+              "CHAIN_STATE, CHAIN_REASON, CHAIN_DIR, CHAIN_ITERATION and MAX_ITER set", metavar="CMD...",
+              flag="--notify"),
+    FieldSpec("mail_user", "CHAIN_MAIL_USER", _mail_user,
+              "mail this address through Slurm when the chain ends (one mail, never one per handoff)",
+              metavar="ADDR"),
     FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries", metavar="SECONDS"),
     FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "where jobs run: Slurm's clients, pyslurm, the embedded local backend, or auto (says which)", metavar="auto|slurm|local|pyslurm"),
     FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones", metavar="DIR"),

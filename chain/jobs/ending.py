@@ -12,6 +12,7 @@ from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.jobs.hooks import run_hooks
 from chain.jobs.lookahead import drop_next
+from chain.jobs.notify import announce_end
 from chain.store import ChainDir, ChainStatus, runner_entry
 from chain.store.records import RunnerRecord
 
@@ -54,9 +55,10 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
     status.margin, status.worst_stop_to_exit = after.margin, after.worst_stop_to_exit
 
 
-def complete_chain(chain: ChainDir, status: ChainStatus, settings: Settings, workdir: Path, now: float, *,
-                   hook_timeout: float = HOOK_TIMEOUT) -> None:
-    """The counter reached MAX_ITER: run the hooks, then mark the chain completed."""
+def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
+                   now: float, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
+    """The counter reached MAX_ITER: run the hooks, then mark the chain
+    completed, then announce it (``jobs.notify``)."""
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
     reason = f"reached MAX_ITER={settings.max_iter}"
     # the state turns completed after the hooks (a watcher's --wait ends with
@@ -69,6 +71,7 @@ def complete_chain(chain: ChainDir, status: ChainStatus, settings: Settings, wor
     status.completed_at = now
     chain.save_status(status)
     chain.log("chain completed")
+    announce_end(chain, backend, status, settings, workdir)
 
 
 def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
@@ -85,12 +88,14 @@ def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: 
     status.state = state
     status.reason = reason
     chain.save_status(status)
+    announce_end(chain, backend, status, settings, workdir)
 
 
-def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str) -> None:
+def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend,
+                   settings: Settings) -> None:
     """The chain is cancelled with no job of it left to say so (``chain
     cancel``, or a relay whose jobs were scancelled): judge the runner nobody
-    judged, forget the queued one, save."""
+    judged, forget the queued one, save, announce the end."""
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
         chain.judge_runner(runner_entry(
@@ -107,3 +112,4 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str) -> None:
         status.reason = reason
     chain.save_status(status)
     chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)
+    announce_end(chain, backend, status, settings, Path(status.workdir or chain.root))

@@ -213,7 +213,8 @@ class Relay:
             from chain.jobs.lookahead import drop_next
 
             drop_next(self.chain, self.backend, status)
-            complete_chain(self.chain, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout)
+            complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock(),
+                           hook_timeout=timeout)
         else:
             end_chain(self.chain, self.backend, status, self.settings, self.workdir, take.state, take.why,
                       hook_timeout=timeout)

@@ -22,6 +22,7 @@ from chain.errors import ConfigError
 
 RUNNER_TEMPLATE = "runner.sbatch.j2"
 SUBMITTER_TEMPLATE = "submitter.sbatch.j2"
+MAIL_TEMPLATE = "mail.sbatch.j2"
 
 
 def builtin_template_dir() -> Path:
@@ -67,6 +68,7 @@ def _one_line(value: object) -> object:
 class Scripts:
     submitter: str
     runner: str
+    mail: str = ""  # the end-of-chain mail job (--mail-user), "" without it
 
 
 def render_scripts(
@@ -104,6 +106,8 @@ def render_scripts(
             sbatch_time=format_sbatch_time(settings.submitter_seconds),
             extra_args=sbatch_directives(settings.submitter_sbatch_args),
         )
+        mail = env.get_template(MAIL_TEMPLATE).render(**common, job_name=f"{chain_id}.end") \
+            if settings.mail_user else ""
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"template {exc.filename or exc.name}:{exc.lineno}: {exc.message}") from None
     except jinja2.TemplateNotFound as exc:
@@ -112,7 +116,7 @@ def render_scripts(
         raise ConfigError("template includes itself (endless recursion)") from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}") from None
-    return Scripts(submitter=submitter, runner=runner)
+    return Scripts(submitter=submitter, runner=runner, mail=mail)
 
 
 def sbatch_directives(args: str) -> list[str]:

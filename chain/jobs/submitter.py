@@ -196,7 +196,7 @@ class Submitter:
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:
-        complete_chain(self.chain, status, self.settings, self.workdir, self.clock())
+        complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock())
         return 0
 
     def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:

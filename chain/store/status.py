@@ -44,6 +44,7 @@ class ChainStatus:
     margin: int = 0  # adaptive runner margin (0: the configured one)
     worst_stop_to_exit: float = 0.0  # slowest stop-signal-to-exit of the app seen
     hooks: list[dict[str, Any]] = field(default_factory=list)
+    end_announced: bool = False  # --notify / --mail-user ran for this end (reset on resume)
     completed_at: float = 0.0
     version: int = STATE_VERSION
 

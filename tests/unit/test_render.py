@@ -23,6 +23,8 @@ CASES = {
     "resources": {"app_cmd": "python3 train.py", "gpus": "a100:2", "gpus_per_task": "1", "nodes": "2",
                   "ntasks_per_node": "2", "constraint": "ib&(a100|h100)", "runner_time": "1-00:00:00",
                   "time_min": "12:00:00", "exclusive": "true", "launch_mode": "srun"},
+    "mail": {"app_cmd": "python3 app.py", "mail_user": "ada@example.org", "partition": "gpu", "account": "proj1",
+             "mode": "relay", "notify": ["echo done"]},
 }
 
 
@@ -35,7 +37,11 @@ def _render(flags: dict[str, Any], chain_dir: str = "/scratch/u/run/.chain",
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case: Any) -> None:
     scripts = _render(CASES[case])
-    for kind, text in (("submitter", scripts.submitter), ("runner", scripts.runner)):
+    rendered = [("submitter", scripts.submitter), ("runner", scripts.runner)]
+    if scripts.mail:
+        rendered.append(("mail", scripts.mail))
+    assert bool(scripts.mail) == ("mail_user" in CASES[case]), "a mail script without --mail-user, or none with it"
+    for kind, text in rendered:
         path = GOLDEN / f"{case}.{kind}.sbatch"
         if os.environ.get("UPDATE_GOLDEN"):
             path.write_text(text)
@@ -45,7 +51,9 @@ def test_golden(case: Any) -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_scripts_pass_bash_n_and_sbatch_lines_come_first(case: Any, tmp_path: Path) -> None:
     scripts = _render(CASES[case])
-    for text in (scripts.submitter, scripts.runner):
+    for text in (scripts.submitter, scripts.runner, scripts.mail):
+        if not text:
+            continue
         script = tmp_path / "s.sh"
         script.write_text(text)
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
