@@ -13,7 +13,7 @@ from chain.errors import ConfigError
 from chain.jobs.render import Scripts, render_scripts
 
 GOLDEN = Path(__file__).parent / "golden"
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "default": {"app_cmd": "python3 app.py"},
     "full": {"app_cmd": "python3 app.py", "modules": "gcc/12 openmpi", "partition": "gpu", "qos": "long",
              "account": "proj1", "runner_mem": "4G", "cpus_per_task": "4", "ntasks": "2",
