@@ -7,6 +7,7 @@ is first used, not with this module: ``chain status`` never pays for it.
 
 from __future__ import annotations
 
+import errno
 import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
@@ -30,6 +31,17 @@ TRANSIENT_MARKERS = (
     "Slurmctld is busy",
     "Job submit/allocate failed: Socket timed out",
 )
+
+
+# A file system that refuses writes for a while: full (quota), read-only or
+# immutable for a moment (an admin's chattr, a remount), a flaky NFS server.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EPERM, errno.EACCES, errno.EIO,
+                            errno.ESTALE, errno.EAGAIN})
+STORAGE_PATIENCE = 120.0  # seconds the chain's own writes are repeated before they fail
+
+
+def is_storage_hiccup(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS
 
 
 class TransientError(SchedulerError):
@@ -59,6 +71,10 @@ class RetryPolicy:
     retry_on: type[Exception] = TransientError
     # True when there is no time left for another try (an injected clock)
     out_of_time: Callable[[], bool] = field(default=lambda: False)
+    # narrows ``retry_on`` (an OSError's errno, say); None: every one of them
+    retry_when: Callable[[BaseException], bool] | None = None
+    # measures ``max_delay`` when given (tests inject one); else tenacity's own clock
+    clock: Callable[[], float] | None = None
 
     @classmethod
     def for_jobs(cls, submitter_margin: int) -> RetryPolicy:
@@ -73,6 +89,16 @@ class RetryPolicy:
         return cls(attempts=1 << 30, max_delay=float("inf"), initial=5.0, maximum=60.0, sleep=sleep,
                    retry_on=SchedulerError, out_of_time=out_of_time)
 
+    @classmethod
+    def for_storage(cls, sleep: Callable[[float], None] = time.sleep, patience: float = STORAGE_PATIENCE,
+                    clock: Callable[[], float] = time.monotonic) -> RetryPolicy:
+        """The chain's own files: a write refused by a full, read-only or
+        immutable file system (``STORAGE_ERRNOS``) is repeated (1 s, doubling
+        to 15 s) for ``patience`` seconds, so a short outage neither kills a
+        job nor leaves the chain undriven; anything else fails at once."""
+        return cls(attempts=1 << 30, max_delay=patience, initial=1.0, maximum=15.0, sleep=sleep,
+                   retry_on=OSError, retry_when=is_storage_hiccup, clock=clock)
+
     def call(self, fn: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
         import tenacity
 
@@ -82,13 +108,17 @@ class RetryPolicy:
                 on_retry(f"attempt {state.attempt_number} failed: {exc}")
 
         out_of_time = self.out_of_time
+        if self.clock is not None:  # the whole effort's bound on the injected clock
+            clock, started, bound = self.clock, self.clock(), self.max_delay
+            out_of_time = lambda: self.out_of_time() or clock() - started >= bound
 
         class _OutOfTime(tenacity.stop.stop_base):  # the caller's clock, not tenacity's
             def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
                 return out_of_time()
 
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(self.retry_on),
+            retry=tenacity.retry_if_exception_type(self.retry_on) & tenacity.retry_if_exception(
+                self.retry_when or (lambda exc: True)),
             stop=(tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay)
                   | _OutOfTime()),
             wait=tenacity.wait_random_exponential(multiplier=self.initial, max=self.maximum),

@@ -97,6 +97,20 @@ class Submitter:
         except SchedulerError as exc:
             return self.stop_chain(status, ChainState.STOPPED,
                               f"scheduler unreachable ({exc}); run chain submit --resume when it answers again")
+        except OSError as exc:  # the chain directory refused writes past ChainDir.storage's patience
+            return self._storage_failed(status, exc)
+
+    def _storage_failed(self, status: ChainStatus, exc: OSError) -> int:
+        """Say so in the job's output and try to end the chain with the
+        reason; if even that cannot be written, ``chain status`` shows the
+        chain as not driven (its submitter has ended) and how to resume."""
+        why = (f"cannot write the chain directory {self.chain.root}: {exc.strerror or exc}; "
+               "run chain submit --resume when it is writable again")
+        print(f"chain submitter {self.job_id}: {why}", flush=True)
+        try:
+            return self.stop_chain(status, ChainState.STOPPED, why)
+        except OSError:
+            return 1
 
     def _persist(self, what: str, call: Callable[[], T]) -> T:
         """Repeat a scheduler request through an outage, until the job's own

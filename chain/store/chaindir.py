@@ -8,11 +8,13 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError
 from chain.store.jsonio import read_json, tail_lines, write_json_atomic
 from chain.store.records import RunnerRecord
@@ -23,9 +25,17 @@ LOCK_WAIT = 30.0  # seconds a chain command waits for another one on the same ch
 
 @dataclass(frozen=True)
 class ChainDir:
-    """Paths of one chain directory. The app runs in ``workdir``."""
+    """Paths of one chain directory. The app runs in ``workdir``.
+
+    Its writes ride out a file system that refuses them for a while (full,
+    read-only, immutable: ``storage``, bounded); then they fail."""
 
     root: Path
+    storage: RetryPolicy = field(default_factory=RetryPolicy.for_storage, compare=False, repr=False)
+
+    def _durably(self, what: Path, write: Callable[[], None]) -> None:
+        self.storage.call(write, on_retry=lambda line: print(f"chain: writing {what}: {line}; retrying",
+                                                             file=sys.stderr, flush=True))
 
     @property
     def state_file(self) -> Path:
@@ -97,7 +107,8 @@ class ChainDir:
 
     def save_status(self, status: ChainStatus) -> None:
         status.updated = time.time()
-        write_json_atomic(self.state_file, status.to_json())
+        data = status.to_json()
+        self._durably(self.state_file, lambda: write_json_atomic(self.state_file, data))
 
     # --- runner records ------------------------------------------------------
     def read_record(self, job_id: str) -> dict[str, Any] | None:
@@ -144,17 +155,21 @@ class ChainDir:
         return None if data is None else RunnerRecord.from_json(data)
 
     def write_runner_record(self, record: RunnerRecord) -> None:
-        write_json_atomic(self.record_file(record.job_id), record.to_json())
+        path, data = self.record_file(record.job_id), record.to_json()
+        self._durably(path, lambda: write_json_atomic(path, data))
 
     def append_runner(self, entry: dict[str, Any]) -> None:
         """One line per judged runner; a single O_APPEND write."""
         line = json.dumps(entry, sort_keys=True) + "\n"
-        fd = os.open(self.runners_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+
+        def append() -> None:
+            fd = os.open(self.runners_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._durably(self.runners_log, append)
 
     def judge_runner(self, entry: dict[str, Any]) -> None:
         """Append a runner's judgement once: a submitter restarted (or a
@@ -208,13 +223,11 @@ class ChainDir:
         return entries[-count:] if count else []
 
     def add_worker_id(self, job_id: str) -> None:
-        with self.worker_ids.open("a", encoding="utf-8") as fh:
-            fh.write(f"{job_id}\n")
+        self._durably(self.worker_ids, lambda: _append_line(self.worker_ids, job_id))
 
     def add_submitter_id(self, job_id: str) -> None:
         """Every submitter job of the chain (their allocation is a cost too)."""
-        with self.submitter_ids.open("a", encoding="utf-8") as fh:
-            fh.write(f"{job_id}\n")
+        self._durably(self.submitter_ids, lambda: _append_line(self.submitter_ids, job_id))
 
     def log(self, message: str, *, echo: bool = True) -> None:
         """Timestamped line appended to chain.log (and echoed to stdout, which
@@ -223,8 +236,15 @@ class ChainDir:
         line = f"[{stamp}] {message}"
         if echo:
             print(line, flush=True)
-        with self.log_file.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        try:
+            _append_line(self.log_file, line)
+        except OSError as exc:  # a log line is not state: never fail the chain for it
+            print(f"chain: cannot write {self.log_file}: {exc.strerror}: {line}", file=sys.stderr, flush=True)
+
+
+def _append_line(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exit_code: Any,

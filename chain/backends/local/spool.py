@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chain.app import atomic as app_atomic
+from chain.core.retry import RetryPolicy
 from chain.errors import SchedulerError
 
 # A record still without a supervisor this long after submit lost its submitter
@@ -162,8 +164,9 @@ def same_process(pid: int | None, ticks: int | None, boot: str | None) -> bool:
 class Spool:
     """The directory holding every job's record; see the module docstring."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, storage: RetryPolicy | None = None) -> None:
         self.root = root.absolute()
+        self.storage = storage or RetryPolicy.for_storage()
         self.jobs = self.root / "jobs"
         self.names = self.root / "names"
 
@@ -224,15 +227,11 @@ class Spool:
             raise SchedulerError(f"local backend: corrupt job record {path}: {exc}") from exc
 
     def write(self, record: JobRecord) -> None:
-        """Atomic: readers see the old or the new record, never half of one."""
-        path = self.record_path(record.job_id)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(record.to_json(), fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())  # records must survive a reboot
-        os.replace(tmp, path)
+        """Atomic (readers see the old or the new record, never half of one)
+        and durable (fsync: records must survive a reboot); a file system that
+        refuses writes for a while is ridden out (``RetryPolicy.for_storage``)."""
+        path, data = self.record_path(record.job_id), record.to_json()
+        self.storage.call(lambda: app_atomic.write_json_atomic(path, data))
 
     def name_dir(self, name: str) -> Path:
         quoted = urllib.parse.quote(name, safe="")

@@ -1,0 +1,43 @@
+"""A chain rides out a chain directory that refuses writes for a while
+(issue 15, item 6), on the local backend and on Slurm, in both modes:
+``state.json`` made immutable (chattr +i, as an admin or a full quota would
+refuse it) for 28 s while a runner works; the chain completes, every
+iteration computed once beyond checkpoints (the app's own log)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_helpers import IterLog, chain_cmd, copy_example, wait_ended
+
+APP_ENV = {"ITER_SECONDS": "0.4"}
+
+
+@pytest.mark.parametrize("mode", ["submitter", "relay"])
+def test_state_file_immutable_for_28s_mid_chain_is_ridden_out(backend: str, mode: str, tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.fail("needs root for chattr +i (CI runs as root)")
+    copy_example("python", tmp_path)
+    chain_cmd("submit", "--mode", mode, "--backend", backend, "--max-iter", "90", "--app-cmd", "python3 app.py",
+              "--runner-time", "0:30", "--runner-margin", "10", "--poll-max", "10", cwd=tmp_path, env=APP_ENV)
+    state = tmp_path / ".chain" / "state.json"
+    deadline = time.time() + 90
+    while time.time() < deadline and not (tmp_path / "iterations.log").exists():
+        time.sleep(0.3)
+    subprocess.run(["chattr", "+i", str(state)], check=True)
+    frozen = state.stat().st_mtime
+    try:
+        time.sleep(28)  # the outage itself: runner 1 hands over ~20 s in, inside it
+        assert state.stat().st_mtime == frozen, "the state file was written while immutable"
+    finally:
+        subprocess.run(["chattr", "-i", str(state)], check=True)
+    report = wait_ended(tmp_path, timeout=300)
+    outputs = "".join(p.read_text(errors="replace") for p in (tmp_path / ".chain" / "logs").glob("*.out"))
+    assert report["state"] == "completed", (report, outputs[-3000:])
+    assert "retrying" in outputs, "no write met the immutable state file: the fault did not land"
+    IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(90)
