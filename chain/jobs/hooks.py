@@ -7,12 +7,13 @@ restarts); a failing hook is logged and reported, never fatal.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 from chain.core.model import ChainState
 from chain.core.settings import Settings
@@ -77,12 +78,9 @@ def run_hooks(
                 env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
                 env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value,
                            CHAIN_REASON=reason)
-                proc = subprocess.run(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                      timeout=timeout, check=False, umask=app_umask(os.environ))
-            entry["rc"] = proc.returncode
-        except subprocess.TimeoutExpired:
-            entry["rc"] = 124
-            entry["error"] = f"timed out after {timeout:.0f}s"
+                entry["rc"] = _run_bounded(argv, workdir, log, env, timeout)
+            if entry["rc"] == 124:
+                entry["error"] = f"timed out after {timeout:.0f}s (the job's remaining time)"
         except OSError as exc:
             entry["rc"] = 127
             entry["error"] = exc.strerror or str(exc)
@@ -91,3 +89,26 @@ def run_hooks(
         chain.log(f"hook {hook.name}: {verdict}")
         status.hooks.append(entry)
         save(status)
+
+
+def _run_bounded(argv: list[str], workdir: Path, log: IO[str], env: dict[str, str], timeout: float) -> int:
+    """Run a hook in its own process group; past ``timeout`` the whole group
+    gets SIGTERM, then SIGKILL 5 s later (a hook's children included), and the
+    result is 124."""
+    proc = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, umask=app_umask(os.environ))
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        proc.wait()
+        return 124

@@ -149,6 +149,8 @@ class Submitter:
             step = next_step(counter, self.settings.max_iter)
             if step is Step.FINISH:
                 self._drop_next(status)
+                if self.clock() >= self.deadline:
+                    raise HandOver()  # the hooks get a successor's whole time, not this one's last seconds
                 return self._complete(status)
             if status.next_job_id:
                 self._promote_next(status, counter)
@@ -210,13 +212,18 @@ class Submitter:
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:
-        complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock())
+        """The hooks run within this job's time: one still running at its end
+        is stopped and recorded as timed out (never cut by Slurm's kill with
+        the chain left running, never run again by a successor)."""
+        complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock(),
+                       hook_timeout=max(5.0, self.hard_end - self.clock() - 5.0))
         return 0
 
     def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:
         """End the chain with ``state`` and ``reason`` (``jobs.ending``).
         Returns the submitter job's exit code."""
-        end_chain(self.chain, self.backend, status, self.settings, self.workdir, state, reason)
+        end_chain(self.chain, self.backend, status, self.settings, self.workdir, state, reason,
+                  hook_timeout=max(5.0, min(self.hard_end - self.clock() - 5.0, 3600.0)))
         return 0 if state is ChainState.CANCELLED else 1
 
     def _finish_cancelled(self, status: ChainStatus) -> int:
