@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
+# a Slurm job id (array tasks as 12_3): nothing else reaches a scheduler command
+JOB_ID = re.compile(r"[0-9]{1,12}(_[0-9]{1,9})?")
+
 RUNNER_SCRIPT = "runner.sbatch"
 MAIL_SCRIPT = "mail.sbatch"  # the end-of-chain mail job (--mail-user)
 SUBMITTER_SCRIPT = "submitter.sbatch"

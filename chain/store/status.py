@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chain.core import names
 from chain.core.model import ChainState
 from chain.errors import ChainDirError
 from chain.store.codec import RecordError, decode, encode
@@ -15,7 +16,7 @@ STATE_VERSION = 1
 # what ends up in scripts and scheduler commands: nothing that leaves its
 # line or its argument (a chain id is a job-name prefix plus "-" and hex)
 CHAIN_ID = re.compile(r"[^\s\x00-\x1f\x7f]{1,80}")
-JOB_ID = re.compile(r"([0-9]{1,12}(_[0-9]{1,9})?)?")
+JOB_ID = re.compile(f"({names.JOB_ID.pattern})?")  # "" while none
 
 
 @dataclass

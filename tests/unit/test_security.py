@@ -184,3 +184,21 @@ def test_a_symlink_planted_at_the_temporary_name_is_not_followed(tmp_path: Path)
     assert victim.read_text() == "precious\n"
     assert target.read_text() == "#!/bin/bash\n" and not target.is_symlink()
     assert not os.path.lexists(tmp_name(target))
+
+
+@pytest.mark.parametrize("bad", ["--user=alice", "1 2", "12;touch x", "-1", ""])
+def test_the_slurm_backend_refuses_what_is_not_a_job_id(bad: str, tmp_path: Path) -> None:
+    """Defence in depth behind state.json's validation: a value that is not
+    a job id never reaches scancel/squeue/sacct (as an option or otherwise)."""
+    from chain.backends.slurm.cli import SlurmCliBackend
+    from chain.errors import SchedulerError
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        pytest.fail(f"a Slurm command ran: {args}")
+
+    backend = SlurmCliBackend(run=run)
+    with pytest.raises(SchedulerError, match="not a Slurm job id"):
+        backend.cancel(bad)
+    if bad:
+        with pytest.raises(SchedulerError, match="not a Slurm job id"):
+            backend.query([bad])

@@ -31,6 +31,7 @@ from chain.backends.slurm.parse import (
     parse_squeue,
     sacct_error_reason,
 )
+from chain.core.names import JOB_ID
 from chain.core.retry import RetryPolicy, TransientError, is_transient
 from chain.errors import SchedulerError
 
@@ -128,7 +129,7 @@ class SlurmCliBackend(Backend):
         return submit_idempotently(self, job_name, once, retry=self.retry)
 
     def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
-        ids = [j for j in job_ids if j]
+        ids = _checked([j for j in job_ids if j])
         if not ids:
             return {}
         joined = ",".join(ids)
@@ -190,14 +191,14 @@ class SlurmCliBackend(Backend):
         if signal:
             # scancel signals only the job steps unless told --batch.
             argv += [f"--signal={signal}"] + ([] if steps_only else ["--batch"])
-        argv.append(job_id)
+        argv += ["--", *_checked([job_id])]  # never an option, whatever it holds
         self._retrying(argv, ok_errors=("Invalid job id", "already completing or completed"))
 
     def end_time(self, job_id: str) -> float | None:
         # One try: callers fall back on the configured limit, and a runner
         # must not spend its own time waiting out a slurmctld outage.
         info = parse_squeue(
-            self._once(["squeue", "-h", "--states=all", "-j", job_id, "-o", SQUEUE_FORMAT],
+            self._once(["squeue", "-h", "--states=all", "-j", *_checked([job_id]), "-o", SQUEUE_FORMAT],
                        ok_errors=("Invalid job id",))
         ).get(job_id)
         if info is None or info.state not in (JobState.RUNNING, JobState.COMPLETING):
@@ -207,7 +208,7 @@ class SlurmCliBackend(Backend):
     def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
         """sacct's accounting, SACCT_BATCH ids per call (one call for a chain
         of up to that many jobs), each under the retry policy."""
-        ids = [j for j in dict.fromkeys(job_ids) if j]
+        ids = _checked([j for j in dict.fromkeys(job_ids) if j])
         found: dict[str, JobUsage] = {}
         for i in range(0, len(ids), SACCT_BATCH):
             argv = ["sacct", "-n", "-P", "-j", ",".join(ids[i:i + SACCT_BATCH]), "-o", SACCT_USAGE_FIELDS]
@@ -229,3 +230,12 @@ class SlurmCliBackend(Backend):
         except SchedulerError:
             return False
         return True
+
+
+def _checked(ids: list[str]) -> list[str]:
+    """Job ids as Slurm writes them, or a one-line refusal: a value from a
+    tampered file never becomes an option or a second argument."""
+    for job_id in ids:
+        if not JOB_ID.fullmatch(job_id):
+            raise SchedulerError(f"refusing job id {job_id!r}: not a Slurm job id")
+    return ids
