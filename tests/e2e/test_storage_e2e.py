@@ -41,3 +41,32 @@ def test_state_file_immutable_for_28s_mid_chain_is_ridden_out(backend: str, mode
     assert report["state"] == "completed", (report, outputs[-3000:])
     assert "retrying" in outputs, "no write met the immutable state file: the fault did not land"
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(90)
+
+
+def test_a_full_file_system_for_25s_is_ridden_out(backend: str, tmp_path: Path) -> None:
+    """The working and chain directories on a small tmpfs filled to the last
+    byte for 25 s while a runner works (the app's own checkpoint writes fail
+    too: --retries covers an app that dies of it): the chain completes, and
+    no iteration is computed twice beyond checkpoints."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root to mount a tmpfs (CI runs as root)")
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(fs)], check=True)
+    try:
+        copy_example("python", fs)
+        chain_cmd("submit", "--backend", backend, "--max-iter", "90", "--app-cmd", "python3 app.py",
+                  "--runner-time", "0:30", "--runner-margin", "10", "--poll-max", "10", "--retries", "3",
+                  cwd=fs, env={**APP_ENV, "CHAIN_ITER_LOG": str(tmp_path / "iterations.log")})
+        deadline = time.time() + 90
+        while time.time() < deadline and not (tmp_path / "iterations.log").exists():
+            time.sleep(0.3)
+        fill = subprocess.run(["dd", "if=/dev/zero", f"of={fs / 'fill'}", "bs=64k"], capture_output=True, text=True)
+        assert "No space left on device" in fill.stderr, fill.stderr
+        time.sleep(25)
+        (fs / "fill").unlink()
+        report = wait_ended(fs, timeout=300)
+        assert report["state"] == "completed", report
+        IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(90)
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], check=False)
