@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import chain_cmd, wait_ended
 
 SLOW_STOPPER = r"""#!/bin/bash

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import IterLog, chain_cmd, copy_example, wait_ended
 
 APP_ENV = {"ITER_SECONDS": "0.4"}
