@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from chain.api.config import stored_settings
 from chain.api.status import open_chain
+from chain.core.settings import Mode
 from chain.errors import ChainDirError
 from chain.store import ChainDir, ChainStatus
 
@@ -39,6 +41,9 @@ def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> 
 
 def submitter_log(chain: ChainDir, status: ChainStatus) -> LogSource:
     if not status.submitter_job_id:
+        if stored_settings(chain).mode is Mode.RELAY:
+            raise ChainDirError(f"chain {status.chain_id} runs in relay mode: it has no submitter job "
+                                "(the runners' output says what each judged: chain logs --runner N)")
         raise ChainDirError(f"chain {status.chain_id} has no submitter job yet")
     job = status.submitter_job_id
     return LogSource(f"submitter (job {job})", job, chain.slurm_logs / f"submitter-{job}.out")

@@ -201,3 +201,12 @@ def test_status_settles_a_relay_whose_queued_successor_was_scancelled(tmp_path: 
     fake.set_state("101", JobState.COMPLETED, 0)
     report = status_report(tmp_path / ".chain", backend=fake)
     assert report.state is ChainState.CANCELLED and "102" in report.reason and not report.stalled
+
+
+def test_chain_logs_submitter_says_a_relay_has_none(tmp_path: Path) -> None:
+    from chain.api.logs import submitter_log
+    from chain.errors import ChainDirError
+
+    chain, status = _relay_chain(tmp_path, FakeBackend())
+    with pytest.raises(ChainDirError, match="relay mode: it has no submitter job"):
+        submitter_log(chain, status)
