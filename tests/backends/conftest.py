@@ -1,12 +1,17 @@
-"""Backend test helpers: a stand-in for pyslurm that talks to Slurm through its CLI.
+"""Backend test helpers: the real pyslurm, where it is built, and a stand-in
+for pyslurm that talks to Slurm through its CLI.
 
-pyslurm 25.11 cannot be installed next to Slurm 22.05, so the pyslurm
-backend's own code (submission description, state/exit mapping, the
-controller-then-accounting lookup, cancel and signal, RPCError handling) is
-run against this stand-in on the real dev cluster. The stand-in mimics only
-the part of pyslurm's API the backend uses, as read in pyslurm's source (see
+``real_pyslurm`` gives the pyslurm backend on the real pyslurm when one
+built for the running Slurm's release imports (``bash scripts/setup
+--pyslurm``); otherwise it skips with the reason, or fails under CI=true,
+where pyslurm is built.
+
+The stand-in runs the pyslurm backend's own code (state/exit mapping, the
+controller-then-accounting lookup, cancel and signal, RPCError handling) on
+the dev cluster wherever it runs, with or without a real pyslurm. It mimics
+only the part of pyslurm's API the backend uses (see
 chain/backends/slurm/pyslurm.py): it is no evidence that real pyslurm
-behaves the same, only that the backend drives that API correctly.
+behaves the same, only that the backend drives that API as intended.
 """
 
 from __future__ import annotations
@@ -15,12 +20,11 @@ import os
 import subprocess
 from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from chain.backends.base import JobInfo, JobUsage
-from chain.backends.local.sbatch import parse_directives
 from chain.backends.slurm.parse import (
     SACCT_FIELDS,
     SACCT_USAGE_FIELDS,
@@ -29,6 +33,7 @@ from chain.backends.slurm.parse import (
     parse_sbatch_parsable,
     parse_scontrol,
 )
+from chain.errors import BackendUnavailable
 
 
 class StandInRPCError(Exception):
@@ -58,36 +63,31 @@ def _job(info: JobInfo, **extra: Any) -> SimpleNamespace:
 
 
 class _JobSubmitDescription:
-    _ATTRS = ("script", "name", "dependencies", "environment", "working_directory",
-              "time_limit", "standard_output", "standard_error", "log_files_open_mode")
+    # attribute -> sbatch flag, for the attributes of pyslurm's description the backend sets
+    _FLAGS: ClassVar[dict[str, str]] = {"name": "job-name", "dependencies": "dependency", "working_directory": "chdir",
+              "time_limit": "time", "time_limit_min": "time-min", "standard_output": "output",
+              "standard_error": "error", "log_files_open_mode": "open-mode", "ntasks": "ntasks",
+              "cpus_per_task": "cpus-per-task", "memory_per_node": "mem", "partitions": "partition",
+              "qos": "qos", "account": "account", "nodes": "nodes",
+              "ntasks_per_node": "ntasks-per-node", "gpus": "gpus", "gpus_per_task": "gpus-per-task",
+              "constraints": "constraint", "resource_sharing": "exclusive"}
 
     script: str
     environment: Any
 
     def __init__(self, **kwargs: Any) -> None:
-        for attr in self._ATTRS:
+        for attr in ("script", "environment", *self._FLAGS):
             setattr(self, attr, None)
         for key, value in kwargs.items():
             setattr(self, key, value)
 
-    def load_sbatch_options(self, overwrite: bool = False) -> None:
-        with open(self.script) as fh:
-            found = parse_directives(fh.read())
-        for attr, value in (("time_limit", found.time), ("standard_output", found.output),
-                            ("standard_error", found.error), ("name", found.job_name),
-                            ("dependencies", found.dependency),
-                            ("log_files_open_mode", found.open_mode)):
-            if value is not None and (getattr(self, attr) is None or overwrite):
-                setattr(self, attr, value)
-
     def submit(self) -> int:
         argv = ["sbatch", "--parsable"]
-        for flag, attr in (("job-name", "name"), ("dependency", "dependencies"),
-                           ("chdir", "working_directory"), ("time", "time_limit"),
-                           ("output", "standard_output"), ("error", "standard_error"),
-                           ("open-mode", "log_files_open_mode")):
+        for attr, flag in self._FLAGS.items():
             value = getattr(self, attr)
-            if value:
+            if attr == "resource_sharing" and value == "no":
+                argv.append("--exclusive")
+            elif value:
                 argv.append(f"--{flag}={value}")
         env = dict(self.environment) if isinstance(self.environment, dict) else None
         if env is not None:  # pyslurm adds the submitter's SLURM_* variables to a dict
@@ -162,6 +162,22 @@ def cli_pyslurm(version: str) -> ModuleType:
     module.Jobs = _Jobs  # type: ignore[attr-defined]
     module.db = SimpleNamespace(Jobs=_DbJobs, JobFilter=_DbJobFilter)  # type: ignore[attr-defined]
     return module
+
+
+@pytest.fixture
+def real_pyslurm(slurm_cluster: object) -> str:
+    """The real pyslurm's version, once it imports and matches the running Slurm."""
+    from chain.backends.slurm.pyslurm import PyslurmBackend
+
+    try:
+        backend = PyslurmBackend()
+    except BackendUnavailable as exc:
+        why = str(exc)
+    else:
+        return backend.version
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI builds pyslurm (bash scripts/setup --pyslurm), yet: {why}", pytrace=False)
+    pytest.skip(f"no real pyslurm here: {why}")
 
 
 @pytest.fixture

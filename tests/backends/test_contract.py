@@ -6,10 +6,12 @@ whose ``target`` fixture builds it:
 - ``TestLocal``: the embedded local backend (tmp spool, scaled time), always;
 - ``TestSlurmCli``: the Slurm CLI backend on the dev cluster; its fixture
   requests ``slurm_cluster``, so its cases carry the ``slurm`` marker;
-- ``TestPyslurm``: the pyslurm backend on the dev cluster, where pyslurm
-  imports. Where it does not (PyPI's pyslurm needs Slurm 25.11), the pyslurm
-  case is ``test_pyslurm_unavailable_says_why_in_one_line``, which asserts
-  the one-line BackendUnavailable message instead of skipping silently.
+- ``TestPyslurm``: the pyslurm backend on the real pyslurm, where one built
+  for the running Slurm's release imports (``bash scripts/setup --pyslurm``);
+  elsewhere its cases skip with the reason, and fail under CI=true (the
+  ``real_pyslurm`` fixture in conftest.py);
+- ``TestPyslurmBackendOnStandIn``: the pyslurm backend's code driving a
+  CLI-backed stand-in of pyslurm's API, wherever the dev cluster runs.
 
 Job scripts live in tmp dirs, ask ``--time=1`` (whole minutes on Slurm) and
 sleep briefly; every wait is bounded and every job left running is cancelled
@@ -18,7 +20,8 @@ at teardown.
 
 from __future__ import annotations
 
-import importlib
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,22 +35,11 @@ from chain.backends.base import Backend, JobInfo, JobState, JobUsage
 from chain.backends.local.backend import LocalBackend
 from chain.backends.slurm.cli import SlurmCliBackend
 from chain.core.retry import RetryPolicy
-from chain.errors import BackendUnavailable
+from chain.errors import BackendUnavailable, SchedulerError
 
 pytestmark = pytest.mark.timeout(120)
 
 UNKNOWN_ID = "9000000"  # far beyond any id the dev cluster or a tmp spool hands out
-
-
-def _pyslurm_imports() -> bool:
-    try:
-        importlib.import_module("pyslurm")
-    except (ImportError, OSError):
-        return False
-    return True
-
-
-PYSLURM_IMPORTS = _pyslurm_imports()
 
 
 @dataclass
@@ -253,8 +245,7 @@ class TestSlurmCli(Contract):
 
 class TestPyslurmBackendOnStandIn(Contract):
     """The pyslurm backend's own code, driving a CLI-backed stand-in of pyslurm's API
-    (tests/backends/conftest.py) on the dev cluster: real pyslurm cannot be
-    installed next to Slurm 22.05. Not evidence about pyslurm itself."""
+    (tests/backends/conftest.py) on the dev cluster. Not evidence about pyslurm itself."""
 
     @pytest.fixture
     def target(self, tmp_path: Path, slurm_cluster: object,
@@ -269,44 +260,98 @@ class TestPyslurmBackendOnStandIn(Contract):
         yield from _target(backend, tmp_path, time_scale=1.0, timeout=60.0)
 
 
-if PYSLURM_IMPORTS:
+class TestPyslurm(Contract):
+    """The real pyslurm (not imported at collection: where libslurm finds no
+    configuration, ``import pyslurm`` ends the process)."""
 
-    class TestPyslurm(Contract):
-        @pytest.fixture
-        def target(self, tmp_path: Path, slurm_cluster: object) -> Iterator[Target]:
-            from chain.backends.slurm.pyslurm import PyslurmBackend
-
-            yield from _target(PyslurmBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
-                               timeout=60.0)
-
-else:
-
-    def test_pyslurm_unavailable_says_why_in_one_line() -> None:
-        """pyslurm does not import here: the backend says so, in one line."""
+    @pytest.fixture
+    def target(self, tmp_path: Path, real_pyslurm: str) -> Iterator[Target]:
         from chain.backends.slurm.pyslurm import PyslurmBackend
 
-        with pytest.raises(BackendUnavailable) as caught:
-            PyslurmBackend()
-        message = str(caught.value)
-        assert "\n" not in message
-        assert message.startswith(
-            "the pyslurm backend needs pyslurm 25.11 built against Slurm 25.11 "
-            "(pip install 'slurm-chain[pyslurm]'); pyslurm is not installed; ")
-        assert message.endswith(" — use --backend slurm")
+        yield from _target(PyslurmBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
+                           timeout=60.0)
+
+    def test_sbatch_lines_pyslurm_itself_cannot_read_reach_slurm(self, target: Target) -> None:
+        """--partition (pyslurm's own reader fails on it), a quoted output path
+        with a blank, `-t 2`, --mem and --time-min: the job gets each."""
+        partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                                   timeout=30, check=True).stdout.split()[0].rstrip("*")
+        script = target.workdir / "opts.sh"
+        script.write_text(f"#!/bin/bash\n#SBATCH --partition={partition} -t 2\n"
+                          "#SBATCH --output='out %j.txt' --mem=64M\n#SBATCH --time-min 0:30\n"
+                          "echo hello\n")
+        job = target.backend.submit(script, job_name=f"contract-opts-{uuid.uuid4().hex[:8]}",
+                                    cwd=target.workdir)
+        target.submitted.append(job)
+        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
+                               timeout=30, check=True).stdout
+        for want in (f"Partition={partition}", "TimeLimit=00:02:00", "TimeMin=00:01:00",
+                      "MinMemoryNode=64M", f"StdOut={target.workdir}/out {job}.txt"):
+            assert want in shown, shown
+        assert target.finished(job).state is JobState.COMPLETED
+        assert target.file(target.workdir / f"out {job}.txt") == "hello\n"
+
+    def test_an_option_pyslurm_has_no_setting_for_is_refused_in_one_line(
+        self, target: Target
+    ) -> None:
+        script = target.script("#SBATCH --no-such-option=1\ntrue", "bad.sh")
+        with pytest.raises(SchedulerError) as caught:
+            target.backend.submit(script, job_name="contract-never", cwd=target.workdir)
+        assert str(caught.value) == (f"pyslurm {target.backend.version} has no setting for "  # type: ignore[attr-defined]
+                                     f"#SBATCH --no-such-option of {script} — use --backend slurm")
+
+
+_NEEDS = "the pyslurm backend needs pyslurm 22.5.x, built for this machine's Slurm 22.05.8; "
+_HOW = ("(PyPI's pyslurm is for Slurm 25.11 only; for another Slurm build pyslurm's matching "
+        "release tag, as chain's scripts/setup --pyslurm does) — use --backend slurm")
+
+
+def _refusal(**kwargs: object) -> str:
+    from chain.backends.slurm.pyslurm import PyslurmBackend
+
+    with pytest.raises(BackendUnavailable) as caught:
+        PyslurmBackend(**kwargs)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
 
 
 def test_pyslurm_of_another_slurm_release_is_unavailable() -> None:
-    """An importable pyslurm built for another Slurm release is refused, in one line."""
+    """An importable pyslurm built for another Slurm release is refused, in one line;
+    the rule is pyslurm's major.minor == Slurm's (pyslurm writes 22.05 as 22.5)."""
     from chain.backends.slurm.pyslurm import PyslurmBackend
 
     fake = ModuleType("pyslurm")
     fake.__version__ = "25.11.0"  # type: ignore[attr-defined]
-    with pytest.raises(BackendUnavailable) as caught:
-        PyslurmBackend(module=fake, slurm_version="22.05.8")
-    assert str(caught.value) == (
-        "the pyslurm backend needs pyslurm 25.11 built against Slurm 25.11 "
-        "(pip install 'slurm-chain[pyslurm]'); the installed pyslurm 25.11.0 is for "
-        "Slurm 25.11; this machine has Slurm 22.05.8 — use --backend slurm")
+    assert _refusal(module=fake, slurm_version="22.05.8") == (
+        f"{_NEEDS}the installed pyslurm 25.11.0 is for Slurm 25.11 {_HOW}")
     matching = PyslurmBackend(module=fake, slurm_version="25.11.3")
     assert (matching.name, matching.version, matching.slurm_version) == (
         "pyslurm", "25.11.0", "25.11.3")
+    fake.__version__ = "22.5.3"  # type: ignore[attr-defined]
+    assert PyslurmBackend(module=fake, slurm_version="22.05.8").version == "22.5.3"
+    fake.__version__ = "24.11.0"  # type: ignore[attr-defined]
+    assert _refusal(module=fake, slurm_version="22.05.8") == (
+        f"{_NEEDS}the installed pyslurm 24.11.0 is for Slurm 24.11 {_HOW}")
+
+
+def test_pyslurm_missing_old_or_without_slurm_is_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not installed, the old API only (before 22.5), no running Slurm: one line each;
+    without a running Slurm pyslurm is not even imported (libslurm would end the process)."""
+    from chain.backends.slurm import pyslurm_load
+
+    monkeypatch.setitem(sys.modules, "pyslurm", None)  # not installed
+    assert _refusal(slurm_version="22.05.8") == f"{_NEEDS}pyslurm is not installed {_HOW}"
+    old = ModuleType("pyslurm")
+    old.__version__ = "22.5.0"  # type: ignore[attr-defined]
+    old.job = object  # type: ignore[attr-defined]  # the old API's class, no Job
+    monkeypatch.setitem(sys.modules, "pyslurm", old)
+    assert _refusal(slurm_version="22.05.8") == (
+        f"{_NEEDS}the installed pyslurm 22.5.0 predates the API chain uses (no pyslurm.Job; "
+        f"pyslurm 22.5 or later has it) {_HOW}")
+    monkeypatch.setattr(pyslurm_load, "running_slurm_version", lambda: None)
+    assert _refusal() == (
+        "the pyslurm backend needs a pyslurm built for the running Slurm's release; not tried: "
+        f"the Slurm clients found no configuration (sinfo --version failed) {_HOW}")

@@ -1,63 +1,32 @@
 """The pyslurm backend: Slurm's C API through pyslurm, behind the same interface.
 
-Where it can be used at all is decided in ``pyslurm_load`` (pyslurm's
-release must equal the running Slurm's).
+Where it can be used is decided in ``pyslurm_load`` (pyslurm's major.minor
+must be the running Slurm's). It uses the object API pyslurm 22.5 through
+25.11 share (read in their ``core/job/{job,submission}.pyx``, ``db/job.pyx``,
+``core/error.pyx``): ``JobSubmitDescription(**attrs).submit()``,
+``Job.load(id)`` (an id slurmctld forgot: ``RPCError`` errno 2017),
+``Jobs.load()`` (a map by cluster and id: ``.values()``), ``Job(id).cancel()``
+(= plain scancel), ``Job(id).send_signal(sig, steps=...)``,
+``db.Jobs.load(db.JobFilter(ids=...))`` (slurmdbd); ``RPCError.msg`` is
+slurm_strerror's text, so ``chain.core.retry.is_transient`` applies.
 
-pyslurm 25.11 API used here, as checked in pyslurm's source (repository
-PySlurm/pyslurm, read through the code index; the docs site has the same
-docstrings under https://pyslurm.github.io/):
-
-- ``pyslurm/__init__.py``, ``pyslurm/version.py``: ``pyslurm.__version__``
-  ("MAJOR.MINOR.PATCH", MAJOR.MINOR = Slurm's release) and ``pyslurm.version()``.
-- ``pyslurm/core/job/submission.pyx`` / ``submission.pxd``:
-  ``JobSubmitDescription(**attrs)``; attributes ``script`` (a path or the
-  text; a path is read), ``name``, ``dependencies`` (str or dict),
-  ``environment`` (``"ALL"`` or a dict: a dict is the job's whole environment
-  plus the submitter's ``SLURM_*`` variables), ``working_directory``,
-  ``time_limit``, ``standard_output``, ``standard_error``, ``partitions``...;
-  ``load_sbatch_options(overwrite=False)`` reads the script's ``#SBATCH``
-  lines into attributes still unset; ``submit()`` returns the new job id and
-  raises ``RPCError``.
-- ``pyslurm/core/job/sbatch_opts.pyx``: the ``#SBATCH`` parser behind
-  ``load_sbatch_options`` (``-t/--time`` -> ``time_limit``, ``-o/--output``
-  -> ``standard_output``, ``-J/--job-name`` -> ``name``, ``-d`` ->
-  ``dependencies``...). It splits a line on ``=``/blanks and cannot take a
-  quoted value with a blank in it: such a line raises ``ValueError``.
-- ``pyslurm/core/job/job.pyx``: ``Job.load(job_id)`` (slurm_load_job; an id
-  slurmctld no longer knows raises ``RPCError``, errno 2017
-  ESLURM_INVALID_JOB_ID, "Invalid job id specified"); properties ``id``,
-  ``name``, ``state`` (slurm_job_state_string: "RUNNING", "COMPLETED"...),
-  ``state_reason``, ``exit_code``, ``exit_code_signal``, ``start_time``,
-  ``end_time`` (epoch seconds or None; for a running job the scheduled end);
-  ``Jobs.load()`` every job slurmctld holds (a map by id; ``.values()``);
-  ``Job(id).cancel()`` = ``send_signal(9)`` = slurm_kill_job, which is what
-  plain ``scancel`` does (slurmstepd sends TERM, then KILL after KillWait);
-  ``Job(id).send_signal(sig, steps="batch")`` signals only the batch step
-  (``scancel --batch --signal``), sig as a name ("SIGUSR1"/"USR1") or a
-  number; ESLURM_ALREADY_DONE is ignored there.
-- ``pyslurm/db/job.pyx``: ``pyslurm.db.JobFilter(ids=[...])`` and
-  ``pyslurm.db.Jobs.load(filter)`` (slurmdb_jobs_get; jobs purged from
-  slurmctld, and the accounting behind ``usage``); ``db.Job`` has ``id``,
-  ``name``, ``state``, ``exit_code``, ``exit_code_signal``, ``submit_time``,
-  ``start_time``, ``end_time``, ``elapsed_time`` (seconds), ``nodelist``,
-  ``cpus`` (allocated), ``cancelled_by`` and ``stats``
-  (``pyslurm/db/stats.pxd``: ``total_cpu_time`` in seconds,
-  ``max_resident_memory`` in bytes).
-- ``pyslurm/utils/helpers.pyx`` ``_get_exit_code``: like sacct, an exit
-  status of 128 or more is reported minus 128 (137 -> 9); kept as reported,
-  as the CLI backend keeps sacct's.
-- ``pyslurm/core/error.pyx``: ``RPCError(Exception)`` with ``.errno`` and
-  ``.msg`` (slurm_strerror text, e.g. "Socket timed out on send/recv
-  operation"), so ``chain.core.retry.is_transient`` applies to its message.
-
-pyslurm could not be installed on the machine this was written on (Slurm
-22.05): this module is exercised there only up to the version check; the
-contract suite (tests/backends/test_contract.py) runs it where it imports.
+What a real pyslurm (22.5.3 on Slurm 22.05.8) showed, handled for all:
+``load_sbatch_options`` is not used, since its reader maps ``--partition``
+to an attribute the description lacks (AttributeError, in 24.11 too), takes
+no quoted value nor one holding ``=`` or ``#``, and silently drops options
+it does not know; the leading ``#SBATCH`` block is read here as sbatch
+reads it and each option set on the attribute the installed pyslurm has, or
+refused in one line. A time given as a digit string fails in
+``timestr_to_mins`` (TypeError): times go as whole minutes. pyslurm adds the
+submitting process's ``SLURM_*`` variables to a dict environment, as sbatch
+does (the command-line backend drops them); Slurm overrides the ones that
+describe the new job.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -73,7 +42,8 @@ from chain.backends.base import (
 from chain.backends.slurm.pyslurm_load import load_pyslurm
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
-from chain.errors import SchedulerError
+from chain.core.timefmt import parse_slurm_time, sbatch_minutes
+from chain.errors import ConfigError, SchedulerError
 
 T = TypeVar("T")
 
@@ -85,6 +55,82 @@ _INVALID_ID_TEXT = "invalid job id"
 # submitter's SLURM_* variables to a dict environment, so only ours are
 # filtered here.
 _KEEP = {"SLURM_CONF"}
+
+
+# sbatch's long options -> JobSubmitDescription attributes, the first one the
+# installed pyslurm has wins. Any other option NAME goes to the attribute
+# NAME with "-" as "_" when there is one, else it is refused.
+_ATTRS: dict[str, tuple[str, ...]] = {
+    "job-name": ("name",), "output": ("standard_output",), "error": ("standard_error",),
+    "time": ("time_limit",), "time-min": ("time_limit_min",), "dependency": ("dependencies",),
+    "chdir": ("working_directory",), "open-mode": ("log_files_open_mode",),
+    "mem": ("memory_per_node",), "partition": ("partitions", "partition"),
+    "constraint": ("constraints",), "exclusive": ("resource_sharing",),
+    "mail-type": ("mail_types",), "reservation": ("reservations",), "gres": ("gres_per_node",),
+    "requeue": ("is_requeueable",), "no-requeue": ("is_requeueable",),
+}
+_SHORT = {"J": "job-name", "o": "output", "e": "error", "t": "time", "d": "dependency",
+          "D": "chdir", "n": "ntasks", "c": "cpus-per-task", "N": "nodes", "p": "partition",
+          "q": "qos", "A": "account", "C": "constraint", "G": "gpus"}
+# Options that take no value, and the attribute value each stands for.
+_FLAGS: dict[str, Any] = {"exclusive": "no", "requeue": True, "no-requeue": False}
+_MINUTES = ("time", "time-min")
+
+
+def sbatch_directives(text: str, script: Path) -> dict[str, Any]:
+    """The leading ``#SBATCH`` block as sbatch reads it: option -> value.
+
+    Up to the first command; ``--opt=value``, ``--opt value``, ``-x value``
+    and ``-xvalue``, values shell-quoted or not; a later one wins.
+    """
+    found: dict[str, Any] = {}
+    for number, raw in enumerate(text.splitlines()):
+        line = raw.strip()
+        if not line or (number == 0 and line.startswith("#!")):
+            continue
+        if not line.startswith("#"):
+            break  # sbatch stops at the first command
+        if not (line.startswith("#SBATCH") and line[7:8] in (" ", "\t")):
+            continue
+        try:
+            tokens = shlex.split(line[7:], comments=True)
+        except ValueError as exc:
+            raise SchedulerError(f"cannot read the #SBATCH line {line!r} of {script}: {exc}") from None
+        found.update(_options(tokens, line, script))
+    return found
+
+
+def _options(tokens: list[str], line: str, script: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        token, i = tokens[i], i + 1
+        if token.startswith("--"):
+            name, eq, text = token[2:].partition("=")
+            value: Any = text if eq else _FLAGS.get(name)
+        elif token.startswith("-") and len(token) > 1:
+            name, value = _SHORT.get(token[1], token[1]), token[2:] or None
+        else:
+            raise SchedulerError(f"cannot read the #SBATCH line {line!r} of {script}: "
+                                 f"{token!r} is not an option")
+        if value is None and i < len(tokens) and not tokens[i].startswith("-"):
+            value, i = tokens[i], i + 1
+        if value is None and (name in _ATTRS or name in _SHORT.values()):
+            raise SchedulerError(f"#SBATCH --{name} of {script} has no value")
+        if value is None:
+            value = True  # a switch pyslurm has as a boolean attribute (--overcommit)
+        found[name] = _minutes(value, script) if name in _MINUTES else value
+    return found
+
+
+def _minutes(value: Any, script: Path) -> int | str:
+    """A time as whole minutes: pyslurm 22.5 fails on a digit string."""
+    if str(value).strip().lower() in ("unlimited", "infinite"):
+        return "UNLIMITED"
+    try:
+        return sbatch_minutes(parse_slurm_time(str(value), what=f"#SBATCH --time of {script}"))
+    except ConfigError as exc:
+        raise SchedulerError(str(exc)) from None
 
 
 def _amount(value: Any) -> float | None:
@@ -204,37 +250,49 @@ class PyslurmBackend(Backend):
         env: Mapping[str, str] | None = None, cwd: Path | None = None,
     ) -> str:
         script = Path(script)
-        if not script.is_file():
-            raise SchedulerError(f"pyslurm submit: cannot read {script}")
+        try:
+            options = sbatch_directives(script.read_text(), script)
+        except OSError as exc:
+            raise SchedulerError(f"pyslurm submit: cannot read {script}: {exc.strerror}") from None
         environment = {k: v for k, v in os.environ.items()
                        if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
         environment.update(env or {})
-        workdir = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
+        # As sbatch run in cwd: the script's --chdir wins, relative paths are
+        # the working directory's; the job name and dependency given here win
+        # over the script's, as sbatch's flags do.
+        here = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
+        workdir = options["chdir"] = os.path.join(here, str(options.get("chdir", here)))
+        options["job-name"] = job_name
+        if dependency:
+            options["dependency"] = dependency
+        for name in ("output", "error"):
+            if name in options and not os.path.isabs(str(options[name])):
+                options[name] = os.path.join(workdir, str(options[name]))
 
-        def describe() -> Any:
-            # Values given here win over the script's #SBATCH lines
-            # (load_sbatch_options(overwrite=False)), as sbatch's flags do.
+        attrs = self._attributes(options, script)  # refused here, not retried
+
+        def submit_once() -> str:
             desc = self.pyslurm.JobSubmitDescription(
-                script=str(script.absolute()), name=job_name, environment=environment,
-                working_directory=workdir,
-            )
-            if dependency:
-                desc.dependencies = dependency
+                script=str(script.absolute()), environment=environment, **attrs)
             try:
-                desc.load_sbatch_options(overwrite=False)
-            except ValueError as exc:
-                raise SchedulerError(f"pyslurm cannot read the #SBATCH lines of {script}: "
-                                     f"{exc}") from None
-            # sbatch resolves relative output paths against the working dir.
-            for attr in ("standard_output", "standard_error"):
-                value = getattr(desc, attr, None)
-                if value and not os.path.isabs(str(value)):
-                    setattr(desc, attr, os.path.join(workdir, str(value)))
-            return desc
+                return str(self._once("submit", desc.submit))
+            except (ValueError, TypeError) as exc:  # pyslurm's checks of the values
+                raise SchedulerError(f"pyslurm cannot submit {script}: {exc}") from None
 
-        return submit_idempotently(
-            self, job_name, lambda: str(self._once("submit", lambda: describe().submit())),
-            retry=self.retry)
+        return submit_idempotently(self, job_name, submit_once, retry=self.retry)
+
+    def _attributes(self, options: Mapping[str, Any], script: Path) -> dict[str, Any]:
+        """sbatch options as the installed pyslurm's description attributes."""
+        has = set(dir(self.pyslurm.JobSubmitDescription()))
+        attrs: dict[str, Any] = {}
+        for name, value in options.items():
+            candidates = _ATTRS.get(name, (name.replace("-", "_"),))
+            attr = next((a for a in candidates if a in has), None)
+            if attr is None:
+                raise SchedulerError(f"pyslurm {self.version} has no setting for #SBATCH --{name} "
+                                     f"of {script} — use --backend slurm")
+            attrs[attr] = value
+        return attrs
 
     def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         found: dict[str, JobInfo] = {}

@@ -1,12 +1,19 @@
-"""Whether pyslurm can be used here: it imports, and its release is the running Slurm's.
+"""Whether pyslurm can be used here: it imports, has the API the backend uses,
+and its release is the running Slurm's.
 
 pyslurm's version is Slurm's major release plus pyslurm's own patch level
-(25.11.x works with any Slurm 25.11.x, and only with it: it is compiled
-against that release's headers and links its libslurm). PyPI's wheels are
-built for 25.11, so the pyslurm backend is used only where pyslurm imports *and* its
-major.minor equals the running Slurm's; everywhere else construction raises
-a one-line ``BackendUnavailable`` and ``--backend auto`` falls back to the
-command-line backend.
+("22.5.3" is for Slurm 22.05, "25.11.1" for 25.11): each release is compiled
+against that Slurm's headers and links its libslurm, so it works with that
+Slurm release only. The rule is therefore pyslurm's major.minor == the
+running Slurm's major.minor, whatever the release. PyPI carries only 25.11.x;
+for another Slurm, pyslurm's matching release tag is built from source
+(``scripts/setup --pyslurm`` in chain's repository). Everywhere else
+construction raises a one-line ``BackendUnavailable`` and ``--backend auto``
+falls back to the command-line backend.
+
+The backend uses the object API pyslurm introduced in 22.5 (``Job``,
+``Jobs``, ``JobSubmitDescription``, ``RPCError``, ``db``); older pyslurm
+releases only have the old API and are refused here, in one line.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from types import ModuleType
 
 from chain.errors import BackendUnavailable
 
-PYSLURM_EXTRA = "pip install 'slurm-chain[pyslurm]'"
-SUPPORTED = "25.11"  # the release PyPI's pyslurm (the extra's pin) is built for
+HOW_TO_BUILD = ("PyPI's pyslurm is for Slurm 25.11 only; for another Slurm build pyslurm's "
+                "matching release tag, as chain's scripts/setup --pyslurm does")
+# The object API of pyslurm >= 22.5 that the backend calls.
+REQUIRED_API = ("Job", "Jobs", "JobSubmitDescription", "RPCError")
 
 
 def _major_minor(text: str) -> str | None:
@@ -28,6 +37,13 @@ def _major_minor(text: str) -> str | None:
     if match is None:
         return None
     return f"{int(match.group(1))}.{int(match.group(2)):02d}"
+
+
+def pyslurm_release(slurm: str) -> str:
+    """pyslurm's release name for a Slurm release: "22.05.8" -> "22.5"."""
+    mm = _major_minor(slurm) or slurm
+    major, _, minor = mm.partition(".")
+    return f"{major}.{int(minor)}" if minor.isdigit() else mm
 
 
 def running_slurm_version(
@@ -66,12 +82,35 @@ class PyslurmUnavailable(BackendUnavailable):
 
 
 def _unavailable(slurm: str | None, detail: str) -> PyslurmUnavailable:
-    here = f"this machine has Slurm {slurm}" if slurm else "no running Slurm answered here"
+    needs = (f"pyslurm {pyslurm_release(slurm)}.x, built for this machine's Slurm {slurm}" if slurm
+             else "a pyslurm built for the running Slurm's release")
     return PyslurmUnavailable(
-        f"the pyslurm backend needs pyslurm {SUPPORTED} built against Slurm {SUPPORTED} "
-        f"({PYSLURM_EXTRA}); {detail}; {here} — use --backend slurm",
-        f"{detail}; {here}",
+        f"the pyslurm backend needs {needs}; {detail} ({HOW_TO_BUILD}) — use --backend slurm",
+        detail,
     )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
+
+
+def _import_pyslurm(slurm: str | None) -> ModuleType:
+    try:
+        module = importlib.import_module("pyslurm")
+    except ImportError as exc:  # also a libslurm.so of another release
+        if getattr(exc, "name", None) == "pyslurm":
+            raise _unavailable(slurm, "pyslurm is not installed") from None
+        raise _unavailable(slurm, f"pyslurm does not load ({_first_line(exc)})") from None
+    except Exception as exc:  # noqa: BLE001 - pyslurm's own import code (slurm_init) failed
+        raise _unavailable(slurm, f"pyslurm does not load ({type(exc).__name__}: "
+                                  f"{_first_line(exc)})") from None
+    lacking = [name for name in REQUIRED_API if not hasattr(module, name)]
+    if lacking:
+        version = str(getattr(module, "__version__", "?"))
+        raise _unavailable(slurm, f"the installed pyslurm {version} predates the API chain uses "
+                                  f"(no pyslurm.{lacking[0]}; pyslurm 22.5 or later has it)")
+    return module
 
 
 def load_pyslurm(
@@ -81,19 +120,17 @@ def load_pyslurm(
 
     Returns (module, pyslurm version, Slurm version); raises a one-line
     ``BackendUnavailable`` when pyslurm is missing, fails to load its
-    libslurm, or was built for another Slurm release than the one running.
+    libslurm, lacks the object API, or was built for another Slurm release
+    than the one running. A ``module`` given by a test is taken as it is.
     """
     slurm = slurm_version if slurm_version is not None else running_slurm_version()
     if module is None:
-        try:
-            module = importlib.import_module("pyslurm")
-        except ImportError as exc:  # also a libslurm.so of another release
-            missing = getattr(exc, "name", None) == "pyslurm"
-            detail = "pyslurm is not installed" if missing else (
-                f"pyslurm does not load ({str(exc).splitlines()[0] if str(exc) else exc!r})")
-            raise _unavailable(slurm, detail) from None
-        except OSError as exc:
-            raise _unavailable(slurm, f"pyslurm does not load ({exc})") from None
+        if slurm is None:
+            # Not even tried: importing pyslurm where libslurm finds no
+            # configuration ends the whole process (libslurm's fatal()).
+            raise _unavailable(slurm, "not tried: the Slurm clients found no configuration "
+                                      "(sinfo --version failed)")
+        module = _import_pyslurm(slurm)
     version = str(getattr(module, "__version__", "") or "")
     if not version and callable(getattr(module, "version", None)):
         version = str(module.version())

@@ -1,0 +1,129 @@
+"""A real chain through ``--backend pyslurm``: Slurm's C API through a real
+pyslurm built for the dev cluster's Slurm (``bash scripts/setup --pyslurm``).
+
+The same invariants as the command-line backend's chain test: it completes
+to MAX_ITER with a self-restarting submitter, never two runners (or
+submitters) of the chain at once in squeue's samples, no iteration computed
+twice beyond checkpoints (the app's log), and each hook ran once (marker
+files). The jobs themselves run ``chain`` with --backend pyslurm too, so the
+submitter submits and watches its runners through pyslurm.
+
+Where pyslurm does not import with the running Slurm's release these tests
+skip with the reason, except under CI=true, where they fail: CI builds pyslurm.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from e2e_helpers import IterLog, chain_cmd, copy_example, status, wait_ended
+
+from chain.errors import BackendUnavailable
+
+APP_ENV = {"ITER_SECONDS": "0.4"}
+LIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
+
+
+@pytest.fixture
+def real_pyslurm(slurm_cluster: object) -> str:
+    """pyslurm's version, once it imports and matches the running Slurm."""
+    from chain.backends.slurm.pyslurm import PyslurmBackend
+
+    try:
+        backend = PyslurmBackend()
+    except BackendUnavailable as exc:
+        why = str(exc)
+    else:
+        return backend.version
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI builds pyslurm (bash scripts/setup --pyslurm), yet: {why}", pytrace=False)
+    pytest.skip(f"no real pyslurm here: {why}")
+
+
+def _queue(chain_id: str) -> tuple[list[str], list[str]]:
+    """(live runner job names, running submitter job names) of the chain in
+    squeue: a successor submitter pending on its predecessor is by design."""
+    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True,
+                         text=True, timeout=30, check=False).stdout
+    rows = [line.split("|") for line in out.splitlines() if line.startswith(chain_id + ".")]
+    runners = [n for n, st in rows if ".r" in n[len(chain_id):] and st in LIVE]
+    submitters = [n for n, st in rows if ".s" in n[len(chain_id):] and st in LIVE[1:]]
+    return runners, submitters
+
+
+def test_pyslurm_chain_completes_with_self_restart_and_never_two_runners(
+    real_pyslurm: str, tmp_path: Path
+) -> None:
+    copy_example("python", tmp_path)
+    (tmp_path / "plot_progress.py").write_text(
+        "open('plot_progress.ran', 'a').write('x\\n')\n")  # the seed's hook convention
+    out = chain_cmd("submit", "--backend", "pyslurm", "--max-iter", "120", "--app-cmd",
+                    "python3 app.py", "--checkpoint-every", "5", "--runner-time", "0:30",
+                    "--runner-margin", "10", "--submitter-time", "0:45", "--submitter-margin", "10",
+                    "--poll-max", "10", "--hook", "echo user-hook >> hooks.ran", cwd=tmp_path,
+                    env=APP_ENV)
+    chain_id = out.stdout.split()[1].rstrip(":")
+    chain_dir = tmp_path / ".chain"
+    overlaps: list[tuple[list[str], list[str]]] = []
+    samples = 0
+
+    def sample() -> None:
+        nonlocal samples
+        samples += 1
+        runners, submitters = _queue(chain_id)
+        if len(runners) > 1 or len(submitters) > 1:
+            overlaps.append((runners, submitters))
+
+    report = wait_ended(tmp_path, timeout=400, sample=sample)
+    log = (chain_dir / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert report["backend"] == "pyslurm"
+    assert report["iteration"] == report["max_iter"] == 120
+    assert not overlaps, f"two runners or submitters of the chain at once: {overlaps}"
+    assert samples > 20
+    runners = report["runners"]
+    assert len(runners) >= 3
+    assert all(r["exit_code"] in (0, 99, 124) for r in runners)
+    assert runners[-1]["verdict"] == "complete"
+    assert all(r["verdict"] == "continue" for r in runners[:-1])
+    assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
+    assert report["submitter_cycle"] >= 1, "the submitter never restarted itself"
+    assert "it adopts runner job" in log, "no restart happened while a runner was live"
+    # hooks: built-in report, the seed's script, the user's command — each exactly once
+    assert (tmp_path / "plot_progress.ran").read_text() == "x\n"
+    assert (tmp_path / "hooks.ran").read_text() == "user-hook\n"
+    names = [h["name"] for h in report["hooks"]]
+    assert sorted(names) == sorted(set(names)) and "report" in names
+    assert log.count("hook report: running") == 1
+    iterlog = IterLog.read(tmp_path / "iterations.log")
+    iterlog.check_exactly_once_beyond_checkpoints(120)
+    assert len(iterlog.starts()) == len(runners)
+    # the report's accounting came from slurmdbd through pyslurm.db
+    usage = (chain_dir / "report" / "usage.csv").read_text()
+    assert all(r["job_id"] in usage for r in runners)
+
+
+def test_pyslurm_cancel_command_then_resume(real_pyslurm: str, tmp_path: Path) -> None:
+    """`chain cancel` of a pyslurm chain leaves nothing of it in the queue;
+    `--resume` completes it from its checkpoint."""
+    copy_example("python", tmp_path)
+    chain_cmd("submit", "--backend", "pyslurm", "--max-iter", "50", "--app-cmd", "python3 app.py",
+              "--runner-time", "0:30", "--runner-margin", "10", "--poll-max", "10",
+              cwd=tmp_path, env=APP_ENV)
+    deadline = time.time() + 90
+    while not (tmp_path / "iterations.log").exists():
+        assert time.time() < deadline, "the app never started"
+        time.sleep(0.3)
+    assert "cancelled" in chain_cmd("cancel", cwd=tmp_path, timeout=120).stdout
+    report = status(tmp_path)
+    assert report["state"] == "cancelled"
+    time.sleep(2)
+    assert _queue(report["chain_id"]) == ([], []), "something of the chain is left in the queue"
+    chain_cmd("submit", "--resume", "--max-iter", "20", cwd=tmp_path, env=APP_ENV)
+    final = wait_ended(tmp_path, timeout=120)
+    assert final["state"] == "completed" and final["iteration"] == 20
+    assert final["backend"] == "pyslurm"
