@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -185,11 +186,32 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
         lock.close()
     record.app_start = clock()
     chain.write_runner_record(record)
+    guard = _start_guard(proc.pid, settings, stop_sig)
     deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else \
         _step_sender(proc, backend, record.job_id)
     end = supervise(proc, plan, stop_signal=stop_sig, deliver=deliver,
                     signals=signals, clock=clock, say=lambda line: _say(record.job_id, line))
+    if guard is not None:
+        os.close(guard)  # the app has ended: its guard finds nothing to stop
     return _record_end(chain, settings, record, end, workdir / settings.ckpt_path)
+
+
+def _start_guard(app_pid: int, settings: Settings, stop_sig: int) -> int | None:
+    """Start the app's guard (``jobs.guard``): it stops the app's process
+    group if this runner dies first. Returns the pipe's write end, which
+    only this process holds (closed at exit, however it exits)."""
+    read_end, write_end = os.pipe()
+    grace = min(max(settings.runner_margin, 10), 60)
+    try:
+        subprocess.Popen([sys.executable, "-m", "chain.jobs.guard", str(app_pid), str(grace), str(int(stop_sig))],
+                         stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:  # the app runs unguarded: PDEATHSIG and the app lock remain
+        _say("-", f"could not start the app's guard: {exc.strerror}")
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return write_end
 
 
 def _app_env(chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule) -> dict[str, str]:
