@@ -20,6 +20,7 @@ from typing import Callable
 
 from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
+from chain.core.clock import steady_clock
 from chain.core.names import runner_seq
 from chain.core.runner_rules import (
     EXIT_APP_ALIVE,
@@ -74,9 +75,11 @@ def is_current(status: ChainStatus | None, job_id: str, seq: int | None) -> bool
 
 
 def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, job_name: str, workdir: Path,
-        preflight_error: str | None = None, clock: Callable[[], float] = time.time,
+        preflight_error: str | None = None, clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] = time.sleep) -> int:
-    """Run the app once; returns the runner's exit code (``core.runner_rules``)."""
+    """Run the app once; returns the runner's exit code (``core.runner_rules``).
+    ``clock``: wall-clock seconds that do not jump (``core.clock``) by default."""
+    clock = clock or steady_clock()
     record = RunnerRecord(job_id, job_name, seq=runner_seq(job_name), start=clock(), host=os.uname().nodename)
     previous = chain.runner_record(job_id)
     if previous is not None and previous.ended:

@@ -26,6 +26,7 @@ from chain.core.decision import (
     decide,
     next_step,
 )
+from chain.core.clock import steady_clock
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.poll import PollPolicy
@@ -49,7 +50,7 @@ class Submitter:
     workdir: Path
     job_id: str
     poll: PollPolicy = field(default_factory=PollPolicy)
-    clock: Callable[[], float] = time.time
+    clock: Callable[[], float] = field(default_factory=steady_clock)  # deadlines that do not jump
     sleep: Callable[[float], None] = time.sleep
 
     def __post_init__(self) -> None:
