@@ -7,6 +7,8 @@ restarts cleanly. Every test leaves the cluster UP.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -183,3 +185,38 @@ def test_four_single_cpu_jobs_run_at_once(slurm_cluster: SlurmCluster, tmp_path:
             return not out.strip()
 
         poll("the sleep jobs to leave the queue", gone, timeout=60)
+
+
+# ---- ports: a second cluster beside this one (scripts/in-debian's roots run one)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_cluster_listens_on_the_ports_of_its_port_base(slurm_cluster: SlurmCluster) -> None:
+    """scontrol shows the ports `dev-cluster env` promises (6817.. here, another base in a
+    scripts/in-debian root), so two clusters beside each other never share one."""
+    env = dev_cluster(slurm_cluster, "env", timeout=30)
+    assert env.returncode == 0, env.stderr
+    found = re.search(r"CHAIN_DEV_CLUSTER_PORT_BASE=(\d+)", env.stdout)
+    assert found, env.stdout
+    base = int(found.group(1))
+    config = run("scontrol", "show", "config").stdout
+    for key, port in (("SlurmctldPort", base), ("SlurmdPort", base + 1),
+                      ("AccountingStoragePort", base + 2)):
+        assert re.search(rf"^{key}\s*=\s*{port}\s*$", config, re.MULTILINE), f"{key} is not {port}"
+
+
+@pytest.mark.parametrize("var", ["CHAIN_DEV_CLUSTER_PORT_BASE", "CHAIN_DEV_CLUSTER_DB_PORT"])
+def test_a_bad_port_is_refused_in_one_line(var: str) -> None:
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "dev-cluster"), "status"],
+                          env={**os.environ, var: "80"}, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and var in proc.stderr, proc.stderr
+
+
+def test_in_debian_refuses_an_unknown_release_in_one_line() -> None:
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "in-debian"), "potato", "true"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "unknown release 'potato'" in proc.stderr

@@ -1,8 +1,25 @@
-"""Parsers on literal output of Slurm 22.05's clients (captured on the dev cluster)."""
+"""Parsers on literal output of Slurm's clients, for each Slurm release the project runs on.
+
+tests/unit/fixtures/slurm-<release>/<scenario>/ holds what ``sbatch --parsable``, ``squeue``,
+``sacct`` (states, and usage) and ``scontrol show job`` printed for ONE real job, all captured
+at the same moment of its life, unedited, by scripts/capture-slurm-fixtures: 22.05 on the
+host's dev cluster (Debian 12), 24.11 and 26.05 on the dev cluster inside scripts/in-debian's
+trixie and sid roots. Every scenario is checked on every release, against the same expectations
+(a release printing something else fails here, by name). The last tests are small hand-made
+cases of forms the captures do not show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
 
 from chain.backends.slurm.parse import (
     parse_exit_code,
     parse_sacct,
+    parse_sacct_usage,
     parse_sbatch_parsable,
     parse_scontrol,
     parse_slurm_timestamp,
@@ -10,55 +27,180 @@ from chain.backends.slurm.parse import (
 )
 from chain.core.model import JobState
 
-SQUEUE = """\
-10|PENDING|None|parse-test|N/A|N/A
-11|RUNNING|None|chain-ab12cd.r3|2026-11-29T07:49:12|2026-11-29T07:50:12
-12|FAILED|NonZeroExitCode|parse-test|2026-11-29T07:49:12|2026-11-29T07:49:14
-"""
-
-SACCT = """\
-10|FAILED|9:0|parse-test|2026-11-29T07:49:12|2026-11-29T07:49:14
-13|CANCELLED by 0|0:15|chain-ab12cd.r4|2026-11-29T07:50:00|2026-11-29T07:50:09
-14|TIMEOUT|0:0|chain-ab12cd.r5|2026-11-29T07:51:00|2026-11-29T07:52:01
-15|RUNNING|0:0|chain-ab12cd.r6|2026-11-29T07:53:00|Unknown
-16|NODE_FAIL|1:0|chain-ab12cd.r7|2026-11-29T07:53:00|2026-11-29T07:55:00
-"""
-
-SCONTROL = """\
-JobId=10 JobName=parse-test
-   UserId=root(0) GroupId=root(0) MCS_label=N/A
-   Priority=4294901750 Nice=0 Account=root QOS=normal
-   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)
-   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=137:0
-   RunTime=00:00:02 TimeLimit=00:01:00 TimeMin=N/A
-   SubmitTime=2026-11-29T07:49:12 EligibleTime=2026-11-29T07:49:12
-   AccrueTime=2026-11-29T07:49:12
-   StartTime=2026-11-29T07:49:12 EndTime=2026-11-29T07:49:14 Deadline=N/A
-"""
+FIXTURES = Path(__file__).parent / "fixtures"
+RELEASES = ["22.05", "24.11", "26.05"]  # Debian 12 (host), 13 (trixie), sid
+OUTPUTS = ["sbatch", "squeue", "sacct", "sacct-usage", "scontrol"]
 
 
-def test_squeue_states_all() -> None:
-    jobs = parse_squeue(SQUEUE)
-    assert jobs["10"].state is JobState.PENDING and jobs["10"].start is None and jobs["10"].reason == ""
-    assert jobs["11"].state is JobState.RUNNING and jobs["11"].name == "chain-ab12cd.r3"
-    end, start = jobs["11"].end, jobs["11"].start
-    assert end is not None and start is not None and end - start == 60
-    assert jobs["12"].state is JobState.FAILED and jobs["12"].state.finished
-    assert jobs["12"].reason == "NonZeroExitCode"
+@dataclass(frozen=True)
+class Expect:
+    """What every release's capture of a scenario must parse to."""
+
+    state: JobState
+    reason: str  # squeue's and scontrol's Reason ("" for None)
+    sacct_exit: tuple[int | None, int | None]  # (code, signal) as sacct prints them
+    scontrol_exit: tuple[int | None, int | None]  # the real ones
+    started: bool = True
+    cancelled_by: str | None = None
+    limit: int = 120  # the job's time limit, seconds
+
+
+SCENARIOS = {
+    "completed": Expect(JobState.COMPLETED, "", (0, None), (0, None)),
+    "failed-exit-3": Expect(JobState.FAILED, "NonZeroExitCode", (3, None), (3, None)),
+    # sacct up to 24.11 shows an exit status of 128 or more minus 128 (26.05: whole, below);
+    # scontrol keeps it.
+    "exit-137": Expect(JobState.FAILED, "NonZeroExitCode", (9, None), (137, None)),
+    "killed-by-signal-9": Expect(JobState.FAILED, "<by release>", (0, 9), (0, 9)),
+    "cancelled-running": Expect(JobState.CANCELLED, "", (0, None), (0, 15), cancelled_by="0"),
+    "timeout": Expect(JobState.TIMEOUT, "TimeLimit", (0, None), (0, 15), limit=60),
+    "running": Expect(JobState.RUNNING, "", (0, None), (0, None)),
+    "pending-held": Expect(JobState.PENDING, "JobHeldUser", (0, None), (0, None), started=False),
+    "pending-dependency": Expect(JobState.PENDING, "Dependency", (0, None), (0, None), started=False),
+}
+# What differs between releases: the reason of a job killed by a signal, and sacct's
+# exit status of 128 and more (26.05 no longer subtracts 128).
+KILLED_REASON = {"22.05": "JobLaunchFailure", "24.11": "RaisedSignal:9(Killed)",
+                 "26.05": "RaisedSignal:9(Killed)"}
+SACCT_EXIT_137 = {"22.05": (9, None), "24.11": (9, None), "26.05": (137, None)}
+
+
+@dataclass(frozen=True)
+class Capture:
+    release: str
+    scenario: str
+
+    @property
+    def dir(self) -> Path:
+        return FIXTURES / f"slurm-{self.release}" / self.scenario
+
+    def text(self, output: str) -> str:
+        return (self.dir / f"{output}.txt").read_text()
+
+    @property
+    def job_id(self) -> str:
+        return parse_sbatch_parsable(self.text("sbatch"))
+
+    @property
+    def expect(self) -> Expect:
+        exp = SCENARIOS[self.scenario]
+        if self.scenario == "killed-by-signal-9":
+            return replace(exp, reason=KILLED_REASON[self.release])
+        if self.scenario == "exit-137":
+            return replace(exp, sacct_exit=SACCT_EXIT_137[self.release])
+        return exp
+
+
+CAPTURES = [
+    pytest.param(Capture(release, scenario), id=f"{release}-{scenario}")
+    for release in RELEASES
+    for scenario in SCENARIOS
+]
+
+
+def test_every_release_has_every_scenario_captured_whole() -> None:
+    for release in RELEASES:
+        top = FIXTURES / f"slurm-{release}"
+        info = (top / "capture-info.txt").read_text()
+        assert info.splitlines()[0].split()[-1].startswith(release + "."), info
+        assert sorted(p.name for p in top.iterdir() if p.is_dir()) == sorted(SCENARIOS)
+        for scenario in SCENARIOS:
+            capture = Capture(release, scenario)
+            assert sorted(p.stem for p in capture.dir.iterdir()) == sorted(OUTPUTS), capture.dir
+            # one job: every output names the job sbatch printed, and no other
+            for output in ("squeue", "sacct", "sacct-usage"):
+                ids = {line.split("|")[0].split(".")[0] for line in capture.text(output).splitlines()}
+                assert ids == {capture.job_id}, (capture.dir, output)
+            assert capture.text("scontrol").startswith(f"JobId={capture.job_id} "), capture.dir
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_sbatch_parsable(capture: Capture) -> None:
+    assert capture.job_id.isdigit()
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_squeue(capture: Capture) -> None:
+    exp = capture.expect
+    jobs = parse_squeue(capture.text("squeue"))
+    assert list(jobs) == [capture.job_id]
+    job = jobs[capture.job_id]
+    assert job.state is exp.state and job.source == "squeue"
+    assert job.reason == exp.reason
+    assert job.name == f"capture-{capture.scenario}"
+    if not exp.started:
+        assert job.start is None and job.end is None and job.state.active
+        return
+    assert job.start is not None and job.end is not None
+    if exp.state is JobState.RUNNING:
+        # a running job's end is its scheduled end: start + the time limit
+        assert job.end - job.start == exp.limit and job.state.active
+    else:
+        assert job.state.finished and 0 <= job.end - job.start <= exp.limit + 60
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_sacct(capture: Capture) -> None:
+    exp = capture.expect
+    jobs = parse_sacct(capture.text("sacct"))
+    assert list(jobs) == [capture.job_id]
+    job = jobs[capture.job_id]
+    assert job.state is exp.state and job.source == "sacct"
+    assert (job.exit_code, job.signal) == exp.sacct_exit
+    assert job.cancelled_by == exp.cancelled_by
+    assert job.name == f"capture-{capture.scenario}"
+    # the same job at the same moment as squeue: same start, same end once it ended
+    queued = parse_squeue(capture.text("squeue"))[capture.job_id]
+    assert job.start == queued.start
+    if exp.state is JobState.RUNNING:
+        assert job.end is None  # sacct prints Unknown until the job ends
+    else:
+        assert job.end == queued.end
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_scontrol(capture: Capture) -> None:
+    exp = capture.expect
+    jobs = parse_scontrol(capture.text("scontrol"))
+    assert list(jobs) == [capture.job_id]
+    job = jobs[capture.job_id]
+    assert job.state is exp.state and job.source == "scontrol"
+    assert (job.exit_code, job.signal) == exp.scontrol_exit
+    assert job.reason == exp.reason
+    assert job.name == f"capture-{capture.scenario}"
+    queued = parse_squeue(capture.text("squeue"))[capture.job_id]
+    assert (job.start, job.end) == (queued.start, queued.end)
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_sacct_usage(capture: Capture) -> None:
+    exp = capture.expect
+    usage = parse_sacct_usage(capture.text("sacct-usage"))
+    assert list(usage) == [capture.job_id]  # step lines fold into their job
+    job = usage[capture.job_id]
+    assert JobState.parse(job.state) is exp.state
+    assert parse_exit_code(job.exit_code) == exp.sacct_exit
+    assert job.submit is not None
+    if not exp.started:
+        assert (job.start, job.end, job.node) == (None, None, "")  # "None assigned"
+        assert job.elapsed == 0 and job.max_rss is None
+        return
+    assert job.start is not None and job.submit <= job.start and job.node == "vm"
+    assert job.alloc_cpus == 1 and job.cpu is not None and job.elapsed is not None
+    if exp.state is JobState.RUNNING:
+        assert job.end is None
+    else:
+        assert job.end is not None and abs(job.elapsed - (job.end - job.start)) <= 1
+    if capture.scenario == "timeout":
+        # the one job that lived past the 10 s accounting sample: its batch step's MaxRSS
+        assert job.max_rss is not None and job.max_rss > 1024 * 1024
+
+
+# ---- hand-made forms the captures do not show
 
 
 def test_squeue_empty_output() -> None:
     assert parse_squeue("") == {}
-
-
-def test_sacct_exit_codes_and_states() -> None:
-    jobs = parse_sacct(SACCT)
-    # a script exiting 137 shows 9:0 in sacct (minus 128)
-    assert (jobs["10"].state, jobs["10"].exit_code, jobs["10"].signal) == (JobState.FAILED, 9, None)
-    assert jobs["13"].state is JobState.CANCELLED and jobs["13"].cancelled_by == "0" and jobs["13"].signal == 15
-    assert jobs["14"].state is JobState.TIMEOUT and jobs["14"].exit_code == 0
-    assert jobs["15"].state is JobState.RUNNING and jobs["15"].end is None and jobs["15"].state.active
-    assert jobs["16"].state is JobState.NODE_FAIL
 
 
 def test_sacct_skips_steps() -> None:
@@ -66,10 +208,9 @@ def test_sacct_skips_steps() -> None:
     assert list(parse_sacct(text)) == ["20"]
 
 
-def test_scontrol_keeps_real_exit_code() -> None:
-    job = parse_scontrol(SCONTROL)["10"]
-    assert (job.state, job.exit_code, job.reason) == (JobState.FAILED, 137, "NonZeroExitCode")
-    assert job.end is not None and job.start is not None and job.end - job.start == 2
+def test_sacct_node_fail_line() -> None:
+    job = parse_sacct("16|NODE_FAIL|1:0|chain-ab12cd.r7|2026-11-29T07:53:00|2026-11-29T07:55:00\n")["16"]
+    assert job.state is JobState.NODE_FAIL and job.state.finished and job.exit_code == 1
 
 
 def test_scontrol_one_line_form() -> None:

@@ -75,9 +75,10 @@ def _sacct_lines(text: str, fields: int) -> Iterator[list[str]]:
 def parse_sacct(text: str) -> dict[str, JobInfo]:
     """Output of ``sacct -X -n -P -o JobIDRaw,State,ExitCode,JobName,Start,End``.
 
-    sacct reports an exit status of 128 or more minus 128 (a job exiting 137
-    shows ``9:0``): the code is kept as printed, callers that need the real
-    status read the runner's own record or scontrol.
+    sacct up to Slurm 24.11 reports an exit status of 128 or more minus 128
+    (a job exiting 137 shows ``9:0``; 26.05 shows ``137:0``): the code is kept
+    as printed, callers that need the real status read the runner's own record
+    or scontrol.
     """
     jobs: dict[str, JobInfo] = {}
     for parts in _sacct_lines(text, 3):
