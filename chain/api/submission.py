@@ -155,20 +155,16 @@ def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backe
     and runner 2 behind it; a resumed chain whose last runner was never
     judged queues the runner that judges it first. The job to follow."""
     status.submitter_job_id, status.relay_broken, status.submitter_cycle = "", "", 0
-    if status.runner_live:
-        name = runner_job_name(status.chain_id, status.runner_seq + 1)
-        status.next_job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
-        chain.save_status(status)
-        chain.add_worker_id(status.next_job_id)
-        return status.next_job_id
-    _presubmit_first_runner(chain, status, settings, backend, workdir, prequeue=True)
-    if status.runner_job_id and status.runner_live:
-        return status.runner_job_id
-    # nothing to run (counter at MAX_ITER, or unreadable): one runner judges and ends the chain
+    if not status.runner_live:
+        _presubmit_first_runner(chain, status, settings, backend, workdir, prequeue=True)
+        if status.runner_job_id and status.runner_live:
+            return status.runner_job_id
+    # a runner to judge first, or nothing to run (counter at MAX_ITER, or
+    # unreadable): one runner judges, then goes on or ends the chain (its id
+    # joins worker_ids.txt if it takes over)
     name = runner_job_name(status.chain_id, status.runner_seq + 1)
     status.next_job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
     chain.save_status(status)
-    chain.add_worker_id(status.next_job_id)
     return status.next_job_id
 
 

@@ -3,6 +3,7 @@ relay runner (``jobs.relay``) share, so both modes decide and end alike."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from chain.backends.base import Backend, JobState
@@ -59,6 +60,7 @@ def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, setti
                    now: float, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
     """The counter reached MAX_ITER: run the hooks, then mark the chain
     completed, then announce it (``jobs.notify``)."""
+    started = time.monotonic()
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
     reason = f"reached MAX_ITER={settings.max_iter}"
     # the state turns completed after the hooks (a watcher's --wait ends with
@@ -68,7 +70,7 @@ def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, setti
     status.state = ChainState.COMPLETED
     status.reason = reason
     status.runner_live = False
-    status.completed_at = now
+    status.completed_at = now + (time.monotonic() - started)  # after the hooks
     chain.save_status(status)
     chain.log("chain completed")
     announce_end(chain, backend, status, settings, workdir)

@@ -52,12 +52,15 @@ def run_hooks(
 ) -> None:
     """Run every hook not yet run (or only those named); record each result
     in ``status.hooks``, so a restarted submitter never runs one twice.
+    ``timeout`` is the time all of them have together (the job's remaining
+    time): each gets what the earlier ones left.
 
     Each hook gets ``CHAIN_STATE`` and ``CHAIN_REASON``: the chain's final
     state (``final``, when the state is saved only after the hooks), else
     its current one."""
     state, reason = final or (status.state, status.reason)
     done = {h.get("name") for h in status.hooks}
+    budget_end = time.monotonic() + timeout  # ``timeout`` bounds all the hooks together
     for hook in plan_hooks(settings):
         if hook.name in done or (only is not None and hook.name not in only):
             continue
@@ -71,6 +74,7 @@ def run_hooks(
             argv += ["--chain-dir", str(chain.root)]
         log_path = chain.slurm_logs / f"hook-{hook.name}.log"
         started = time.time()
+        left = budget_end - time.monotonic()
         chain.log(f"hook {hook.name}: running {' '.join(argv)}")
         entry: dict[str, Any] = {"name": hook.name, "argv": argv, "log": str(log_path), "started": started}
         try:
@@ -78,9 +82,9 @@ def run_hooks(
                 env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
                 env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value,
                            CHAIN_REASON=reason)
-                entry["rc"] = _run_bounded(argv, workdir, log, env, timeout)
+                entry["rc"] = _run_bounded(argv, workdir, log, env, max(1.0, left))
             if entry["rc"] == 124:
-                entry["error"] = f"timed out after {timeout:.0f}s (the job's remaining time)"
+                entry["error"] = f"timed out after {max(1.0, left):.0f}s (the time the job had left)"
         except OSError as exc:
             entry["rc"] = 127
             entry["error"] = exc.strerror or str(exc)

@@ -174,8 +174,7 @@ class Relay:
                            "(chain submit --resume)")
             return
         status.next_job_id, status.relay_broken = job_id, ""
-        self.chain.save_status(status)
-        self.chain.add_worker_id(job_id)
+        self.chain.save_status(status)  # its id joins worker_ids.txt when it takes over (launch)
         self.chain.log(f"relay: runner {status.runner_seq + 1} queued as job {job_id} behind job {self.job_id}")
 
     # --- after the app -----------------------------------------------------------------

@@ -69,3 +69,16 @@ def test_a_hook_past_its_time_is_stopped_with_its_children_and_never_rerun(tmp_p
     calls = len(status.hooks)
     run_hooks(chain, status, settings, tmp_path, save=chain.save_status, timeout=2.0, only=("hook-1",))
     assert len(status.hooks) == calls, "a timed-out hook ran again"
+
+
+def test_the_hooks_share_the_time_left_rather_than_each_getting_all_of_it(tmp_path: Path) -> None:
+    """Found by the relay benchmark: three long hooks each got the whole
+    remaining time, and the job was killed by its limit mid-hook."""
+    chain, status = _chain(tmp_path)
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "hooks": ["sleep 100"] * 3}, {}, None,
+                                 tmp_path)
+    started = time.monotonic()
+    run_hooks(chain, status, settings, tmp_path, save=chain.save_status, timeout=3.0,
+              only=("hook-1", "hook-2", "hook-3"))
+    assert time.monotonic() - started < 12, "each hook was given the whole budget"
+    assert [h["rc"] for h in status.hooks] == [124, 124, 124]
