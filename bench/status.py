@@ -81,6 +81,27 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     return chain.root
 
 
+def clean_source(work: Path) -> Path:
+    """This checkout as it is (tracked files with their uncommitted changes,
+    and new files git does not ignore), copied without what git ignores: a
+    stale ``build/`` from an earlier layout would otherwise go into the wheel
+    (setuptools builds in ./build/lib and never removes a module that no
+    longer exists, e.g. an old ``chain/api.py`` beside the ``chain/api/``
+    package, which breaks ``import chain.api``)."""
+    src = work / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, check=False)
+    if listed.returncode != 0:
+        return ROOT  # not a git checkout: build it as it is
+    for rel in filter(None, listed.stdout.decode().split("\0")):
+        path = ROOT / rel
+        if path.is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, src / rel)
+    return src
+
+
 def user_install(venv: Path) -> tuple[Path, str]:
     """A wheel of this checkout in a scratch venv: the ``chain`` a user runs.
 
@@ -89,8 +110,8 @@ def user_install(venv: Path) -> tuple[Path, str]:
     venv that sees this interpreter's site-packages (and its .pth files)."""
     wheels = venv.parent / "wheel"
     shutil.rmtree(wheels, ignore_errors=True)
-    subprocess.run([PY, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)], check=True,
-                   capture_output=True)
+    subprocess.run([PY, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(clean_source(venv.parent))],
+                   check=True, capture_output=True)
     wheel = [str(w) for w in wheels.glob("*.whl")]
     for how, venv_args, pip_args in (("isolated venv, dependencies from the index", [], []),
                                      ("venv with this interpreter's site-packages", ["--system-site-packages"],
