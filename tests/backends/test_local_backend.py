@@ -1,4 +1,8 @@
-"""The embedded local backend: real processes, short sleeps, scaled time limits."""
+"""The embedded local backend: real processes, short sleeps, scaled time limits.
+
+Nothing here sleeps a fixed time and then asserts: every wait is for an event
+(a job state, a file a job writes), with a generous bound (tests/waiting.py),
+so a loaded machine only makes the tests slower, never red."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from chain.backends.base import JobInfo, JobState
 from chain.backends.local.backend import LocalBackend
@@ -38,37 +43,30 @@ def write_script(directory: Path, body: str, *directives: str, name: str = "job.
 
 
 def wait_for(backend: LocalBackend, job_id: str, *, finished: bool = True,
-             timeout: float = 20.0) -> JobInfo:
+             timeout: float = 30.0) -> JobInfo:
     """Poll until the job has finished (or, with finished=False, is running)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+
+    def reached() -> JobInfo | None:
         info = backend.query([job_id]).get(job_id)
-        if info is not None:
-            if finished and info.state.finished:
-                return info
-            if not finished and info.state is JobState.RUNNING:
-                return info
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} still {backend.query([job_id])}")
+        if info is not None and (info.state.finished if finished else info.state is JobState.RUNNING):
+            return info
+        return None
+
+    return wait_until(reached, timeout, what=f"job {job_id} {'finished' if finished else 'running'}",
+                      describe=lambda: backend.query([job_id]))
 
 
-def wait_file(path: Path, timeout: float = 10.0) -> str:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if path.exists() and path.read_text().strip():
-            return path.read_text()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never written")
+def read_nonempty(path: Path) -> str | None:
+    return path.read_text() if path.exists() and path.read_text().strip() else None
 
 
-def gone(pid: int, timeout: float = 2.0) -> bool:
+def wait_file(path: Path, timeout: float = 30.0) -> str:
+    return wait_until(lambda: read_nonempty(path), timeout, what=f"{path} written")
+
+
+def gone(pid: int, timeout: float = 30.0) -> bool:
     """The process ended (a zombie counts: PID 1 of a container may never reap it)."""
-    deadline = time.time() + timeout
-    while proc_ticks(pid) is not None:
-        if time.time() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return wait_until(lambda: proc_ticks(pid) is None, timeout, what=f"process {pid} gone")
 
 
 def test_completed_with_output_pattern(backend: LocalBackend, tmp_path: Path) -> None:
@@ -119,7 +117,9 @@ def test_timeout_sends_term(backend: LocalBackend, tmp_path: Path) -> None:
     assert (info.state, info.exit_code, info.signal, info.reason) == (
         JobState.TIMEOUT, 0, None, "TimeLimit")
     assert (tmp_path / "got").read_text() == "TERM\n"
-    assert info.end is not None and info.end - running.start < 60 * SCALE + KILL_WAIT
+    # it ended by its own exit 0 in the TERM trap (a SIGKILL would show as
+    # signal 9), and not before its limit
+    assert info.end is not None and info.end - running.start >= 60 * SCALE - 0.01
     assert backend.end_time(job) is None
 
 
@@ -145,7 +145,7 @@ def test_cancel_running(backend: LocalBackend, tmp_path: Path) -> None:
     assert info.state is JobState.CANCELLED
     assert info.cancelled_by == current_user()
     assert info.signal == signal.SIGTERM  # the batch shell died of the TERM
-    assert time.time() - started < 2.0
+    assert time.time() - started < 15.0  # the cancel ended it, not its 30 s sleep
     backend.cancel(job)  # ended: a no-op
     assert backend.query([job])[job].state is JobState.CANCELLED
 
@@ -164,6 +164,10 @@ def test_cancel_pending(backend: LocalBackend, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     second = backend.submit(write_script(tmp_path, f"touch {marker}", name="2.sh"),
                             job_name="q", dependency=f"afterany:{first}", cwd=tmp_path)
+    # a witness with the same dependency, not cancelled: once it has run,
+    # the cancelled job would have run too, had the cancel not held
+    witness = backend.submit(write_script(tmp_path, "true", name="3.sh"), job_name="w",
+                             dependency=f"afterany:{first}", cwd=tmp_path)
     wait_for(backend, first, finished=False)
     pending = backend.query([second])[second]
     assert (pending.state, pending.reason) == (JobState.PENDING, "Dependency")
@@ -172,25 +176,36 @@ def test_cancel_pending(backend: LocalBackend, tmp_path: Path) -> None:
     assert info.state is JobState.CANCELLED and info.start is None
     backend.cancel(first)
     wait_for(backend, first)
-    time.sleep(0.3)
+    assert wait_for(backend, witness).state is JobState.COMPLETED
     assert not marker.exists()
+    assert backend.query([second])[second].start is None
 
 
 def test_cancel_with_signal_reaches_batch_shell_only(backend: LocalBackend,
                                                      tmp_path: Path) -> None:
     body = """
-        bash -c 'trap "echo child >> got" USR1; echo $$ > child.pid; while :; do sleep 0.05; done' &
+        bash -c 'trap "echo child >> got" USR1; trap "echo child-usr2 >> got" USR2; echo $$ > child.pid
+                 while :; do sleep 0.05; done' &
         trap 'echo batch >> got' USR1
-        for i in $(seq 30); do sleep 0.05; done
+        until [ -e release ]; do sleep 0.05; done
         echo done >> got
     """
     job = backend.submit(write_script(tmp_path, body), job_name="s", cwd=tmp_path)
     wait_for(backend, job, finished=False)
     child = int(wait_file(tmp_path / "child.pid"))
     backend.cancel(job, signal="USR1")
+    # The child's traps run pending signals in number order (USR1 before
+    # USR2): once it has answered a USR2 sent after the cancel, a USR1 from
+    # the cancel would have shown first.
+    os.kill(child, signal.SIGUSR2)
+    got = tmp_path / "got"
+    wait_until(lambda: {"batch", "child-usr2"} <= set(got.read_text().split()) if got.exists() else False,
+               what="the batch shell's USR1 trap and the child's USR2 trap")
+    (tmp_path / "release").touch()
     info = wait_for(backend, job)
     assert info.state is JobState.COMPLETED
-    assert (tmp_path / "got").read_text() == "batch\ndone\n"
+    lines = got.read_text().split()
+    assert sorted(lines[:2]) == ["batch", "child-usr2"] and lines[2:] == ["done"], lines
     assert gone(child)  # leftovers die with the batch step
 
 
@@ -210,7 +225,12 @@ def _stamp_body(tmp_path: Path, tag: str, seconds: float) -> str:
 
 
 def test_singleton_waits_for_earlier_job(backend: LocalBackend, tmp_path: Path) -> None:
-    a = backend.submit(write_script(tmp_path, _stamp_body(tmp_path, "a", 0.8), name="a.sh"),
+    # job a holds until the test releases it (not a fixed sleep): b must wait
+    # for it, the other name must not
+    release = tmp_path / "release-a"
+    hold = (f"date +%s.%N > {tmp_path}/a.start\nuntil [ -e {release} ]; do sleep 0.05; done\n"
+            f"date +%s.%N > {tmp_path}/a.end\n")
+    a = backend.submit(write_script(tmp_path, hold, name="a.sh"),
                        job_name="same", dependency="singleton", cwd=tmp_path)
     b = backend.submit(write_script(tmp_path, _stamp_body(tmp_path, "b", 0.1), name="b.sh"),
                        job_name="same", dependency="singleton", cwd=tmp_path)
@@ -218,6 +238,9 @@ def test_singleton_waits_for_earlier_job(backend: LocalBackend, tmp_path: Path) 
                            job_name="other", dependency="singleton", cwd=tmp_path)
     wait_for(backend, a, finished=False)
     assert backend.query([b])[b].reason == "Dependency"
+    wait_file(tmp_path / "o.start")  # the other name ran while a held
+    assert backend.query([b])[b].state is JobState.PENDING
+    release.touch()
     for job in (a, b, other):
         assert wait_for(backend, job).state is JobState.COMPLETED
     stamp = {p.name: float(p.read_text()) for p in tmp_path.glob("*.start")}
@@ -239,9 +262,9 @@ def test_afterany_waits_even_for_failure(backend: LocalBackend, tmp_path: Path) 
     assert wait_for(backend, b).state is JobState.COMPLETED
     assert wait_for(backend, purged).state is JobState.COMPLETED
     assert float((tmp_path / "b.start").read_text()) >= float((tmp_path / "a.end").read_text())
-    time.sleep(0.3)
-    info = backend.query([never])[never]
-    assert (info.state, info.reason) == (JobState.PENDING, "DependencyNeverSatisfied")
+    wait_until(lambda: backend.query([never])[never].reason == "DependencyNeverSatisfied",
+               what="afterok on a failed job marked never satisfied", describe=lambda: backend.query([never]))
+    assert backend.query([never])[never].state is JobState.PENDING
     backend.cancel(never)
 
 
@@ -268,7 +291,7 @@ def test_find_by_name(backend: LocalBackend, tmp_path: Path) -> None:
 
 
 def test_job_survives_submitter(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "sleep 1; echo survived")
+    script = write_script(tmp_path, f"until [ -e {tmp_path}/go ]; do sleep 0.05; done; echo survived")
     code = textwrap.dedent(f"""
         from pathlib import Path
         from chain.backends.local.backend import LocalBackend
@@ -279,8 +302,10 @@ def test_job_survives_submitter(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=30)
     job = out.stdout.strip()
     backend = LocalBackend(tmp_path / "spool")
-    # The submitter has exited while its job still runs.
+    # The submitter has exited while its job still runs (it holds until released).
     assert backend.query([job])[job].state in (JobState.PENDING, JobState.RUNNING)
+    wait_for(backend, job, finished=False)
+    (tmp_path / "go").touch()
     assert wait_for(backend, job).state is JobState.COMPLETED
     assert (tmp_path / f"slurm-{job}.out").read_text() == "survived\n"
 
@@ -293,7 +318,7 @@ def test_killed_supervisor_becomes_node_fail(backend: LocalBackend, tmp_path: Pa
     record = backend.spool.read(job)
     assert record is not None and record.supervisor_pid is not None
     os.kill(record.supervisor_pid, signal.SIGKILL)
-    info = wait_for(backend, job, timeout=5)
+    info = wait_for(backend, job)
     assert (info.state, info.reason) == (JobState.NODE_FAIL, "supervisor lost")
     assert gone(batch)  # no unsupervised job left behind
 

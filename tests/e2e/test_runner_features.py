@@ -4,13 +4,17 @@ apps run with their README's own `chain submit` line (issues 3 and 5)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from pathlib import Path
 
 import pytest
+from e2e_helpers import EXAMPLES, IterLog, chain_cmd, copy_example, status, wait_ended
+from waiting import wait_until
 
-from e2e_helpers import EXAMPLES, IterLog, chain_cmd, copy_example, wait_ended
+from chain.backends import make_backend
+from chain.backends.base import JobInfo
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 
@@ -130,13 +134,13 @@ def test_example_runs_as_a_chain_on_slurm(slurm_cluster: object, kind: str, tmp_
 
 
 
-def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
+def test_adaptive_margin_learns_the_apps_stop_time(backend: str, tmp_path: Path) -> None:
     """A 2 s margin (1.5 s of grace) is too short for a 2 s checkpoint: the
     runner kills the app; the 1.5 s it was given is a lower bound of what it
     needs, so the next margin becomes 2 x 1.5 + 5, capped at half the 12 s
     runner (6 s, 4.5 s of grace): enough, and it never shrinks again."""
     (tmp_path / "app.py").write_text(SIGNAL_APP)
-    chain_cmd("submit", "--backend", "local", "--max-iter", "200", "--app-cmd", "python3 app.py",
+    chain_cmd("submit", "--backend", backend, "--max-iter", "200", "--app-cmd", "python3 app.py",
               "--runner-time", "0:12", "--runner-margin", "2", cwd=tmp_path,
               env={"SAVE_EVERY": "10", "STOP_DELAY": "2"})
     report = wait_ended(tmp_path, timeout=180)
@@ -145,8 +149,6 @@ def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
     assert ("runner margin 2s -> 6s (the app was killed before it finished its checkpoint; "
             "capped at half the runner time, 6s)") in log, log
     assert log.count("runner margin") == 1, log
-    import json
-
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / ".chain" / "runners").glob("*.json"),
                                                          key=lambda p: int(p.stem))]
     assert len(records) >= 3
@@ -155,9 +157,9 @@ def test_adaptive_margin_learns_the_apps_stop_time(tmp_path: Path) -> None:
     assert all(1.5 <= r["stop_to_exit"] < 4.5 for r in records[1:] if r.get("stop_to_exit") is not None)
 
 
-def test_fixed_margin_keeps_the_configured_one(tmp_path: Path) -> None:
+def test_fixed_margin_keeps_the_configured_one(backend: str, tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(SIGNAL_APP)
-    chain_cmd("submit", "--backend", "local", "--max-iter", "150", "--app-cmd", "python3 app.py",
+    chain_cmd("submit", "--backend", backend, "--max-iter", "150", "--app-cmd", "python3 app.py",
               "--runner-time", "0:12", "--runner-margin", "5", "--fixed-margin", cwd=tmp_path,
               env={"SAVE_EVERY": "10", "STOP_DELAY": "2"})
     report = wait_ended(tmp_path, timeout=180)
@@ -169,10 +171,7 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
     """--lookahead: runner k+1 is queued behind k while k computes, promoted
     when k's outcome says continue, never running next to k; at the end the
     last pre-queued runner is cancelled and never runs the app."""
-    import json
     import subprocess
-
-    from chain.backends import make_backend
 
     copy_example("python", tmp_path)
     chain_cmd("submit", "--backend", backend, "--lookahead", "--max-iter", "60", "--app-cmd", "python3 app.py",
@@ -204,3 +203,68 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(60)
     starts = IterLog.read(tmp_path / "iterations.log").starts()
     assert len(starts) == len(report["runners"]), "a pre-queued runner ran the app without being promoted"
+
+
+def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(backend: str, tmp_path: Path) -> None:
+    """--lookahead, with the submitter frozen (SIGSTOP) while runner 1's app
+    computes: runner 2, queued behind runner 1, starts when runner 1 ends and
+    waits to be promoted for PROMOTION_PATIENCE (120 s), no longer, holding
+    its allocation without running the app; then it leaves. Thawed, the
+    submitter finds it gone and submits a fresh runner, which goes on from
+    runner 1's checkpoint. Times are the scheduler's; the app's own log says
+    which job ran it. (The runners' 3-minute limit outlasts the patience: a
+    shorter one ends the waiting runner first, see the issue 20 report.)"""
+    from chain.jobs.runner import PROMOTION_PATIENCE
+
+    # each run: 8 s of "compute", +10 on the counter, exit 99 (checkpointed) or 0 at MAX_ITER
+    app = ('n=$(cat state_iter.txt 2>/dev/null || echo 0); echo "$(date +%s.%N) start $n $SLURM_JOB_ID" >> app.log; '
+           'sleep 8; echo $((n + 10)) > state_iter.txt; echo "$(date +%s.%N) exit $((n + 10)) $SLURM_JOB_ID" >> app.log; '
+           '[ $((n + 10)) -ge 30 ] && exit 0; exit 99')
+    chain_cmd("submit", "--backend", backend, "--lookahead", "--max-iter", "30", "--app-cmd", app,
+              "--runner-time", "3:00", "--runner-margin", "10", "--poll-max", "10", "--submitter-time", "10:00",
+              cwd=tmp_path)
+    chain_dir = tmp_path / ".chain"
+    sched = make_backend(backend, chain_dir)
+    app_log = tmp_path / "app.log"
+
+    def app_lines() -> list[list[str]]:
+        return [line.split() for line in app_log.read_text().splitlines()] if app_log.exists() else []
+
+    def ready() -> dict[str, object] | None:
+        """runner 1's app computing, runner 2 queued behind it, the submitter running"""
+        st = json.loads((chain_dir / "state.json").read_text()) if (chain_dir / "state.json").exists() else {}
+        sub = str(st.get("submitter_job_id") or "")
+        running = sub and (info := sched.query([sub]).get(sub)) is not None and info.state.value == "RUNNING"
+        return st if st.get("next_job_id") and running and app_lines() else None
+
+    st = wait_until(ready, 120, interval=0.2, what="runner 1's app computing, runner 2 queued",
+                    describe=lambda: status(tmp_path))
+    first, second, submitter = str(st["runner_job_id"]), str(st["next_job_id"]), str(st["submitter_job_id"])
+    assert app_lines()[0][1:] == ["start", "0", first]
+
+    def finished(job: str) -> JobInfo | None:
+        info = sched.query([job]).get(job)
+        return info if info is not None and info.state.finished else None
+
+    sched.cancel(submitter, signal="STOP")
+    try:
+        # runner 1 ends by itself; runner 2 starts, waits, leaves
+        ran = wait_until(lambda: finished(second), PROMOTION_PATIENCE + 120, interval=1,
+                         what=f"pre-queued runner {second} to give up", describe=lambda: sched.query([first, second]))
+    finally:
+        sched.cancel(submitter, signal="CONT")
+    assert ran.state.value == "COMPLETED" and ran.start is not None and ran.end is not None, ran
+    waited = ran.end - ran.start
+    # Slurm's times are whole seconds; the runner's own start-up and exit come on top
+    assert PROMOTION_PATIENCE - 1 <= waited <= PROMOTION_PATIENCE + 30, waited
+    report = wait_ended(tmp_path, timeout=240)
+    assert report["state"] == "completed", (chain_dir / "chain.log").read_text()
+    lines = app_lines()
+    jobs = [line[3] for line in lines if line[1] == "start"]
+    assert second not in jobs, "the pre-queued runner ran the app without being promoted"
+    assert [line[1:3] for line in lines] == [["start", "0"], ["exit", "10"], ["start", "10"], ["exit", "20"],
+                                             ["start", "20"], ["exit", "30"]], lines
+    fresh = jobs[1]
+    assert jobs[0] == first and int(fresh) > int(second), (jobs, second)  # submitted after runner 2 gave up
+    info = sched.query([fresh])[fresh]
+    assert info.start is not None and info.start >= ran.end - 1, (info, ran)  # and ran once runner 2 had left

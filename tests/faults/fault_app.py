@@ -1,14 +1,24 @@
 """examples/python/app.py with two knobs for the fault suite (examples/ untouched).
 
-- ``FAULT_SAVE_DELAY`` (seconds): the counter is written to a temporary file,
-  a ``saving`` event is logged, the app sleeps this long, then renames the
-  file into place (so a SIGKILL can land between the write and the rename).
-- ``FAULT_PACE_FILE``: a file holding the seconds per iteration, re-read at
-  every iteration (the driver slows the chain while it injects faults and
-  speeds it up afterwards); ``ITER_SECONDS`` when the file is absent.
+The counter is saved by ``chain.app``'s own atomic write (``write_counter``:
+an ``O_EXCL`` temporary, fsync, ``os.replace``, fsync of the directory), and
+the app marks where it is, so a SIGKILL "mid-save" is proven by the app's own
+log, not assumed:
 
-The iteration log has the example's format (``saving`` is an extra event,
-ignored by IterLog's checks).
+- ``saving <i>``: about to call ``chain.app.write_counter``;
+- ``inside <i>``: inside ``chain.app.atomic.write_bytes_atomic``, the
+  temporary written and fsync'ed, the rename not done (logged by the rename
+  itself, see ``RenameGate``; it then holds ``FAULT_SAVE_DELAY`` seconds, the
+  window the driver kills in);
+- ``ckpt <i>``: ``write_counter`` returned, the counter is published.
+
+``FAULT_PACE_FILE``: a file holding the seconds per iteration and, optionally,
+the save delay (``"0.25 0.4"``), re-read at every iteration (the driver slows
+the chain while it injects faults and speeds it up afterwards);
+``ITER_SECONDS`` and ``FAULT_SAVE_DELAY`` when the file is absent.
+
+The iteration log has the example's format (``saving`` and ``inside`` are
+extra events, ignored by IterLog's checks).
 """
 
 from __future__ import annotations
@@ -17,12 +27,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 try:
-    from chain.app import AppEnv, ExitCode, StopMonitor, read_counter
+    from chain.app import AppEnv, ExitCode, StopMonitor, read_counter, write_counter
+    from chain.app import atomic as chain_atomic
 except ImportError:  # run from a checkout without installing slurm-chain
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from chain.app import AppEnv, ExitCode, StopMonitor, read_counter
+    from chain.app import AppEnv, ExitCode, StopMonitor, read_counter, write_counter
+    from chain.app import atomic as chain_atomic
 
 
 class IterLog:
@@ -41,14 +54,41 @@ class IterLog:
             fh.flush()
 
 
-def pace(default: float) -> float:
+def pace(default: float, default_delay: float) -> tuple[float, float]:
     path = os.environ.get("FAULT_PACE_FILE")
     if path:
         try:
-            return float(Path(path).read_text().strip())
-        except (OSError, ValueError):
+            words = Path(path).read_text().split()
+            return float(words[0]), float(words[1]) if len(words) > 1 else default_delay
+        except (OSError, ValueError, IndexError):
             pass
-    return default
+    return default, default_delay
+
+
+class RenameGate:
+    """Stands in for ``os`` inside ``chain.app.atomic`` only (every attribute
+    is the real module's) except ``replace``: called there by
+    ``write_bytes_atomic`` after the temporary is written and fsync'ed, it logs
+    ``inside`` (checking its caller is chain.app's atomic write), holds
+    ``delay`` seconds, then renames. A kill in that hold lands inside
+    chain.app's save."""
+
+    def __init__(self, log: IterLog) -> None:
+        self.log = log
+        self.value = 0
+        self.delay = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def replace(self, src: Any, dst: Any) -> None:
+        caller = sys._getframe(1).f_code
+        if caller.co_name != "write_bytes_atomic" or Path(caller.co_filename) != Path(chain_atomic.__file__):
+            raise AssertionError(f"RenameGate called from {caller.co_filename}:{caller.co_name}")
+        self.log("inside", self.value)
+        if self.delay:
+            time.sleep(self.delay)
+        os.replace(src, dst)
 
 
 def main() -> int:
@@ -57,6 +97,8 @@ def main() -> int:
     save_delay = float(os.environ.get("FAULT_SAVE_DELAY", "0"))
     log = IterLog(os.environ.get("CHAIN_ITER_LOG", "iterations.log"), env.job_id)
     ckpt = Path(env.ckpt_path)
+    gate = RenameGate(log)
+    setattr(chain_atomic, "os", gate)  # noqa: B010 - chain.app.atomic's own `os` name only
 
     i = read_counter(ckpt) or 0
     committed = i
@@ -64,15 +106,10 @@ def main() -> int:
 
     def commit() -> None:
         nonlocal committed
-        tmp = ckpt.with_name(f".tmp-{ckpt.name}.{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(f"{i}\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        gate.value = i
+        gate.delay = pace(iter_seconds, save_delay)[1]
         log("saving", i)
-        if save_delay:
-            time.sleep(save_delay)
-        os.replace(tmp, ckpt)
+        write_counter(ckpt, i)  # chain.app's atomic write
         committed = i
         log("ckpt", i)
 
@@ -84,8 +121,8 @@ def main() -> int:
 
     with StopMonitor() as monitor:
         while i < env.max_iter:
-            step = pace(iter_seconds)
-            status = monitor.status(step + save_delay + 1.0)
+            step, delay = pace(iter_seconds, save_delay)
+            status = monitor.status(step + delay + 1.0)
             if status.exit_code is not None:
                 return finish(status.exit_code)
             if monitor.urgent_save_due(status) and i != committed:
