@@ -17,6 +17,7 @@ FAULTS = ("app-sigkill", "app-sigkill-retries", "garbage-counter", "scancel-runn
           "submitter-kill", "slurmctld-down", "slurmdbd-down", "node-down")
 
 
+@pytest.mark.alone  # stops slurmctld/slurmdbd and downs the node under every other test
 @pytest.mark.timeout(2400)  # it may first wait for other users' jobs to leave the cluster
 def test_fault_suite_bounded(slurm_cluster: Any, tmp_path: Path) -> None:
     report = run_suite(SEED, "bounded", tmp_path)
