@@ -78,6 +78,7 @@ def poll(what: str, fn, timeout: float, interval: float = 0.5):  # type: ignore[
     pytest.fail(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
 
 
+@pytest.mark.alone  # takes the cluster down under every other test
 @pytest.mark.timeout(420)
 def test_up_down_up_cycle_twice(slurm_cluster: SlurmCluster) -> None:
     t0 = time.monotonic()
