@@ -645,9 +645,25 @@ def ctld_events(job_ids: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str, str, str]]) -> list[dict[str, Any]]:
-    """Where each chain handoff's time goes, from precise timestamps:
-    the app's log, the runner records, the wrapper call log, slurmctld.log."""
+def span(x: float | None, y: float | None) -> float | None:
+    """y - x in seconds (ms precision), None when either is unknown."""
+    return round(y - x, 3) if x is not None and y is not None else None
+
+
+@dataclass
+class Handoff:
+    """Runner a's app exited (at ``exit``) and runner b's started: a's runner
+    record ({} when unreadable) and both jobs' slurmctld events."""
+    a: Run
+    b: Run
+    exit: float
+    rec_a: dict[str, Any]
+    ev_a: dict[str, float]
+    ev_b: dict[str, float]
+
+
+def handoffs(ws: Workspace, used: list[Run]) -> list[Handoff]:
+    """Each handoff between consecutive runs, where the first one's app exit is known."""
     records = ws.dir / ".chain" / "runners"
     ctld = ctld_events([r.job for r in used])
     out = []
@@ -658,30 +674,34 @@ def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str
             rec_a = json.loads((records / f"{a.job}.json").read_text())
         except (OSError, ValueError):
             rec_a = {}
-        rec_end = rec_a.get("end")
+        out.append(Handoff(a, b, a.exit, rec_a, ctld.get(a.job, {}), ctld.get(b.job, {})))
+    return out
+
+
+def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str, str, str]]) -> list[dict[str, Any]]:
+    """Where each chain handoff's time goes, from precise timestamps:
+    the app's log, the runner records, the wrapper call log, slurmctld.log."""
+    out = []
+    for h in handoffs(ws, used):
+        a, b, rec_end, ev_a, ev_b = h.a, h.b, h.rec_a.get("end"), h.ev_a, h.ev_b
         sub_calls = [c for c in calls if c[1] not in (a.job, b.job) and c[0] > ws.t_submitted
-                     and a.exit <= c[0] <= b.start]
+                     and h.exit <= c[0] <= b.start]
         first_q = next((c[0] for c in sub_calls if c[2] == "squeue"), None)
         sbatch = next((c[0] for c in sub_calls if c[2] == "sbatch" and "submitter.sbatch" not in c[3]), None)
         runner_q = next((c[0] for c in calls if c[1] == b.job and c[2] == "squeue"), None)
-        ev_a, ev_b = ctld.get(a.job, {}), ctld.get(b.job, {})
         q_between = [c for c in sub_calls if sbatch is None or c[0] <= sbatch]
-
-        def d(x: float | None, y: float | None) -> float | None:
-            return round(y - x, 3) if x is not None and y is not None else None
-
         out.append({
-            "from_job": a.job, "to_job": b.job, "handoff_s": d(a.exit, b.start),
-            "app_exit_to_runner_record_end": d(a.exit, rec_end),
-            "record_end_to_submitter_first_squeue (file poll 0.25 s)": d(rec_end, first_q),
-            "first_squeue_to_sbatch (wait for job to leave the queue + sacct)": d(first_q, sbatch),
-            "runner_job_complete_in_slurmctld_after_app_exit": d(a.exit, ev_a.get("complete")),
-            "slurm_calls_between_record_and_sbatch": [f"{c[2]}@{c[0] - a.exit:+.2f}" for c in q_between],
-            "sbatch_to_allocate (scheduler)": d(sbatch, ev_b.get("allocate")),
+            "from_job": a.job, "to_job": b.job, "handoff_s": span(h.exit, b.start),
+            "app_exit_to_runner_record_end": span(h.exit, rec_end),
+            "record_end_to_submitter_first_squeue (file poll 0.25 s)": span(rec_end, first_q),
+            "first_squeue_to_sbatch (wait for job to leave the queue + sacct)": span(first_q, sbatch),
+            "runner_job_complete_in_slurmctld_after_app_exit": span(h.exit, ev_a.get("complete")),
+            "slurm_calls_between_record_and_sbatch": [f"{c[2]}@{c[0] - h.exit:+.2f}" for c in q_between],
+            "sbatch_to_allocate (scheduler)": span(sbatch, ev_b.get("allocate")),
             "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
-            "allocate_to_runner_squeue (job launch + chain runner python start)": d(ev_b.get("allocate"), runner_q),
-            "runner_squeue_to_app_start (end_time query, record, bash -c, app python start)": d(runner_q, b.start),
-            "sbatch_to_app_start": d(sbatch, b.start),
+            "allocate_to_runner_squeue (job launch + chain runner python start)": span(ev_b.get("allocate"), runner_q),
+            "runner_squeue_to_app_start (end_time query, record, bash -c, app python start)": span(runner_q, b.start),
+            "sbatch_to_app_start": span(sbatch, b.start),
         })
     return out
 
@@ -694,36 +714,24 @@ def relay_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str
     own successor (sbatch), asks for its end time, starts the app. A runner's
     sbatch runs with SLURM_* stripped, so it is logged without a job id: it is
     the runner.sbatch submission between b's allocation and b's app start."""
-    records = ws.dir / ".chain" / "runners"
-    ctld = ctld_events([r.job for r in used])
     out = []
-    for a, b in pairwise(used):
-        if a.exit is None:
-            continue
-        try:
-            rec_a = json.loads((records / f"{a.job}.json").read_text())
-        except (OSError, ValueError):
-            rec_a = {}
-        ev_a, ev_b = ctld.get(a.job, {}), ctld.get(b.job, {})
+    for h in handoffs(ws, used):
+        a, b, ev_a, ev_b = h.a, h.b, h.ev_a, h.ev_b
         alloc_b = ev_b.get("allocate")
         b_calls = [c for c in calls if alloc_b is not None and alloc_b - 0.5 <= c[0] <= b.start
                    and (c[1] == b.job or (c[1] == "-" and c[2] == "sbatch" and "runner.sbatch" in c[3]))]
         first_call = b_calls[0][0] if b_calls else None
         sbatch = next((c[0] for c in b_calls if c[2] == "sbatch"), None)
-
-        def d(x: float | None, y: float | None) -> float | None:
-            return round(y - x, 3) if x is not None and y is not None else None
-
         out.append({
-            "from_job": a.job, "to_job": b.job, "handoff_s": d(a.exit, b.start),
-            "app_exit_to_runner_record_end": d(a.exit, rec_a.get("end")),
-            "app_exit_to_job_complete (after_app, python exit, in slurmctld)": d(a.exit, ev_a.get("complete")),
-            "next_runner_queued_before_app_exit": d(ev_b.get("submit"), a.exit),
-            "job_complete_to_next_allocate (dependency release + scheduler)": d(ev_a.get("complete"), alloc_b),
+            "from_job": a.job, "to_job": b.job, "handoff_s": span(h.exit, b.start),
+            "app_exit_to_runner_record_end": span(h.exit, h.rec_a.get("end")),
+            "app_exit_to_job_complete (after_app, python exit, in slurmctld)": span(h.exit, ev_a.get("complete")),
+            "next_runner_queued_before_app_exit": span(ev_b.get("submit"), h.exit),
+            "job_complete_to_next_allocate (dependency release + scheduler)": span(ev_a.get("complete"), alloc_b),
             "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
-            "allocate_to_first_slurm_call (launch + chain runner python start)": d(alloc_b, first_call),
-            "first_call_to_successor_sbatch (judge predecessor)": d(first_call, sbatch),
-            "successor_sbatch_to_app_start (end-time query, record, bash -c, app start)": d(sbatch, b.start),
+            "allocate_to_first_slurm_call (launch + chain runner python start)": span(alloc_b, first_call),
+            "first_call_to_successor_sbatch (judge predecessor)": span(first_call, sbatch),
+            "successor_sbatch_to_app_start (end-time query, record, bash -c, app start)": span(sbatch, b.start),
             "slurm_calls_of_next_runner_before_app": [f"{c[2]}@{c[0] - (alloc_b or 0):+.2f}" for c in b_calls],
         })
     return out
@@ -739,19 +747,15 @@ def chain_start(ws: Workspace, used: list[Run], calls: list[tuple[float, str, st
     first = used[0]
     ev = ctld_events([ws.submitter_job, first.job])
     runner_q = next((c[0] for c in calls if c[1] == first.job and c[2] == "squeue"), None)
-
-    def d(x: float | None, y: float | None) -> float | None:
-        return round(y - x, 3) if x is not None and y is not None else None
-
     return {
-        "chain_submit_command (python start-up, render, 2 x sbatch)": d(ws.t_submit, ws.t_submitted),
-        "submit_to_runner_sbatch (in slurmctld)": d(ws.t_submit, ev[first.job].get("submit")),
-        "runner_sbatch_to_allocate (scheduler)": d(ev[first.job].get("submit"), ev[first.job].get("allocate")),
-        "runner_allocate_to_runner_squeue (launch + python start)": d(ev[first.job].get("allocate"), runner_q),
-        "runner_squeue_to_app_start": d(runner_q, first.start),
-        "submit_to_first_app_start": d(ws.t_submit, first.start),
+        "chain_submit_command (python start-up, render, 2 x sbatch)": span(ws.t_submit, ws.t_submitted),
+        "submit_to_runner_sbatch (in slurmctld)": span(ws.t_submit, ev[first.job].get("submit")),
+        "runner_sbatch_to_allocate (scheduler)": span(ev[first.job].get("submit"), ev[first.job].get("allocate")),
+        "runner_allocate_to_runner_squeue (launch + python start)": span(ev[first.job].get("allocate"), runner_q),
+        "runner_squeue_to_app_start": span(runner_q, first.start),
+        "submit_to_first_app_start": span(ws.t_submit, first.start),
         "submit_to_submitter_allocate (in parallel)":
-            d(ws.t_submit, ev[ws.submitter_job].get("allocate")) if ws.submitter_job else None,
+            span(ws.t_submit, ev[ws.submitter_job].get("allocate")) if ws.submitter_job else None,
     }
 
 

@@ -1,4 +1,5 @@
-"""Top-level pytest setup: the real Slurm cluster fixture and the `slurm` marker.
+"""Top-level pytest setup: the real Slurm cluster fixture, the real pyslurm
+(for the backend and e2e tests alike) and the `slurm` marker.
 
 Keep this file small. Fixtures for one area of tests go in tests/<subdir>/conftest.py.
 """
@@ -97,6 +98,27 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         dir=applied.get("CHAIN_DEV_CLUSTER_DIR", "/var/lib/chain-dev-cluster"),
         script=DEV_CLUSTER,
     )
+
+
+@pytest.fixture
+def real_pyslurm(slurm_cluster: SlurmCluster) -> str:
+    """The real pyslurm's version, once it imports and matches the running Slurm.
+
+    Where it does not (``bash scripts/setup --pyslurm`` builds it) the test
+    skips with the reason, except under CI=true, where it fails: CI builds pyslurm.
+    """
+    from chain.backends.slurm.pyslurm import PyslurmBackend
+    from chain.errors import BackendUnavailable
+
+    try:
+        backend = PyslurmBackend()
+    except BackendUnavailable as exc:
+        why = str(exc)
+    else:
+        return backend.version
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI builds pyslurm (bash scripts/setup --pyslurm), yet: {why}", pytrace=False)
+    pytest.skip(f"no real pyslurm here: {why}")
 
 
 @pytest.hookimpl(tryfirst=True)

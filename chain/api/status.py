@@ -148,10 +148,9 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     chain, status = open_chain(chain_dir)
     settings = stored_settings(chain)
     relay = settings.mode is Mode.RELAY
-    slurm, scheduler_error = _ask_scheduler(status, chain_dir, backend) if live else ({}, "")
-    if relay and live and not scheduler_error:
-        status = settle_relay(chain, status, slurm, backend=backend or make_backend(status.backend, chain_dir),
-                              settings=settings)
+    slurm, scheduler_error, asked = _ask_scheduler(status, chain_dir, backend) if live else ({}, "", None)
+    if relay and asked is not None:  # the scheduler answered: settle with the same backend
+        status = settle_relay(chain, status, slurm, backend=asked, settings=settings)
     if history is None:
         runners = list(chain.iter_runners())
         total, recent = len(runners), runners[-METRICS_WINDOW:]
@@ -188,16 +187,19 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
 
 
 def _ask_scheduler(status: ChainStatus, chain_dir: Path,
-                   backend: Backend | None) -> tuple[dict[str, JobInfo], str]:
-    """The live jobs' states, or the scheduler's error (the view goes on)."""
+                   backend: Backend | None) -> tuple[dict[str, JobInfo], str, Backend | None]:
+    """The live jobs' states, or the scheduler's error (the view goes on),
+    and the backend that answered (``backend``, else one made for the
+    chain's own; None on an error or when the chain has ended)."""
     if status.state.ended:
-        return {}, ""
+        return {}, "", None
     ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "",
                        status.next_job_id) if i]
     try:
-        return (backend or make_backend(status.backend or "slurm", chain_dir)).query(ids), ""
+        backend = backend or make_backend(status.backend or "slurm", chain_dir)
+        return backend.query(ids), "", backend
     except SchedulerError as exc:
-        return {}, str(exc)
+        return {}, str(exc), None
 
 
 def _job_state(slurm: Mapping[str, JobInfo], job_id: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from chain.backends.base import Backend, JobInfo, submit_idempotently
@@ -65,7 +65,6 @@ class Relay:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     job_end: float = float("inf")  # this job's own end: hooks must be done by then
-    say: Callable[[str], None] = field(default=lambda line: None)
 
     # --- before the app ------------------------------------------------------------
     def take_over(self) -> TakeOver:

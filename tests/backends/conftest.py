@@ -1,10 +1,10 @@
 """Backend test helpers: the real pyslurm, where it is built, and a stand-in
 for pyslurm that talks to Slurm through its CLI.
 
-``real_pyslurm`` gives the pyslurm backend on the real pyslurm when one
-built for the running Slurm's release imports (``bash scripts/setup
---pyslurm``); otherwise it skips with the reason, or fails under CI=true,
-where pyslurm is built.
+``real_pyslurm`` (in tests/conftest.py) gives the pyslurm backend on the
+real pyslurm when one built for the running Slurm's release imports (``bash
+scripts/setup --pyslurm``); otherwise it skips with the reason, or fails
+under CI=true, where pyslurm is built.
 
 The stand-in runs the pyslurm backend's own code (state/exit mapping, the
 controller-then-accounting lookup, cancel and signal, RPCError handling) on
@@ -33,7 +33,6 @@ from chain.backends.slurm.parse import (
     parse_sbatch_parsable,
     parse_scontrol,
 )
-from chain.errors import BackendUnavailable
 
 
 class StandInRPCError(Exception):
@@ -162,22 +161,6 @@ def cli_pyslurm(version: str) -> ModuleType:
     module.Jobs = _Jobs  # type: ignore[attr-defined]
     module.db = SimpleNamespace(Jobs=_DbJobs, JobFilter=_DbJobFilter)  # type: ignore[attr-defined]
     return module
-
-
-@pytest.fixture
-def real_pyslurm(slurm_cluster: object) -> str:
-    """The real pyslurm's version, once it imports and matches the running Slurm."""
-    from chain.backends.slurm.pyslurm import PyslurmBackend
-
-    try:
-        backend = PyslurmBackend()
-    except BackendUnavailable as exc:
-        why = str(exc)
-    else:
-        return backend.version
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI builds pyslurm (bash scripts/setup --pyslurm), yet: {why}", pytrace=False)
-    pytest.skip(f"no real pyslurm here: {why}")
 
 
 @pytest.fixture

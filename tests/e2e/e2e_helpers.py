@@ -1,6 +1,7 @@
 """Helpers for the end-to-end tests: run `chain`, wait for a chain to end,
-check an app's iteration log. A uniquely named module (not conftest), so
-`from e2e_helpers import ...` cannot pick up another directory's conftest."""
+check an app's iteration log and a completed chain's invariants. A uniquely
+named module (not conftest), so `from e2e_helpers import ...` cannot pick up
+another directory's conftest."""
 
 from __future__ import annotations
 
@@ -93,3 +94,32 @@ class IterLog:
 
     def starts(self) -> list[str]:
         return [job for _, e, _, job in self.events if e == "start"]
+
+
+def check_completed_chain(report: dict[str, Any], workdir: Path, max_iter: int, *,
+                          user_hook: str = "user-hook\n") -> str:
+    """The invariants of a chain of the python example that ran to completion
+    with the seed's hook (``plot_progress.py`` appending ``x``) and a user
+    hook (appending ``user_hook`` to ``hooks.ran``): completed at MAX_ITER;
+    at least three runners, each but the last handing over (``continue``),
+    each starting where the one before ended; every iteration computed once
+    beyond checkpoints, one app start a runner; each hook ran exactly once.
+    Returns the chain's log."""
+    log = (workdir / ".chain" / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert report["iteration"] == report["max_iter"] == max_iter
+    runners = report["runners"]
+    assert len(runners) >= 3
+    assert all(r["exit_code"] in (0, 99, 124) for r in runners)
+    assert runners[-1]["verdict"] == "complete" and all(r["verdict"] == "continue" for r in runners[:-1])
+    assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
+    # hooks: built-in report, the seed's script, the user's command — each exactly once
+    assert (workdir / "plot_progress.ran").read_text() == "x\n"
+    assert (workdir / "hooks.ran").read_text() == user_hook
+    names = [h["name"] for h in report["hooks"]]
+    assert sorted(names) == sorted(set(names)) and "report" in names
+    assert log.count("hook report: running") == 1
+    iterlog = IterLog.read(workdir / "iterations.log")
+    iterlog.check_exactly_once_beyond_checkpoints(max_iter)
+    assert len(iterlog.starts()) == len(runners)
+    return log

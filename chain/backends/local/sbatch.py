@@ -3,9 +3,9 @@ the leading ``#SBATCH`` block, filename patterns and the time limit."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
+from chain.backends.directives import DirectiveError, sbatch_lines
 from chain.backends.local.spool import short_hostname
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError, SchedulerError
@@ -36,21 +36,11 @@ def parse_directives(text: str) -> Directives:
     values may be shell-quoted; later directives win; unknown options ignored.
     """
     found: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines()):
-        line = raw.strip()
-        if number == 0 and line.startswith("#!"):
-            continue
-        if not line:
-            continue
-        if not line.startswith("#"):
-            break  # sbatch stops at the first command
-        if not (line.startswith("#SBATCH") and line[7:8] in (" ", "\t")):
-            continue
-        try:
-            tokens = shlex.split(line[7:], comments=True)
-        except ValueError as exc:
-            raise SchedulerError(f"cannot parse directive {line!r}: {exc}") from exc
-        _parse_tokens(tokens, found)
+    try:
+        for _line, tokens in sbatch_lines(text):
+            _parse_tokens(tokens, found)
+    except DirectiveError as exc:
+        raise SchedulerError(f"cannot parse directive {exc.line!r}: {exc.reason}") from exc.reason
     return Directives(
         time=found.get("time"),
         output=found.get("output"),

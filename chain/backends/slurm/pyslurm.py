@@ -26,7 +26,6 @@ describe the new job.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -39,6 +38,7 @@ from chain.backends.base import (
     JobUsage,
     submit_idempotently,
 )
+from chain.backends.directives import DirectiveError, sbatch_lines
 from chain.backends.slurm.pyslurm_load import load_pyslurm
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
@@ -84,19 +84,11 @@ def sbatch_directives(text: str, script: Path) -> dict[str, Any]:
     and ``-xvalue``, values shell-quoted or not; a later one wins.
     """
     found: dict[str, Any] = {}
-    for number, raw in enumerate(text.splitlines()):
-        line = raw.strip()
-        if not line or (number == 0 and line.startswith("#!")):
-            continue
-        if not line.startswith("#"):
-            break  # sbatch stops at the first command
-        if not (line.startswith("#SBATCH") and line[7:8] in (" ", "\t")):
-            continue
-        try:
-            tokens = shlex.split(line[7:], comments=True)
-        except ValueError as exc:
-            raise SchedulerError(f"cannot read the #SBATCH line {line!r} of {script}: {exc}") from None
-        found.update(_options(tokens, line, script))
+    try:
+        for line, tokens in sbatch_lines(text):
+            found.update(_options(tokens, line, script))
+    except DirectiveError as exc:
+        raise SchedulerError(f"cannot read the #SBATCH line {exc.line!r} of {script}: {exc.reason}") from None
     return found
 
 
