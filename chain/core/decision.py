@@ -49,6 +49,9 @@ class Outcome:
     # the runner sent the app its stop signal before it exited: only then does
     # runner exit 1 mean the seed's "stopped at the deadline without advance"
     stop_signalled: bool = True
+    # False when the runner recorded that it left without running the app
+    # (superseded: a pre-queued runner that gave up waiting to be promoted)
+    app_ran: bool = True
 
     @property
     def advanced(self) -> bool:
@@ -101,6 +104,19 @@ def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Progress) -> 
     return None
 
 
+def _never_ran(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    """A runner that recorded it left without running the app: a pre-queued
+    runner that gave up waiting to be promoted (``jobs.runner``) just as the
+    submitter promoted it. Nothing ran and nothing was lost: the next runner
+    goes on from the same counter. Not a timeout and not a stall (no margin
+    learned, no runner without progress counted)."""
+    if outcome.app_ran or not outcome.recorded:
+        return None
+    why = outcome.detail or "not the chain's current runner"
+    return Decision(Verdict.CONTINUE, f"runner left without running the app: {why} ({_counter(outcome)})",
+                    progress)
+
+
 def _out_of_memory(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
     if outcome.slurm_state is JobState.OUT_OF_MEMORY:
         return _failure(outcome, policy, progress, f"runner ran out of memory (counter {_counter(outcome)})")
@@ -137,7 +153,7 @@ def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decisi
 
 
 # In order: the first that applies decides (``decide``).
-RULES: tuple[Rule, ...] = (_cancelled_by_user, _out_of_memory, _done, _handed_over)
+RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done, _handed_over)
 
 
 def _failure_reason(outcome: Outcome) -> str:

@@ -47,6 +47,15 @@ def plan_schedule(start: float, limit: int, margin: int, slurm_end: float | None
     return Schedule(start=start, end=end, stop_at=stop_at, kill_at=kill_at, margin=margin, slurm_end=slurm_end)
 
 
+def promotion_give_up(now: float, patience: float, job_end: float, margin: float) -> float:
+    """Pure: when a runner pre-queued by lookahead stops waiting to be
+    promoted: after ``patience``, and no later than its own end minus its
+    margin. Promoted after that, it could not run the app before its stop
+    time anyway; and killed by its limit while waiting, it would leave no
+    record and be judged a runner that timed out (issue 20)."""
+    return min(now + patience, job_end - margin)
+
+
 def classify_exit(app_rc: int, we_stopped: bool, advanced: bool) -> int:
     """Pure: the runner's exit code from the app's and who stopped it."""
     if app_rc == EXIT_DONE:

@@ -31,6 +31,7 @@ from chain.core.runner_rules import (
     classify_exit,
     describe_exit,
     plan_schedule,
+    promotion_give_up,
 )
 from chain.core.settings import LaunchMode, Mode, Settings
 from chain.errors import ChainError, CheckpointError
@@ -52,18 +53,22 @@ PROMOTION_PATIENCE = 120.0  # seconds a pre-queued runner waits to become the cu
 
 
 def wait_for_promotion(chain: ChainDir, job_id: str, seq: int | None, *, clock: Callable[[], float],
-                       sleep: Callable[[float], None] = time.sleep,
-                       patience: float = PROMOTION_PATIENCE) -> ChainStatus | None:
+                       give_up_at: Callable[[ChainStatus], float],
+                       sleep: Callable[[float], None] = time.sleep) -> tuple[ChainStatus | None, bool]:
     """A runner pre-queued by lookahead starts as soon as its predecessor
     ends, before the submitter has judged it: wait until the submitter makes
-    it the current runner, or drops it (chain ended, or not continued)."""
-    give_up = clock() + patience
+    it the current runner, or drops it (chain ended, or not continued), or
+    until ``give_up_at`` (``core.runner_rules.promotion_give_up``). Returns
+    the last status and whether it gave up."""
+    give_up: float | None = None
     while True:
         status = chain.load_status()
         if status is None or status.state.ended or status.next_job_id != job_id or seq != status.runner_seq + 1:
-            return status
+            return status, False
+        if give_up is None:  # asked only by a runner that has to wait (it may cost a scheduler call)
+            give_up = give_up_at(status)
         if clock() >= give_up:
-            return status
+            return status, True
         sleep(0.1)
 
 
@@ -90,12 +95,36 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
         return 0
     if settings.mode is Mode.RELAY:
         return _run_relay(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
-    status = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep)
-    if status is None or not is_current(status, job_id, record.seq):
-        _end(chain, record, 0, clock(), "superseded: not the chain's current runner", superseded=True)
-        _say(job_id, "not the chain's current runner; exiting without running the app")
+    status = _await_promotion(chain, settings, backend, record, clock, sleep)
+    if status is None:
         return 0
     return _run_current(chain, settings, backend, record, status, workdir, preflight_error, clock, sleep)
+
+
+def _await_promotion(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord,
+                     clock: Callable[[], float], sleep: Callable[[float], None]) -> ChainStatus | None:
+    """The chain's status once this job is its current runner; None (its end
+    recorded as superseded: no app ran) when it is not, or gave up waiting."""
+    job_id = record.job_id
+
+    def give_up_at(status: ChainStatus) -> float:
+        end = _job_end(settings, backend, job_id, record.start or clock())
+        return promotion_give_up(clock(), PROMOTION_PATIENCE, end, _margin(settings, status))
+
+    status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep,
+                                         give_up_at=give_up_at)
+    if status is not None and is_current(status, job_id, record.seq):
+        return status
+    # the submitter submits afresh when it finds this record (submitter._promote_next),
+    # or, had it promoted this job meanwhile, judges it a runner that ran no app
+    # (core.decision): never a timeout, so no margin is learned from it
+    now = clock()
+    why = (f"not promoted: gave up waiting after {now - (record.start or now):.0f} s "
+           "(its patience, or its own end less its margin)") if gave_up \
+        else "superseded: not the chain's current runner"
+    _end(chain, record, 0, now, why, superseded=True)
+    _say(job_id, f"{why}; exiting without running the app")
+    return None
 
 
 def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord, workdir: Path,
@@ -105,8 +134,7 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
     ends it."""
     job_id = record.job_id
     relay = Relay(chain, settings, backend, workdir, job_id, record.seq, clock, sleep,
-                  job_end=_job_end(settings, backend, job_id, record.start or clock()),
-                  say=lambda line: _say(job_id, line))
+                  job_end=_job_end(settings, backend, job_id, record.start or clock()))
     take = relay.take_over()
     if take.step is not Step.RUN or take.status is None:
         why = take.why or "the chain ends here"
@@ -149,8 +177,12 @@ def _plan(settings: Settings, backend: Backend, job_id: str, status: ChainStatus
         slurm_end = backend.end_time(job_id)
     except ChainError:
         slurm_end = None  # the configured limit still bounds the schedule
-    margin = max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
-    return plan_schedule(start, settings.runner_seconds, margin, slurm_end)
+    return plan_schedule(start, settings.runner_seconds, _margin(settings, status), slurm_end)
+
+
+def _margin(settings: Settings, status: ChainStatus) -> int:
+    """The margin this runner stops the app with: the learned one, if larger."""
+    return max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
 
 
 def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord, plan: Schedule,

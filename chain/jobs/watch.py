@@ -116,7 +116,7 @@ class RunnerWatch:
                 iter_before=status.iter_before if record.iter_before is None else record.iter_before,
                 iter_after=status.iter_before if record.iter_after is None else record.iter_after,
                 recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
-                stop_signalled=record.stop_sent is not None,
+                stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
             )
         try:
             after = read_counter(self.ckpt)

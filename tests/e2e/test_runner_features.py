@@ -196,10 +196,10 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
     log = (chain_dir / "chain.log").read_text()
     assert report["state"] == "completed", log
     assert not overlaps, overlaps
-    assert log.count("lookahead: runner") >= 2, log
+    assert log.count("next runner: runner") >= 2, log
     # runner 2 was queued by chain submit itself, before the submitter job started
-    assert log.index("lookahead: runner 2 queued") < log.index("cycle 0 start"), log
-    assert "lookahead: cancelled the pre-queued runner job" in log
+    assert log.index("next runner: runner 2 queued") < log.index("cycle 0 start"), log
+    assert "next runner: cancelled the queued runner job" in log
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(60)
     starts = IterLog.read(tmp_path / "iterations.log").starts()
     assert len(starts) == len(report["runners"]), "a pre-queued runner ran the app without being promoted"
@@ -213,7 +213,8 @@ def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(bac
     submitter finds it gone and submits a fresh runner, which goes on from
     runner 1's checkpoint. Times are the scheduler's; the app's own log says
     which job ran it. (The runners' 3-minute limit outlasts the patience: a
-    shorter one ends the waiting runner first, see the issue 20 report.)"""
+    shorter one bounds the wait by its own end less its margin, see
+    test_lookahead_short_runner.py.)"""
     from chain.jobs.runner import PROMOTION_PATIENCE
 
     # each run: 8 s of "compute", +10 on the counter, exit 99 (checkpointed) or 0 at MAX_ITER
