@@ -68,7 +68,13 @@ from handoff import (
 )
 
 FILLER = "bench-filler"
-CPUS = 8
+
+
+def node_cpus() -> int:
+    """The dev cluster's job slots (scripts/dev-cluster: CHAIN_DEV_CLUSTER_CPUS, 16 by default)."""
+    return int(real("sinfo", "-h", "-o", "%c", check=True).stdout.split()[0])
+
+
 # The submitter must outlive a loaded chain (~4-5 min): a restart would queue
 # the successor submitter behind the backlog too, and measure that instead.
 CHAIN_ARGS = ["--submitter-time", "30:00"]
@@ -112,7 +118,7 @@ class Load(threading.Thread):
         return states.count("RUNNING"), states.count("PENDING")
 
     def run(self) -> None:
-        for _ in range(CPUS + self.pending):
+        for _ in range(node_cpus() + self.pending):
             self.submit()
         while not self.halt.wait(1.0):
             c = self.counts()
@@ -127,7 +133,7 @@ class Load(threading.Thread):
         end = time.time() + timeout
         while time.time() < end:
             c = self.counts()
-            if c and c[0] >= CPUS - 1 and self.pending <= c[1] <= self.pending + 1:
+            if c and c[0] >= node_cpus() - 1 and self.pending <= c[1] <= self.pending + 1:
                 return
             time.sleep(1)
         log(f"load not steady after {timeout:.0f} s: {self.counts()}")
@@ -303,7 +309,7 @@ def render(res: dict[str, Any]) -> str:
           f"plus `{' '.join(CHAIN_ARGS)}`; modes in rounds of {', '.join(s.get('modes', ['off', 'on']))} "
           "(off: submitter mode; on: submitter mode with `--lookahead`; relay: `--mode relay`, which has no "
           "submitter job and whose runners always queue their successor). Load: every CPU of the "
-          f"{CPUS}-CPU node busy with 1-CPU `sleep D` fillers (D uniform {s['dmin']:g}–{s['dmax']:g} s, seed "
+          f"{s.get('cpus', 8)}-CPU node busy with 1-CPU `sleep D` fillers (D uniform {s['dmin']:g}–{s['dmax']:g} s, seed "
           f"{s['seed']}) and P more always pending (P = {', '.join(map(str, s['pending']))}); FIFO (priority/basic). Cluster: {res['cluster']}."),
          "",
          ("| run | mode | load | runners | handoff median (s) | max (s) | handoffs (s) | queue wait after "
@@ -403,9 +409,9 @@ def main() -> int:
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "machine": machine(), "git_at_start": git_commit(), "loadavg_at_start": loadavg(),
-        "cluster": f"{real('sinfo', '-V').stdout.strip()}, node vm {CPUS} CPUs, partition debug, sched/backfill, "
+        "cluster": f"{real('sinfo', '-V').stdout.strip()}, node vm {node_cpus()} CPUs, partition debug, sched/backfill, "
                    "priority/basic",
-        "settings": {"pending": levels, "dmin": args.dmin, "dmax": args.dmax, "seed": args.seed,
+        "settings": {"pending": levels, "dmin": args.dmin, "dmax": args.dmax, "seed": args.seed, "cpus": node_cpus(),
                      "pairs": args.pairs, "modes": modes, "chain_args": CHAIN_ARGS, "pure_compute_s": PURE_COMPUTE},
         "workdir": str(base), "runs": [], "load": {},
     }
