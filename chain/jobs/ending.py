@@ -44,6 +44,8 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
                   outcome: Outcome) -> None:
     """Learn the app's checkpoint time from the runner's stop (``core.margin``);
     the margin travels in the chain's state, so both modes keep it."""
+    if record is not None and record.superseded:
+        return  # it ran no app (a pre-queued runner that left): nothing to learn, even if killed after
     r = record or RunnerRecord(status.runner_job_id)
     measured, killed = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
                                      external_signal=r.external_signal, killed=r.killed,

@@ -134,9 +134,16 @@ class Relay:
         return decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
                       Progress(status.no_progress, status.retries_used))
 
+    def _give_up(self, patience: float) -> float:
+        """When a take-over retry stops: after ``patience``, and before this
+        job's own end less its margin, so that a short runner slowed by an
+        outage still records its end and runs its app instead of being killed
+        by its limit with no record (judged as a timeout then)."""
+        return min(self.clock() + patience, self.job_end - self.settings.runner_margin)
+
     def _query(self, job: str) -> JobInfo | None:
         """The predecessor's final state, through a scheduler outage (bounded)."""
-        give_up = self.clock() + QUERY_PATIENCE
+        give_up = self._give_up(QUERY_PATIENCE)
         policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
         try:
             return policy.call(lambda: self.backend.query([job]).get(job),
@@ -161,7 +168,7 @@ class Relay:
                 self.chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=f"afterany:{self.job_id}",
                 cwd=self.workdir), look_first=attempts > 1)
 
-        give_up = self.clock() + SUBMIT_PATIENCE
+        give_up = self._give_up(SUBMIT_PATIENCE)
         policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
         try:
             job_id = policy.call(submit, on_retry=lambda line: self.chain.log(

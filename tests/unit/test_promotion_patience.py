@@ -116,10 +116,13 @@ def test_the_submitter_submits_afresh_for_a_runner_that_gave_up(tmp_path: Path) 
     assert "pre-queued job 102 gave up waiting" in chain.log_file.read_text()
 
 
-def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("slurm_state", [JobState.COMPLETED, JobState.TIMEOUT])
+def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(tmp_path: Path,
+                                                                          slurm_state: JobState) -> None:
     """The race: the submitter promotes runner 2 just after it gave up. Its
     record says it ran no app: the chain goes on from the same counter, with
-    the same margin and no runner without progress counted."""
+    the same margin and no runner without progress counted; also when its
+    limit killed it after it wrote that record (TIMEOUT)."""
     chain, settings = _chain(tmp_path)
     _wait_unpromoted(tmp_path, chain, settings, T0 + 90)
     status = chain.load_status()
@@ -129,10 +132,10 @@ def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(tmp_pa
     status.iter_before, status.no_progress, status.margin = 4, 1, 10
     chain.save_status(status)
     backend = FakeBackend()
-    backend.set_state("102", JobState.COMPLETED)
+    backend.set_state("102", slurm_state)
     watch = RunnerWatch(chain, backend, tmp_path / "state_iter.txt", sleep=lambda s: None)
     outcome = watch.outcome_of(status)
-    assert not outcome.app_ran and outcome.slurm_state is JobState.COMPLETED
+    assert not outcome.app_ran and outcome.slurm_state is slurm_state
     decision = decide(outcome, Policy(settings.max_iter, settings.retries),
                       Progress(status.no_progress, status.retries_used))
     assert decision.verdict is Verdict.CONTINUE, decision

@@ -108,8 +108,10 @@ class FailingSubmits(FakeBackend):
     def __init__(self) -> None:
         super().__init__()
         self.refuse = False
+        self.submit_calls = 0
 
     def submit(self, script: Path, **kwargs: Any) -> str:
+        self.submit_calls += 1
         if self.refuse:
             raise SchedulerError("sbatch: error: Batch job submission failed: QOSMaxSubmitJobPerUserLimit")
         return super().submit(script, **kwargs)
@@ -137,6 +139,28 @@ def test_a_successor_that_cannot_be_queued_still_runs_the_app_and_the_chain_show
     assert resumed is not None
     assert fake.submitted[-1] == (runner_job_name(resumed.chain_id, 3), None)
     assert resumed.next_job_id == str(fake.next_id - 1) and resumed.runner_live
+
+
+def test_a_short_runner_stops_retrying_its_successor_before_its_own_end(tmp_path: Path) -> None:
+    """The successor's sbatch is retried for SUBMIT_PATIENCE (300 s), but never
+    past the job's own end less its margin: a 2-minute runner gives up in time
+    to run its app and record its end (relay broken, chain stalled)."""
+    fake = FailingSubmits()
+    chain, _ = _relay_chain(tmp_path, fake, runner_margin=10)
+    (tmp_path / "state_iter.txt").write_text("4\n")
+    _ended(chain, "101", 1, 99, 0, 4)
+    fake.set_state("101", JobState.COMPLETED, 0)
+    fake.refuse = True
+    now = [1000.0]
+    relay = _relay(tmp_path, chain, fake, "102", 2)
+    relay.clock = lambda: now[0]
+    relay.sleep = lambda s: now.__setitem__(0, now[0] + s)
+    relay.job_end = 1000.0 + 120
+    assert relay.take_over().step is Step.RUN
+    status = chain.load_status()
+    assert status is not None and status.relay_broken
+    assert now[0] <= relay.job_end - 10, f"still retrying at {now[0] - 1000:.0f} s of a 120 s job"
+    assert fake.submit_calls >= 2  # it did retry
 
 
 def test_resume_refuses_while_a_relay_job_is_queued(tmp_path: Path) -> None:
