@@ -5,7 +5,16 @@ reproducible) moments, proves each one landed, then checks invariants.
 Faults: SIGKILL of the app inside chain.app's atomic save, user scancel of
 the runner, scancel / SIGKILL of the submitter, slurmctld stopped, slurmdbd
 stopped while a runner is judged, the node set DOWN and back, the counter
-file replaced by garbage.
+file replaced by garbage, SIGKILL of the runner's supervising process (the
+``chain _runner`` the batch script execs) while its app runs, and racing
+commands (``chain cancel`` and ``chain submit --resume`` at the same instant
+on a live chain, then two ``--resume`` at once on the cancelled one).
+
+Both modes (``--mode submitter|relay``). Relay has no submitter job: the
+submitter faults and slurmdbd-down (aimed at the submitter's accounting query)
+are not scheduled; slurmctld is stopped under the running runner's ``sbatch``
+of its successor instead. The driver is Slurm-only by nature (daemons, node
+state, scancel): the local backend's relay is covered by tests/e2e.
 
 Every proof and invariant comes from evidence chain does not write itself:
 the app's own log (``iterations.log``, see fault_app.py), the counter file,
@@ -18,11 +27,15 @@ files (``state.json``, ``chain.log``, runner records) only tell the driver
 tried again, at most ``ATTEMPTS`` times; a fault not injected, not proven or
 skipped fails the run.
 
-    python3 tests/faults/driver.py [--seed N] [--long] [--only NAME]   (or: bash scripts/fault-suite)
+    python3 tests/faults/driver.py [--seed N] [--long] [--mode relay] [--only NAME]   (or: bash scripts/fault-suite)
 
 The cluster is always restored (``scripts/dev-cluster up``, node resumed),
 the chain's leftover jobs cancelled, and /tmp/FAULT_SUITE_RUNNING exists
-while the suite runs (others' Slurm tests fail while daemons are stopped).
+while the suite runs (others' Slurm tests fail while daemons are stopped;
+``.port<N>`` appended for a scripts/in-debian root's cluster, see
+``evidence.running_marker``). Processes are only ever signalled by pid files
+of this cluster's daemons or pids from the app's log and /proc checked
+against the chain's job id: never by name (a root shares the host's pids).
 """
 
 from __future__ import annotations
@@ -46,7 +59,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-RUNNING_MARKER = Path("/tmp/FAULT_SUITE_RUNNING")
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
@@ -65,11 +77,15 @@ from evidence import (
     cancel_leftovers,
     cluster_env,
     cluster_up,
+    cmdline,
     daemon_pid,
     job_active,
     job_restarts,
     node_name,
     node_state,
+    parent_pid,
+    pid_job,
+    running_marker,
     sh,
     squeue_rows,
 )
@@ -78,6 +94,9 @@ from schedule import Report, Step, execute, proven_check
 from chain.app.atomic import TMP_PREFIX
 
 ENDED = ("completed", "failed", "stopped", "cancelled")
+# supervisor-kill lands at least this long before the app's own deadline,
+# when a chain.app app stops by itself (CHAIN_DEADLINE) even if nobody tells it
+SELF_STOP = 8.0
 HOOK_MARKERS = ("aggregate_usage.ran", "plot_progress.ran", "user-hook.ran")
 
 
@@ -152,7 +171,10 @@ class Chain:
             return ""
 
     def counter(self) -> int:
-        return int(self.ckpt.read_text().strip())
+        """The counter as chain reads it: a missing file is 0 (an app
+        killed inside its first save leaves none)."""
+        text = self.counter_text().strip()
+        return int(text) if text else 0
 
     def committed(self) -> int:
         last = 0
@@ -212,21 +234,36 @@ class Chain:
     def starts_after(self, t: float) -> list[list[str]]:
         return [ev for ev in self.events() if ev[1] == "start" and float(ev[0]) >= t]
 
-    def resume(self, *extra: str) -> str:
-        """The documented `chain submit --resume`, once the chain's last
-        submitter has left the queue (it may still be running the report
-        hook after it marked the chain ended: resume refuses that)."""
+    def live_jobs(self) -> list[str]:
+        """The chain's jobs in the queue (by their names), pending or running."""
+        return [j for j, n, s in squeue_rows() or [] if n.startswith(self.chain_id + ".") and s in LIVE_STATES]
+
+    def quiet(self) -> None:
+        """Wait until the chain's last driver has left the queue: it may
+        still run the report hook after it marked the chain ended, and resume
+        refuses that. Submitter mode: that submitter only (a live runner
+        stays, to be adopted); relay: every job of the chain (resume refuses
+        a running or queued runner)."""
         sub = self.state().get("submitter_job_id", "")
         if sub:
             self.wait(f"submitter {sub} to leave the queue", lambda: not job_active(sub), 120, interval=0.5)
+        else:
+            self.wait("the chain's jobs to leave the queue", lambda: not self.live_jobs(), 120, interval=0.5)
+
+    def resume(self, *extra: str) -> str:
+        """The documented `chain submit --resume`, once the chain is quiet."""
+        self.quiet()
         out = self.cmd("submit", "--resume", *extra)
-        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
 
 
 # --------------------------------------------------------------------------- faults
 class Suite:
-    def __init__(self, seed: int, scale: str, workdir: Path, only: tuple[str, ...] = ()) -> None:
+    def __init__(self, seed: int, scale: str, workdir: Path, only: tuple[str, ...] = (),
+                 mode: str = "submitter") -> None:
         self.only = only
+        self.mode = mode
+        self.relay = mode == "relay"
         self.rng = random.Random(seed)
         self.report = Report(seed, scale)
         self.long = scale == "long"
@@ -234,7 +271,7 @@ class Suite:
         # development knobs (to show that a weakened setting fails the suite):
         # FAULT_SUITE_MAX_ITER, FAULT_SUITE_SAVE_DELAY, FAULT_SUITE_CHAIN_ARGS
         # (more `chain submit` arguments)
-        self.max_iter = int(os.environ.get("FAULT_SUITE_MAX_ITER", "3000" if self.long else "1500"))
+        self.max_iter = int(os.environ.get("FAULT_SUITE_MAX_ITER", "3600" if self.long else "2000"))
         self.calls = SlurmCalls(workdir)
         self.chain = Chain(workdir, {
             "ITER_SECONDS": "0.1", "FAULT_SAVE_DELAY": os.environ.get("FAULT_SUITE_SAVE_DELAY", "0.4"),
@@ -243,6 +280,7 @@ class Suite:
         self.sampler: Sampler | None = None
         self.pace = 0.25  # seconds per iteration while faults are injected
         self.cluster_disturbed = False
+        self.races = 0  # racing commands fired so far (their call-log tags)
 
     # -- helpers
     def delay(self, lo: float, hi: float) -> float:
@@ -312,7 +350,7 @@ class Suite:
         # what chain.app left published when the app died: the last committed
         # value if the kill landed in the save, the new one if it came after
         # the rename (a miss: tried again)
-        at_kill = int(ch.counter_text().strip())
+        at_kill = ch.counter()
         proof, landed = self.mid_save_proof(pid, value, before)
         injected = f"SIGKILL app pid {pid} of runner {job} inside chain.app's save of counter {value}"
         name = "app-sigkill-retries" if retries else "app-sigkill"
@@ -357,7 +395,7 @@ class Suite:
             tmp_text = tmp.read_text()
         except OSError:
             tmp_text = None
-        counter = ch.counter_text().strip()
+        counter = ch.counter_text().strip() or "0"  # no file yet (the first save): 0, as chain reads it
         landed = last_inside is not None and not after and tmp_text == f"{value}\n" and counter == str(before)
         proof = (f"app log of pid {pid}: 'inside {value}' then {after or 'nothing'}; chain.app's temporary "
                  f"{tmp.name}: {tmp_text!r}; counter file {counter!r} (last committed {before})")
@@ -366,20 +404,28 @@ class Suite:
     # -- 7: garbage checkpoint (on a stopped chain, then resumed)
     def garbage_counter(self) -> None:
         ch = self.chain
-        real = ch.ckpt.read_text()
+        real = ch.ckpt.read_text() if ch.ckpt.exists() else None  # none: the first save was killed
         t = time.time()
         ch.ckpt.write_text("v2 iter 10\n")
         ch.resume()
         st = ch.wait_ended(90)
         started = ch.starts_after(t)
-        submitted = [c for c in self.chain_calls(t) if c.submits_runner(ch.chain_id)]
+        runner_calls = [c for c in self.chain_calls(t) if c.submits_runner(ch.chain_id)]
+        # relay: `submit --resume` itself queues the one runner that reads the
+        # counter (and stops the chain); no job may queue a successor
+        submitted = [c for c in runner_calls if c.job != "-"] if self.relay else runner_calls
+        judging = len(runner_calls) - len(submitted)
         ok = (st["state"] in ("stopped", "failed") and "plain integer" in st["reason"] and not started
-              and not submitted and ch.ckpt.read_text() == "v2 iter 10\n")
+              and not submitted and judging <= 1 and ch.ckpt.read_text() == "v2 iter 10\n")
         effect = (f"chain {st['state']}: {st['reason']!r}; app started {len(started)} times; "
                   f"counter file left as is")
-        proof = (f"no runner sbatch'ed after the garbage was written ({len(submitted)} runner sbatch calls); "
-                 f"no app start in the app's log")
-        ch.ckpt.write_text(real)
+        proof = (f"no runner sbatch'ed after the garbage was written ({len(submitted)} runner sbatch calls"
+                 + (f" from jobs; {judging} by `submit --resume`, the relay's judging runner" if self.relay else "")
+                 + "); no app start in the app's log")
+        if real is None:
+            ch.ckpt.unlink()
+        else:
+            ch.ckpt.write_text(real)
         self.report.fault("garbage-counter", "counter replaced by 'v2 iter 10', chain submit --resume", effect, ok,
                           proof)
         if not ok:
@@ -436,7 +482,9 @@ class Suite:
         early = [c for c in calls if c.submits_runner(ch.chain_id) and c.start < app_exit]
         app_iters_after = [ev for ev in ch.events() if int(ev[4]) == app_pid and ev[1] == "iter"
                            and together is not None and float(ev[0]) > together]
-        ok = not early and bool(looked)
+        # a new submitter that only started after the runner had ended judges
+        # it from its record, without asking Slurm: a timing miss, not a failure
+        ok = not early and (bool(looked) or together is None)
         effect = (f"submitter {sub} {'/'.join(killed_sub)}; resumed ({resumed}): new submitter {new}; "
                   f"next checkpoint {nxt}")
         proof = (f"squeue: new submitter {new} RUNNING beside live runner {runner} "
@@ -453,35 +501,51 @@ class Suite:
             raise NotProven(proof)
         self.report.fault(name, " ".join(argv) + f" (runner {runner} running)", effect, ok, proof)
 
-    # -- 4: slurmctld stopped for longer than MessageTimeout
-    def stop_slurmctld(self, hold: float) -> None:
-        ch = self.chain
-        ch.wait_app()
-        self.wait_quiet_cluster()
-        ch.wait_app()
-        time.sleep(self.delay(0.5, 5))
-        pid = daemon_pid("slurmctld")
+    # -- 4/5: a daemon stopped and restarted (the one skeleton of both outages)
+    def _outage(self, daemon: str, hold: float, proven: Callable[[float], bool], longest: float,
+                on_down: Callable[[], None] = lambda: None) -> tuple[int, float, float]:
+        """SIGTERM ``daemon`` (its pid from this cluster's pid file), call
+        ``on_down`` once it has exited, keep it down ``hold`` s and longer
+        (until ``longest`` s after the stop) while ``proven(stopped)`` is
+        False, then restart it (dev-cluster up). (pid, stopped, restarting)."""
+        pid = daemon_pid(daemon)
         if pid is None:
-            raise FaultError("slurmctld is not running")
-        before = ch.committed()
+            raise FaultError(f"{daemon} is not running")
         self.cluster_disturbed = True
         os.kill(pid, signal.SIGTERM)
         stopped = time.time()
-        ch.wait("slurmctld to exit", lambda: not _alive(pid), 60)
-
-        def refused_so_far() -> list[Call]:
-            return [c for c in self.chain_calls(stopped) if c.job != "-" and c.rc != 0]
-
-        # hold at least `hold`; longer (at most 60 s more) until a request of
-        # the chain's jobs has come back refused (a client retries for a
-        # while before it gives up: a short outage may never be noticed)
-        while time.time() < stopped + hold or (time.time() < stopped + hold + 60 and not refused_so_far()):
+        try:
+            self.chain.wait(f"{daemon} to exit", lambda: not _alive(pid), 60)
+        finally:
+            on_down()
+        while time.time() < stopped + hold or (time.time() < stopped + longest and not proven(stopped)):
             time.sleep(0.5)
         restarting = time.time()
         up = cluster_up()
         self.cluster_disturbed = False
         if up.returncode != 0:
             raise FaultError(f"dev-cluster up failed: {up.stderr[-500:]}")
+        return pid, stopped, restarting
+
+    # -- 4: slurmctld stopped for longer than MessageTimeout
+    def stop_slurmctld(self, hold: float) -> None:
+        ch = self.chain
+        ch.wait_app()
+        self.wait_quiet_cluster()
+        ch.wait_app()
+        if self.relay:
+            self.stop_slurmctld_relay(hold)
+            return
+        time.sleep(self.delay(0.5, 5))
+        before = ch.committed()
+
+        def refused_so_far(stopped: float) -> list[Call]:
+            return [c for c in self.chain_calls(stopped) if c.job != "-" and c.rc != 0]
+
+        # hold at least `hold`; longer (at most 60 s more) until a request of
+        # the chain's jobs has come back refused (a client retries for a
+        # while before it gives up: a short outage may never be noticed)
+        pid, stopped, restarting = self._outage("slurmctld", hold, lambda t: bool(refused_so_far(t)), hold + 60)
         held = restarting - stopped
         st = ch.state()
         nxt = self.progress_after(before, 180)
@@ -499,6 +563,70 @@ class Suite:
         self.report.fault("slurmctld-down", f"SIGTERM slurmctld (pid {pid}), restarted by dev-cluster up",
                           effect, ok, proof)
 
+    def _held_sbatch(self, timeout: float) -> tuple[str, str]:
+        """Gate the jobs' sbatch calls (SlurmCalls.gate) until the next
+        runner, taking over, queues its successor: (its job id, the name)."""
+        ch, calls = self.chain, self.calls
+        calls.held.unlink(missing_ok=True)
+        calls.gate.touch()
+
+        def held() -> tuple[str, str] | None:
+            try:
+                words = calls.held.read_text().split()
+            except OSError:
+                return None
+            name = next((w.split("=", 1)[1] for w in words if w.startswith("--job-name=")), "")
+            return (words[0], name) if words else None
+
+        try:
+            got = ch.wait("a runner's sbatch of its successor at the gate", held, timeout, 0.05)
+            return str(got[0]), str(got[1])
+        except FaultError:
+            calls.gate.unlink(missing_ok=True)
+            raise
+
+    def stop_slurmctld_relay(self, hold: float) -> None:
+        """Relay: slurmctld goes down under the sbatch with which the runner
+        taking over queues its successor (held at the shim's gate until the
+        daemon has exited, then let through against the dead controller)."""
+        ch = self.chain
+        job, name = self._held_sbatch(90)
+        before = ch.committed()  # the predecessor's app has ended: the successor's is yet to start
+
+        def refused(stopped: float, until: float = float("inf")) -> list[Call]:
+            return [c for c in self.chain_calls(stopped, until) if c.prog == "sbatch" and c.job == job
+                    and f"--job-name={name}" in c.args and c.rc != 0]
+
+        pid, stopped, restarting = self._outage("slurmctld", hold, lambda t: bool(refused(t)), hold + 60,
+                                                on_down=lambda: self.calls.gate.unlink(missing_ok=True))
+
+        def settled() -> bool:  # chain's retries (relay.SUBMIT_PATIENCE, 300 s) succeed, or give up
+            return any(c.rc == 0 for c in self.chain_calls(stopped) if c.prog == "sbatch"
+                       and f"--job-name={name}" in c.args) or bool(ch.state().get("relay_broken"))
+
+        ch.wait(f"the sbatch of {name} to go through (or the relay to break)", settled, 330, interval=0.5)
+        nxt = self.progress_after(before, 240)
+        st = ch.state()
+        mine = [c for c in self.chain_calls(stopped) if c.prog == "sbatch" and f"--job-name={name}" in c.args]
+        failed = refused(stopped, restarting)
+        good = [c for c in mine if c.rc == 0]
+        queued = sorted({j for j, n, _ in squeue_rows() or [] if n == name})
+        ok = st["state"] == "running" and len(good) == 1 and not st.get("relay_broken") and len(queued) <= 1
+        effect = (f"held {restarting - stopped:.0f}s; chain {st['state']}, relay_broken "
+                  f"{st.get('relay_broken') or 'no'}; {len(good)} successful sbatch of {name} (job ids in the "
+                  f"queue named so: {queued}); next checkpoint {nxt}")
+        proof = (f"runner {job}'s sbatch of its successor {name} ran {len(failed)} times refused while slurmctld "
+                 f"was down" + (f" (first +{failed[0].start - stopped:.1f}s into it: {failed[0].err[:100]!r})"
+                                if failed else "")
+                 + (f", then rc 0 +{good[0].start - restarting:.1f}s after the restart" if good else ""))
+        injected = f"SIGTERM slurmctld (pid {pid}) under runner {job}'s sbatch of {name}, restarted by dev-cluster up"
+        if not ok:
+            self.report.fault("slurmctld-down", injected, effect, False, proof)
+            raise FaultError(effect)
+        if not failed:
+            raise NotProven(proof)
+        self.report.fault("slurmctld-down", injected, effect, ok, proof)
+
     # -- 5: slurmdbd stopped while a runner is judged
     def stop_slurmdbd(self, hold: float) -> None:
         ch = self.chain
@@ -511,30 +639,17 @@ class Suite:
         wait = stop_at - time.time() - self.delay(2, 5)
         if wait > 0:
             time.sleep(wait)
-        pid = daemon_pid("slurmdbd")
-        if pid is None:
-            raise FaultError("slurmdbd is not running")
         before = ch.committed()
-        self.cluster_disturbed = True
-        os.kill(pid, signal.SIGTERM)
-        stopped = time.time()
-        ch.wait("slurmdbd to exit", lambda: not _alive(pid), 60)
 
-        def judged_without_accounting() -> list[Call]:
+        def judged_without_accounting(stopped: float) -> list[Call]:
             return [c for c in self.chain_calls(stopped) if c.prog == "sacct" and c.job != "-"
                     and c.names(runner) and c.rc != 0]
 
         # hold at least `hold`; longer (up to 90 s) until the next app has started
-        while time.time() < stopped + hold or (time.time() < stopped + 90 and not ch.starts_after(stopped)):
-            time.sleep(0.5)
-        restarting = time.time()
-        up = cluster_up()
-        self.cluster_disturbed = False
-        if up.returncode != 0:
-            raise FaultError(f"dev-cluster up failed: {up.stderr[-500:]}")
+        pid, stopped, restarting = self._outage("slurmdbd", hold, lambda t: bool(ch.starts_after(t)), 90)
         st = ch.state()
         nxt = self.progress_after(before, 180)
-        failed_sacct = [c for c in judged_without_accounting() if c.start < restarting]
+        failed_sacct = [c for c in judged_without_accounting(stopped) if c.start < restarting]
         app_exit = ch.app_exit(app_pid)
         nxt_start = ch.starts_after(stopped)
         next_in_window = [ev for ev in nxt_start if float(ev[0]) < restarting and ev[3] != runner]
@@ -561,8 +676,12 @@ class Suite:
         self.wait_quiet_cluster()
         runner, _ = ch.wait_app()
         time.sleep(self.delay(0.5, 5))
-        sub = ch.state()["submitter_job_id"]
-        before_states = {j: (self.s.states(j) or ["?"])[-1] for j in (runner, sub)}
+        # the chain's jobs on the node: the runner and the submitter (relay:
+        # the runner alone; its queued successor waits on it, on no node)
+        st0 = ch.state()
+        kinds = (("runner", runner),) if self.relay else (("runner", runner), ("submitter", st0["submitter_job_id"]))
+        jobs = [j for _, j in kinds]
+        before_states = {j: (self.s.states(j) or ["?"])[-1] for j in jobs}
         starts = len([ev for ev in ch.events() if ev[1] == "start"])
         self.cluster_disturbed = True
         t = time.time()
@@ -589,17 +708,16 @@ class Suite:
                 break
             time.sleep(1)
         st = ch.state()
-        after = {j: self.s.states(j, t) for j in (runner, sub)}
-        restarts = {j: job_restarts(j) for j in (runner, sub)}
-        requeued = {j: "PENDING" in after[j] or "REQUEUED" in after[j] or (restarts[j] or 0) > 0
-                    for j in (runner, sub)}
+        after = {j: self.s.states(j, t) for j in jobs}
+        restarts = {j: job_restarts(j) for j in jobs}
+        requeued = {j: "PENDING" in after[j] or "REQUEUED" in after[j] or (restarts[j] or 0) > 0 for j in jobs}
         ok = nxt is not None and st["state"] == "running"
         effect = (f"chain {st['state']} {st['reason']!r}, not resumed by the driver; first checkpoint of an app "
                   f"started after it: {nxt}")
         proof = "; ".join(f"{kind} {j}: {before_states[j]} -> {' -> '.join(after[j]) or '(not seen)'}, "
-                          f"Restarts={restarts[j]}" for kind, j in (("runner", runner), ("submitter", sub)))
-        injected = (f"scontrol update nodename={self.node} state=down for {hold:.0f}s (runner {runner}, "
-                    f"submitter {sub})")
+                          f"Restarts={restarts[j]}" for kind, j in kinds)
+        injected = (f"scontrol update nodename={self.node} state=down for {hold:.0f}s ("
+                    + ", ".join(f"{kind} {j}" for kind, j in kinds) + ")")
         if not ok:
             self.report.fault("node-down", injected, effect, False, proof)
             raise FaultError(f"{effect}; {proof}")
@@ -607,6 +725,184 @@ class Suite:
             self.report.fault("node-down", injected, effect, False, proof)
             raise FaultError(f"jobs were not requeued: {proof}")
         self.report.fault("node-down", injected, effect, ok, proof)
+
+    # -- 8: SIGKILL of the runner's supervising process while its app runs
+    def kill_supervisor(self) -> None:
+        ch = self.chain
+        job, app = self.early_app(SELF_STOP)
+        time.sleep(self.delay(0.5, 2))
+        # the runner is the app's parent (`bash -c` execs the one command),
+        # checked by its command line and its job id, never found by name
+        runner = parent_pid(app) or 0
+        argv = cmdline(runner)
+        stop_at = float(ch.record(job).get("stop_at") or 0)
+        if pid_job(runner) != job or "_runner" not in argv or not _alive(app) or stop_at - time.time() < SELF_STOP:
+            raise NotProven(f"app {app} of job {job}: parent {runner} ({' '.join(argv[:4])!r}, job "
+                            f"{pid_job(runner)}), stop signal in {stop_at - time.time():.1f}s")
+        os.kill(runner, signal.SIGKILL)
+        killed_at = time.time()
+        ch.wait(f"runner process {runner} to die", lambda: not _alive(runner), 30, interval=0.05)
+        # told at once (PDEATHSIG, the guard's pipe), the app saves and exits
+        # in well under a second; the bound stays below SELF_STOP, so an app
+        # that only stopped at its own deadline (CHAIN_DEADLINE) fails it
+        grace = 4.0
+        try:
+            ch.wait(f"app {app} to exit", lambda: not _alive(app), SELF_STOP + 30, interval=0.1)
+        except FaultError:
+            pass  # it outlived its runner: judged below, from its own log
+        app_events = [ev for ev in ch.events() if int(ev[4]) == app]
+        last_alive = time.time() if _alive(app) else float(app_events[-1][0]) if app_events else killed_at
+        ran_before = [ev for ev in app_events if ev[1] == "iter" and killed_at - 3 < float(ev[0]) < killed_at]
+        exit_ev = next((ev for ev in app_events if ev[1] == "exit"), None)
+        at_exit = int(exit_ev[2]) if exit_ev else ch.committed()
+        slurm = self.s.states(job, killed_at - 1)
+        outlived = last_alive - killed_at
+        outcome = self._goes_on_or_ends(killed_at, at_exit) if outlived <= grace else (False, "not waited for")
+        ok = outlived <= grace and outcome[0]
+        effect = (f"app {app} last logged +{outlived:.1f}s after its runner died (its exit: "
+                  f"{' '.join(exit_ev[1:3]) + ' code ' + exit_ev[5] if exit_ev and len(exit_ev) > 5 else 'none'})"
+                  f"; {outcome[1]}")
+        proof = (f"pid {runner} was job {job}'s `{' '.join(argv[1:4])}` (its /proc environ), the parent of app "
+                 f"{app}, which logged {len(ran_before)} iterations in the 3 s before the SIGKILL; gone "
+                 f"{'at once' if not _alive(runner) else '?'}; squeue: {job} {' -> '.join(slurm) or '(not seen)'}")
+        injected = f"SIGKILL pid {runner} (job {job}'s chain _runner) while its app {app} ran"
+        if not ok:
+            self.report.fault("supervisor-kill", injected, effect, False, proof)
+            raise FaultError(f"{effect}; {proof}")
+        if not ran_before:
+            raise NotProven(proof)
+        self.report.fault("supervisor-kill", injected, effect, ok, proof)
+
+    def early_app(self, ahead: float) -> tuple[str, int]:
+        """A running app at least ``ahead`` s before its stop signal (this
+        one's, else the next runner's)."""
+        ch = self.chain
+        job, app = ch.wait_app()
+        for _ in range(6):
+            if float(ch.record(job).get("stop_at") or 0) - time.time() >= ahead + 2:
+                return job, app
+            job, app = ch.wait("the next runner's app", functools.partial(self._app_not_of, job), 120)
+        raise NotProven(f"no app found {ahead + 2:.0f}s before its stop signal")
+
+    def _app_not_of(self, job: str) -> tuple[str, int] | None:
+        running = self.chain.app_running()
+        return running if running is not None and running[0] != job else None
+
+    def _goes_on_or_ends(self, since: float, at_exit: int) -> tuple[bool, str]:
+        """After a fault: the next app starts where the last one's exit left
+        the counter (no lost iteration) and checkpoints beyond it, or the
+        chain ends with a reason (then it is resumed, as documented)."""
+        ch = self.chain
+
+        def moved() -> str | None:
+            starts = ch.starts_after(since)
+            st = ch.state()
+            if starts and ch.committed() > int(starts[0][2]):
+                return "on"
+            return "ended" if st["state"] in ENDED else None
+
+        how = ch.wait("the chain to go on or end", moved, 180, interval=0.5)
+        st = ch.state()
+        if how == "ended":
+            ok = bool(st["reason"])
+            resumed = ch.resume() if ok else ""
+            return ok, f"chain {st['state']}: {st['reason']!r}; resumed ({resumed})"
+        first = ch.starts_after(since)[0]
+        ok = int(first[2]) == at_exit
+        return ok, (f"the next app (job {first[3]}) started at {first[2]} (the killed one's exit left "
+                    f"{at_exit}); chain {st['state']}, next checkpoint {ch.committed()}")
+
+    # -- 9: racing commands: cancel + resume at once on a live chain, then two resumes at once
+    def race(self, *commands: tuple[str, ...]) -> list[tuple[str, float, float, int, str]]:
+        """Start the commands back to back (each spends longer in Python's
+        start-up than the gap, so they reach the chain's lock together);
+        (tag, start, end, exit code, last line of output) each. The tag goes
+        to the Slurm call log (FAULT_CALLER) to tell their calls apart."""
+        started = []
+        self.races += 1
+        for i, args in enumerate(commands):
+            tag = f"race{self.races}.{i}-{args[0]}"  # unique to this race
+            env = {**os.environ, **self.chain.env, "FAULT_CALLER": tag}
+            proc = subprocess.Popen([sys.executable, "-m", "chain", *args], cwd=self.chain.workdir, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            started.append((tag, time.time(), proc))
+        out = []
+        for tag, t, proc in started:
+            text, _ = proc.communicate(timeout=240)
+            lines = text.strip().splitlines()
+            out.append((tag, t, time.time(), proc.returncode, lines[-1] if lines else ""))
+        return out
+
+    def race_proof(self, raced: list[tuple[str, float, float, int, str]]) -> tuple[str, bool]:
+        """Both started within 50 ms, both ran at once, both reached Slurm
+        (tagged calls in the call log); who got the chain's lock first."""
+        calls = self.calls.calls()
+        first = {tag: min((c.start for c in calls if c.job == "-" and c.who == tag and c.start >= t), default=None)
+                 for tag, t, *_ in raced}
+        gap = abs(raced[0][1] - raced[1][1])
+        overlap = min(r[2] for r in raced) - max(r[1] for r in raced)
+        order = sorted((t, tag) for tag, t in first.items() if t is not None)
+        landed = gap < 0.05 and overlap > 0 and len(order) == 2
+        proof = (f"started {gap * 1000:.0f} ms apart, ran together {overlap:.1f}s; first Slurm call of each: "
+                 + ", ".join(f"{tag} +{t - raced[0][1]:.2f}s" for t, tag in order)
+                 + f" ({len(order)} of 2 reached Slurm)")
+        return proof, landed
+
+    def racing_commands(self) -> None:
+        ch = self.chain
+        ch.wait_app()
+        time.sleep(self.delay(0.5, 3))
+        a = self.race(("cancel",), ("submit", "--resume"))
+        proof_a, landed_a = self.race_proof(a)
+        consistent = self._state_agrees_with_queue()
+        ended = ch.state()["state"] in ENDED
+        if ended:
+            ch.quiet()
+        t_b = time.time()
+        b = self.race(("submit", "--resume"), ("submit", "--resume"))
+        proof_b, landed_b = self.race_proof(b)
+        winners = [r for r in b if r[3] == 0]
+        refusals = [r for r in b if r[3] != 0]
+        drivers = self._drivers_submitted(t_b)
+        later = self._state_agrees_with_queue()
+        nxt = self.progress_after(ch.committed(), 180)
+        ok = (a[0][3] == 0 and consistent[0] and len(winners) == (1 if ended else 0)
+              and len(drivers) == len(winners) and later[0])
+        effect = (f"cancel|resume: {[(r[0], r[3], r[4][:90]) for r in a]}; then {consistent[1]}; "
+                  f"resume|resume: {[(r[0], r[3], r[4][:90]) for r in b]}; new drivers queued by "
+                  f"{sorted(drivers) or 'none'}; then {later[1]}; next checkpoint {nxt}")
+        proof = f"cancel|resume {proof_a}; resume|resume {proof_b}; refused: {len(refusals)}"
+        injected = "chain cancel + chain submit --resume at once (live chain), then two chain submit --resume at once"
+        if not ok:
+            self.report.fault("racing-commands", injected, effect, False, proof)
+            raise FaultError(f"{effect}; {proof}")
+        if not (landed_a and landed_b):
+            raise NotProven(proof)
+        self.report.fault("racing-commands", injected, effect, ok, proof)
+
+    def _drivers_submitted(self, since: float) -> set[str]:
+        """The racing commands that queued a driver (a submitter; relay: a runner)."""
+        kind = ".r" if self.relay else ".s"
+        return {c.who for c in self.chain_calls(since) if c.job == "-" and c.prog == "sbatch" and c.rc == 0
+                and f"--job-name={self.chain.chain_id}{kind}" in c.args}
+
+    def _state_agrees_with_queue(self) -> tuple[bool, str]:
+        """Once the commands are done, chain's state and Slurm's queue tell
+        the same story within 90 s: ended and none of its jobs queued, or
+        live and one of them queued or running."""
+        ch = self.chain
+
+        def agree() -> str | None:
+            st, live = ch.state(), ch.live_jobs()
+            if (st["state"] in ENDED) != bool(live):
+                return f"chain {st['state']} ({st['reason'] or '-'}), jobs in the queue: {live or 'none'}"
+            return None
+
+        try:
+            return True, str(ch.wait("chain's state to agree with the queue", agree, 90, interval=0.5))
+        except FaultError:
+            st = ch.state()
+            return False, f"chain {st['state']} but jobs in the queue: {ch.live_jobs() or 'none'}"
 
     # -- the run
     def plan(self) -> list[Step]:
@@ -616,17 +912,21 @@ class Suite:
             mixed = [
                 Step("app-sigkill(retries)", "app-sigkill-retries", lambda: self.kill_app(True)),
                 Step("scancel-runner", "scancel-runner", self.scancel_runner),
-                Step("submitter-scancel", "submitter-scancel", lambda: self.kill_submitter("scancel")),
-                Step("submitter-sigkill", "submitter-kill", lambda: self.kill_submitter("kill")),
+                Step("supervisor-kill", "supervisor-kill", self.kill_supervisor),
+                Step("racing-commands", "racing-commands", self.racing_commands),
             ]
+            if not self.relay:  # relay has no submitter job
+                mixed += [Step("submitter-scancel", "submitter-scancel", lambda: self.kill_submitter("scancel")),
+                          Step("submitter-sigkill", "submitter-kill", lambda: self.kill_submitter("kill"))]
             hold_ctld, hold_dbd, hold_node = self.delay(22, 30), self.delay(15, 25), self.delay(4, 10)
             mixed += [
                 Step(f"slurmctld-down({hold_ctld:.0f}s)", "slurmctld-down",
                      functools.partial(self.stop_slurmctld, hold_ctld)),
-                Step(f"slurmdbd-down({hold_dbd:.0f}s)", "slurmdbd-down",
-                     functools.partial(self.stop_slurmdbd, hold_dbd)),
                 Step(f"node-down({hold_node:.0f}s)", "node-down", functools.partial(self.node_down, hold_node)),
             ]
+            if not self.relay:  # aimed at the submitter's accounting query of its runner
+                mixed.append(Step(f"slurmdbd-down({hold_dbd:.0f}s)", "slurmdbd-down",
+                                  functools.partial(self.stop_slurmdbd, hold_dbd)))
             self.rng.shuffle(mixed)
             if r == 0:
                 mixed = [Step("app-sigkill(no retries)", "app-sigkill", lambda: self.kill_app(False)),
@@ -663,11 +963,12 @@ class Suite:
         ch.env.update(self.calls.install())
         ch.set_pace(self.pace)
         hooks = self.setup_hooks()
+        driver = ["--mode", "relay"] if self.relay else \
+            ["--mode", "submitter", "--submitter-time", "2:00", "--submitter-margin", "20", "--poll-max", "10"]
         args = ["--backend", "slurm", "--max-iter", str(self.max_iter), "--app-cmd", "python3 app.py",
-                "--checkpoint-every", "10", "--runner-time", "0:20", "--runner-margin", "6",
-                "--submitter-time", "2:00", "--submitter-margin", "20", "--poll-max", "10", *hooks,
+                "--checkpoint-every", "10", "--runner-time", "0:20", "--runner-margin", "6", *driver, *hooks,
                 *shlex.split(os.environ.get("FAULT_SUITE_CHAIN_ARGS", ""))]
-        self.report.settings = {"MAX_ITER": self.max_iter, "chain": " ".join(args[2:]), "pace": self.pace,
+        self.report.settings = {"mode": self.mode, "MAX_ITER": self.max_iter, "chain": " ".join(args[2:]), "pace": self.pace,
                                 "ITER_SECONDS": ch.env["ITER_SECONDS"], "FAULT_SAVE_DELAY": ch.env["FAULT_SAVE_DELAY"],
                                 "workdir": str(ch.workdir)}
         steps = self.plan()
@@ -678,7 +979,7 @@ class Suite:
         out = ch.cmd("submit", *args)
         ch.chain_id = out.stdout.split()[1].rstrip(":")
         self.report.note(f"submitted chain {ch.chain_id}")
-        self.sampler = Sampler(ch.chain_id)
+        self.sampler = Sampler(ch.chain_id, relay=self.relay)
         self.sampler.start()
         st: dict[str, Any] = {}
         try:
@@ -746,7 +1047,8 @@ class Suite:
         overlap = _app_overlap(ch.events())
         rep.check("never two apps at once (iteration log)", not overlap, overlap or "app lifetimes disjoint")
         s = self.s
-        rep.check("never two runners / submitters in squeue", not s.violations and s.samples > 50,
+        rep.check("never a submitter, never two runners running or queued, in squeue" if self.relay
+                  else "never two runners / submitters in squeue", not s.violations and s.samples > 50,
                   f"{s.samples} samples ({s.failed} while squeue did not answer); "
                   + (f"violations: {s.violations[:5]}" if s.violations else "none"))
         done_at = float(final_exit[0][0]) if final_exit else float("inf")
@@ -761,7 +1063,8 @@ class Suite:
                       and float(fields[0][0]) >= done_at,
                       f"{lines} (the last app exited at {done_at:.3f})")
         # The report hook: its one batched accounting query (sacct without -X)
-        # made by the final submitter job after the last app exited.
+        # made by the final submitter job (relay: the last runner's) after
+        # the last app exited.
         usage = [c for c in self.chain_calls(done_at) if c.prog == "sacct" and "-X" not in c.args.split()
                  and c.job != "-"]
         rep.check("the report hook ran once after the final completion (Slurm call log)",
@@ -771,8 +1074,9 @@ class Suite:
 
 
 def run_suite(seed: int, scale: str = "bounded", workdir: Path | None = None,
-              only: tuple[str, ...] = ()) -> Report:
-    RUNNING_MARKER.write_text(f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%S')} seed {seed}\n")
+              only: tuple[str, ...] = (), mode: str = "submitter") -> Report:
+    marker = running_marker()
+    marker.write_text(f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%S')} seed {seed} mode {mode}\n")
     try:
         cluster_env()
         up = cluster_up()
@@ -780,14 +1084,14 @@ def run_suite(seed: int, scale: str = "bounded", workdir: Path | None = None,
             raise FaultError(f"dev-cluster up failed: {up.stderr[-800:]}")
         base = workdir or Path(tempfile.mkdtemp(prefix="chain-faults-"))
         base.mkdir(parents=True, exist_ok=True)
-        suite = Suite(seed, scale, base, only)
+        suite = Suite(seed, scale, base, only, mode)
         try:
             return suite.run()
         finally:
             if suite.cluster_disturbed:
                 suite.restore()
     finally:
-        RUNNING_MARKER.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -797,10 +1101,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--only", action="append", default=[], help="run only faults starting with this")
     parser.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
+    parser.add_argument("--mode", choices=("submitter", "relay"), default="submitter",
+                        help="the chain's mode (relay: the faults that apply to it)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
-    print(f"fault suite: seed {seed} ({'long' if args.long else 'bounded'})", flush=True)
-    report = run_suite(seed, "long" if args.long else "bounded", args.workdir, tuple(args.only))
+    print(f"fault suite: seed {seed} ({'long' if args.long else 'bounded'}, {args.mode} mode)", flush=True)
+    report = run_suite(seed, "long" if args.long else "bounded", args.workdir, tuple(args.only), args.mode)
     print()
     print(report.text())
     if args.json:

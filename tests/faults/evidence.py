@@ -22,6 +22,9 @@ LIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "
                "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
 # A successor submitter pending on its predecessor is by design: count RUNNING ones.
 SUBMITTER_LIVE = {"RUNNING", "COMPLETING", "CONFIGURING"}
+# Relay: the running runner and its successor queued behind it are by design;
+# a runner COMPLETING while its successor starts has ended (afterany is met).
+RUNNER_RUNNING = {"RUNNING", "CONFIGURING"}
 SLURM_CLIENTS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "srun")
 
 
@@ -63,6 +66,43 @@ def cluster_env() -> None:
 
 def cluster_up() -> subprocess.CompletedProcess[str]:
     return sh(["bash", str(DEV_CLUSTER), "up"], timeout=300)
+
+
+def running_marker() -> Path:
+    """The file that says a fault suite disturbs *this* cluster. /tmp is
+    shared with scripts/in-debian's roots, so a root's cluster (its own
+    ports) gets its own name: the host's benchmarks and tests read the plain
+    one, and must neither see nor lose it because of a root's suite."""
+    base = os.environ.get("CHAIN_DEV_CLUSTER_PORT_BASE", "6817")
+    return Path("/tmp/FAULT_SUITE_RUNNING" + ("" if base == "6817" else f".port{base}"))
+
+
+def pid_job(pid: int) -> str | None:
+    """The Slurm job a process belongs to (its SLURM_JOB_ID), None when it
+    cannot be read: processes are told apart by job id, never by name (the
+    host's and a root's jobs share one process namespace)."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"SLURM_JOB_ID="):
+            return item.split(b"=", 1)[1].decode(errors="replace")
+    return None
+
+
+def parent_pid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def daemon_pid(name: str) -> int | None:
@@ -116,6 +156,7 @@ class Call:
     prog: str
     args: str
     err: str
+    who: str = "-"  # FAULT_CALLER of the caller: which of the driver's racing commands made it
 
     def names(self, job_id: str) -> bool:
         """The call asks about (or acts on) this job id."""
@@ -134,6 +175,13 @@ class SlurmCalls:
     def __init__(self, base: Path) -> None:
         self.dir = base / "slurm-shim"
         self.log = base / "slurm-calls.log"
+        # While ``gate`` exists, an sbatch made from inside a job waits (at
+        # most 30 s) before it runs, and says so in ``held``: the driver
+        # stops slurmctld exactly under a relay runner's sbatch of its
+        # successor (a window of milliseconds otherwise). The call itself is
+        # unchanged, only later.
+        self.gate = base / "sbatch-gate"
+        self.held = base / "sbatch-held"
 
     def install(self) -> dict[str, str]:
         """Write the shims; the environment that puts them first on PATH."""
@@ -147,14 +195,29 @@ class SlurmCalls:
             script.write_text(
                 "#!/bin/bash\n"
                 f"# fault-suite shim: runs {real}, logs the call to {self.log}\n"
-                "start=$(date +%s.%N)\n"
+                # chain calls sbatch without the SLURM_* variables (its job's
+                # settings must not leak into the next job): the caller's job
+                # is then its parent's
+                "job=${SLURM_JOB_ID:-}\n"
+                "[ -n \"$job\" ] || job=$(tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null"
+                " | sed -n 's/^SLURM_JOB_ID=//p' | head -n 1)\n"
+                "job=${job:--}\n"
+                + (f"if [ \"$job\" != - ] && [ -e {shlex.quote(str(self.gate))} ]; then\n"
+                   f"    printf '%s %s\\n' \"$job\" \"$*\" >> {shlex.quote(str(self.held))}\n"
+                   "    for _ in $(seq 300); do\n"
+                   f"        [ -e {shlex.quote(str(self.gate))} ] || break\n"
+                   "        sleep 0.1\n"
+                   "    done\n"
+                   "fi\n" if prog == "sbatch" else "")
+                + "start=$(date +%s.%N)\n"
                 "exec 3>&1\n"
                 f"err=$({shlex.quote(real)} \"$@\" 2>&1 1>&3)\n"
                 "rc=$?\n"
                 "exec 3>&-\n"
                 "if [ -n \"$err\" ]; then printf '%s\\n' \"$err\" >&2; fi\n"
-                "printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" "
-                f"\"${{SLURM_JOB_ID:--}}\" {prog} \"$*\" \"$(printf '%s' \"$err\" | tr '\\n\\t' '  ' | cut -c1-300)\" "
+                "printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" "
+                f"\"$job\" {prog} \"$*\" \"$(printf '%s' \"$err\" | tr '\\n\\t' '  ' | cut -c1-300)\" "
+                "\"${FAULT_CALLER:--}\" "
                 f">> {shlex.quote(str(self.log))}\n"
                 "exit $rc\n")
             script.chmod(0o755)
@@ -168,10 +231,10 @@ class SlurmCalls:
             return []
         for line in lines:
             f = line.split("\t")
-            if len(f) != 7:
+            if len(f) != 8:
                 continue
             try:
-                out.append(Call(float(f[0]), float(f[1]), int(f[2]), f[3], f[4], f[5], f[6]))
+                out.append(Call(float(f[0]), float(f[1]), int(f[2]), f[3], f[4], f[5], f[6], f[7]))
             except ValueError:
                 continue
         return out
@@ -180,12 +243,14 @@ class SlurmCalls:
 # --------------------------------------------------------------------------- sampler
 class Sampler(threading.Thread):
     """squeue every ~0.5 s: never two runners of the chain pending/running,
-    never two submitters running; and each of the chain's jobs' state history
+    never two submitters running (relay: never a submitter, never two runners
+    running, never two queued); and each of the chain's jobs' state history
     (Slurm's, as squeue shows it)."""
 
-    def __init__(self, chain_id: str, interval: float = 0.5) -> None:
+    def __init__(self, chain_id: str, interval: float = 0.5, relay: bool = False) -> None:
         super().__init__(daemon=True)
         self.chain_id = chain_id
+        self.relay = relay
         self.interval = interval
         self.samples = 0
         self.failed = 0
@@ -221,7 +286,7 @@ class Sampler(threading.Thread):
             kind = name[len(prefix):]
             if kind.startswith("r") and state in LIVE_STATES:
                 runners.append(f"{job}:{name}:{state}")
-            elif kind.startswith("s") and state in SUBMITTER_LIVE:
+            elif kind.startswith("s") and (state in SUBMITTER_LIVE or (self.relay and state in LIVE_STATES)):
                 submitters.append(f"{job}:{name}:{state}")
         with self._lock:
             for job, (name, state) in mine.items():
@@ -229,8 +294,18 @@ class Sampler(threading.Thread):
                 if not hist or hist[-1][2] != state:
                     hist.append((now, name, state))
             self.snapshots.append((now, mine))
-        if len(runners) > 1 or len(submitters) > 1:
+        if self._violates(runners, submitters):
             self.violations.append(f"{time.strftime('%H:%M:%S')} runners={runners} submitters={submitters}")
+
+    def _violates(self, runners: list[str], submitters: list[str]) -> bool:
+        if not self.relay:
+            return len(runners) > 1 or len(submitters) > 1
+        # relay: one runner running and one queued behind it (both queued
+        # before the first starts); a third, or two running, is a duplicate
+        states = [r.rsplit(":", 1)[1] for r in runners]
+        running = [s for s in states if s in RUNNER_RUNNING]
+        active = [s for s in states if s != "COMPLETING"]
+        return bool(submitters) or len(running) > 1 or len(active) > 2
 
     def states(self, job_id: str, since: float = 0.0) -> list[str]:
         with self._lock:
