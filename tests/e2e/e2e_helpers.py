@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from waiting import wait_until
+
+from chain.backends import make_backend
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
@@ -59,7 +63,7 @@ class IterLog:
     events: list[tuple[float, str, int, str]]
 
     @classmethod
-    def read(cls, path: Path) -> "IterLog":
+    def read(cls, path: Path) -> IterLog:
         events = []
         for line in path.read_text().splitlines():
             f = line.split()
@@ -123,3 +127,41 @@ def check_completed_chain(report: dict[str, Any], workdir: Path, max_iter: int, 
     iterlog.check_exactly_once_beyond_checkpoints(max_iter)
     assert len(iterlog.starts()) == len(runners)
     return log
+
+
+@dataclass(frozen=True)
+class Prequeued:
+    """A lookahead chain caught with runner 1's app computing, runner 2
+    pre-queued behind it and the submitter running (``wait_prequeued``)."""
+
+    sched: Any  # the chain's backend (chain.backends.base.Backend)
+    app_log: Path  # the test app's own log: "<t> start|exit <counter> <job>" lines
+    first: str
+    second: str
+    submitter: str
+
+    def app_lines(self) -> list[list[str]]:
+        return [line.split() for line in self.app_log.read_text().splitlines()] if self.app_log.exists() else []
+
+    def finished(self, job: str) -> Any:
+        """The job's JobInfo once it has finished, else None."""
+        info = self.sched.query([job]).get(job)
+        return info if info is not None and info.state.finished else None
+
+
+def wait_prequeued(workdir: Path, backend: str) -> Prequeued:
+    """Wait (120 s) until a just-submitted ``--lookahead`` chain in WORKDIR, whose
+    app logs to app.log, has runner 1 computing and runner 2 pre-queued."""
+    chain_dir = workdir / ".chain"
+    sched = make_backend(backend, chain_dir)
+    app_log = workdir / "app.log"
+
+    def ready() -> dict[str, Any] | None:
+        st = json.loads((chain_dir / "state.json").read_text()) if (chain_dir / "state.json").exists() else {}
+        sub = str(st.get("submitter_job_id") or "")
+        running = sub and (info := sched.query([sub]).get(sub)) is not None and info.state.value == "RUNNING"
+        return st if st.get("next_job_id") and running and app_log.exists() and app_log.read_text() else None
+
+    st = wait_until(ready, 120, interval=0.2, what="runner 1's app computing, runner 2 queued",
+                    describe=lambda: status(workdir))
+    return Prequeued(sched, app_log, str(st["runner_job_id"]), str(st["next_job_id"]), str(st["submitter_job_id"]))

@@ -10,11 +10,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from e2e_helpers import EXAMPLES, IterLog, chain_cmd, copy_example, status, wait_ended
+from e2e_helpers import (
+    EXAMPLES,
+    IterLog,
+    chain_cmd,
+    copy_example,
+    wait_ended,
+    wait_prequeued,
+)
 from waiting import wait_until
 
 from chain.backends import make_backend
-from chain.backends.base import JobInfo
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 
@@ -225,27 +231,11 @@ def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(bac
               "--runner-time", "3:00", "--runner-margin", "10", "--poll-max", "10", "--submitter-time", "10:00",
               cwd=tmp_path)
     chain_dir = tmp_path / ".chain"
-    sched = make_backend(backend, chain_dir)
-    app_log = tmp_path / "app.log"
-
-    def app_lines() -> list[list[str]]:
-        return [line.split() for line in app_log.read_text().splitlines()] if app_log.exists() else []
-
-    def ready() -> dict[str, object] | None:
-        """runner 1's app computing, runner 2 queued behind it, the submitter running"""
-        st = json.loads((chain_dir / "state.json").read_text()) if (chain_dir / "state.json").exists() else {}
-        sub = str(st.get("submitter_job_id") or "")
-        running = sub and (info := sched.query([sub]).get(sub)) is not None and info.state.value == "RUNNING"
-        return st if st.get("next_job_id") and running and app_lines() else None
-
-    st = wait_until(ready, 120, interval=0.2, what="runner 1's app computing, runner 2 queued",
-                    describe=lambda: status(tmp_path))
-    first, second, submitter = str(st["runner_job_id"]), str(st["next_job_id"]), str(st["submitter_job_id"])
+    pq = wait_prequeued(tmp_path, backend)
+    sched, app_lines, finished = pq.sched, pq.app_lines, pq.finished
+    first, second, submitter = pq.first, pq.second, pq.submitter
     assert app_lines()[0][1:] == ["start", "0", first]
 
-    def finished(job: str) -> JobInfo | None:
-        info = sched.query([job]).get(job)
-        return info if info is not None and info.state.finished else None
 
     sched.cancel(submitter, signal="STOP")
     try:
