@@ -77,8 +77,10 @@ from handoff import (
     parse_iterlog,
     read_ids,
     sacct_times,
+    submit_chain,
     timed,
     wait_chain_jobs,
+    wait_state,
     write_results,
 )
 
@@ -186,15 +188,9 @@ def run_chain(ws: Workspace, shape: Shape, extra: list[str], timeout: float) -> 
             "--checkpoint-every", str(shape.checkpoint_every), "--runner-time", shape.runner_time,
             "--runner-margin", str(shape.margin), "--backend", "slurm", "--partition", "debug", *extra]
     ws.notes.append("command: chain " + " ".join(argv[3:]))
-    ws.t_submit = time.time()
-    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True, check=False)
-    ws.t_submitted = time.time()
-    log(f"{ws.name}: {p.stdout.strip()} {p.stderr.strip()}")
-    if p.returncode != 0:
-        ws.ok = False
-        ws.notes.append(f"chain submit failed: {p.stderr.strip()}")
+    if submit_chain(ws, argv).returncode != 0:
         return
-    state = wait_state(ws.dir / ".chain" / "state.json", ws.t_submit + timeout)
+    state = wait_state(ws.dir / ".chain" / "state.json", ws.t_submit + timeout, poll=1.0)
     if state.get("state") != "completed":
         ws.ok = False
         ws.notes.append(f"chain ended {state.get('state')!r}: {state.get('reason', '')}")
@@ -205,19 +201,6 @@ def run_chain(ws: Workspace, shape: Shape, extra: list[str], timeout: float) -> 
     time.sleep(2)
     ws.jobs = read_ids(ws.dir / ".chain" / "worker_ids.txt")
     ws.submitter_jobs = read_ids(ws.dir / ".chain" / "submitter_ids.txt")
-
-
-def wait_state(path: Path, deadline: float) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    while time.time() < deadline:
-        try:
-            state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("state") in ("completed", "failed", "stopped", "cancelled"):
-            break
-        time.sleep(1.0)
-    return state
 
 
 # --------------------------------------------------------------------------- counting

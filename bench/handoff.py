@@ -269,33 +269,46 @@ def wait_job_end(job: str, deadline: float, every: float = 2.0) -> bool:
     return False
 
 
+# --------------------------------------------------------------------------- a chain's submit and end
+def submit_chain(ws: Workspace, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``chain submit`` (ARGV) in the workspace, timing it; a failure
+    marks the workspace not ok with sbatch's words."""
+    ws.t_submit = time.time()
+    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True, check=False)
+    ws.t_submitted = time.time()
+    log(f"{ws.name}: {p.stdout.strip()} {p.stderr.strip()}")
+    if p.returncode != 0:
+        ws.ok = False
+        ws.notes.append(f"chain submit failed: {p.stderr.strip()}")
+    return p
+
+
+def wait_state(path: Path, deadline: float, *, poll: float) -> dict[str, Any]:
+    """The chain's state.json once the chain has ended, or the last one read at DEADLINE."""
+    state: dict[str, Any] = {}
+    while time.time() < deadline:
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("state") in ("completed", "failed", "stopped", "cancelled"):
+            break
+        time.sleep(poll)
+    return state
+
+
 # --------------------------------------------------------------------------- the three systems
 def run_chain(ws: Workspace, extra: list[str], timeout: float) -> None:
     argv = [PY, "-m", "chain", "submit", "--max-iter", str(MAX_ITER), "--app-cmd", "python3 app.py",
             "--checkpoint-every", str(CHECKPOINT_EVERY), "--runner-time", f"0:{RUNNER_LIMIT}",
             "--runner-margin", str(RUNNER_MARGIN), "--backend", "slurm", "--partition", "debug", *extra]
     ws.notes.append("command: " + " ".join(argv[1:]))
-    ws.t_submit = time.time()
-    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True, check=False)
-    ws.t_submitted = time.time()
-    log(f"{ws.name}: {p.stdout.strip()} {p.stderr.strip()}")
+    p = submit_chain(ws, argv)
     m = re.search(r"submitter job (\d+)", p.stdout + p.stderr)
     ws.submitter_job = m.group(1) if m else ""
     if p.returncode != 0:
-        ws.ok = False
-        ws.notes.append(f"chain submit failed: {p.stderr.strip()}")
         return
-    state_file = ws.dir / ".chain" / "state.json"
-    deadline = ws.t_submit + timeout
-    state: dict[str, Any] = {}
-    while time.time() < deadline:
-        try:
-            state = json.loads(state_file.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("state") in ("completed", "failed", "stopped", "cancelled"):
-            break
-        time.sleep(0.25)
+    state = wait_state(ws.dir / ".chain" / "state.json", ws.t_submit + timeout, poll=0.25)
     if state.get("state") != "completed":
         ws.ok = False
         ws.notes.append(f"chain ended {state.get('state')!r}: {state.get('reason', '')}")

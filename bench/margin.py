@@ -67,6 +67,7 @@ from handoff import (  # noqa: E402
     parse_iterlog,
     real,
     sacct_times,
+    submit_chain,
     wait_job_end,
     write_results,
 )
@@ -114,13 +115,7 @@ def submit(base: Path, backend: str, setup: Setup, scenario: str, margin: int, a
     argv += ["--partition", "debug"] if backend == "slurm" else []
     argv += [] if adaptive else ["--fixed-margin"]
     ws.notes.append("command: " + " ".join(argv[1:]))
-    ws.t_submit = time.time()
-    p = subprocess.run(argv, cwd=ws.dir, env=ws.env, capture_output=True, text=True, check=False)
-    ws.t_submitted = time.time()
-    log(f"{ws.name}: {p.stdout.strip()} {p.stderr.strip()}")
-    if p.returncode != 0:
-        ws.ok = False
-        ws.notes.append(f"chain submit failed: {p.stderr.strip()}")
+    submit_chain(ws, argv)
     return Chain(ws, scenario, margin, adaptive, {})
 
 
