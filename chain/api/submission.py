@@ -100,7 +100,8 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
             backend: Backend | None) -> Submitted:
     chain_dir = chain.root
     existing = chain.load_status() if chain.state_file.exists() else None
-    _check_submit_allowed(chain_dir, existing, flags, resume=resume, new=new)
+    _check_submit_allowed(chain_dir, existing, flags, resume=resume, new=new,
+                          cancelling=chain.cancel_file.exists())
     if new and existing is not None:
         kept = archive_chain_dir(chain_dir, existing)
         if notify:
@@ -212,9 +213,11 @@ def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend) -> C
 
 
 def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: Mapping[str, Any], *,
-                          resume: bool, new: bool) -> None:
+                          resume: bool, new: bool, cancelling: bool = False) -> None:
     """The refusal rules of ``submit``: what the chain directory holds against
-    what was asked (a one-line ChainDirError saying what to do instead)."""
+    what was asked (a one-line ChainDirError saying what to do instead).
+    ``cancelling``: a ``chain cancel`` has begun (its mark is there) and not
+    yet marked the chain cancelled."""
     if resume and new:
         raise ConfigError("--resume and --new exclude each other")
     if existing is None:
@@ -222,6 +225,11 @@ def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: 
             raise ChainDirError(f"nothing to resume: {chain_dir} holds no chain")
         return
     if not existing.state.ended:
+        if resume and cancelling:
+            # cancel releases the lock while its jobs end: a resume between
+            # would queue a driver that the cancel then marks cancelled
+            raise ChainDirError(f"chain {existing.chain_id} is being cancelled: resume it once chain cancel has "
+                                "ended (if that cancel was interrupted, run chain cancel again)")
         if resume:
             return  # the live-submitter check follows, with the backend
         raise ChainDirError(f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "

@@ -173,3 +173,48 @@ def test_new_refuses_an_active_chain(tmp_path: Path) -> None:
     with pytest.raises(ChainDirError, match="active chain"):
         api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, new=True, backend=fake)
     assert not list(tmp_path.glob(".chain.*"))
+
+
+class SlowToEnd(FakeBackend):
+    """scancel asks; the jobs end only when the test says so."""
+
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+        self.cancelled.append(job_id)
+
+
+def test_a_resume_while_chain_cancel_waits_for_the_jobs_is_refused(tmp_path: Path) -> None:
+    """chain cancel releases the chain's lock while its jobs end; a resume in
+    that gap (found by the fault suite's racing commands) queued a submitter
+    that the cancel then marked cancelled: both said yes, the chain ended."""
+    fake = SlowToEnd()
+    chain_dir = tmp_path / ".chain"
+    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path,
+               backend=fake)
+    chain = ChainDir(chain_dir)
+    status = chain.load_status()
+    assert status is not None
+    status.state = ChainState.RUNNING
+    chain.save_status(status)
+    jobs = sorted(fake.states)
+    for job in jobs:
+        fake.set_state(job, JobState.RUNNING)
+    refusals: list[str] = []
+
+    def resume_meanwhile(seconds: float) -> None:
+        with pytest.raises(ChainDirError) as caught:
+            api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True, backend=fake)
+        refusals.append(str(caught.value))
+        for job in jobs:
+            fake.set_state(job, JobState.CANCELLED)
+
+    submitted = len(fake.submitted)
+    api.cancel(chain_dir, backend=fake, sleep=resume_meanwhile)
+    assert refusals and "is being cancelled: resume it once chain cancel has ended" in refusals[0]
+    assert len(fake.submitted) == submitted, "the refused resume queued nothing"
+    after = chain.load_status()
+    assert after is not None and after.state is ChainState.CANCELLED
+    # once the cancel is done, a resume goes on
+    api.submit({}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, resume=True, backend=fake)
+    resumed = chain.load_status()
+    assert resumed is not None and resumed.state is ChainState.PENDING
+    assert not chain.cancel_file.exists()
