@@ -17,7 +17,13 @@ from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
 from chain.core.model import ChainState
-from chain.core.names import MAIL_SCRIPT, RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
+from chain.core.names import (
+    MAIL_SCRIPT,
+    RUNNER_SCRIPT,
+    SUBMITTER_SCRIPT,
+    runner_job_name,
+    submitter_job_name,
+)
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.jobs.launch import submit_runner
