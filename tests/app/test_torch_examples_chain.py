@@ -30,6 +30,11 @@ from .test_torch_example import EXAMPLE_NAMES, flag, readme_line
 
 references = example.references  # the session fixture: one reference run per example
 
+# Lightning's import alone costs ~9 s of CPU, and every runner pays it inside
+# a 40 s runner: beside 3 other test workers on 2 cores it took over 34 s and
+# the runner's stop signal came before the app could take it (CI, 2026-12-01)
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(autouse=True)
 def _torch_installed() -> None:

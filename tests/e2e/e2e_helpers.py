@@ -49,7 +49,9 @@ def wait_ended(cwd: Path, timeout: float, sample: Any = None, chain_dir: str | N
         time.sleep(0.5)
     log_file = Path(cwd, chain_dir or ".chain", "chain.log")
     chain_log = log_file.read_text() if log_file.exists() else "(no chain.log)"
-    raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}")
+    outputs = "".join(f"--- {p.name} (last lines)\n" + "\n".join(p.read_text(errors="replace").splitlines()[-12:]) + "\n"
+                      for p in sorted(log_file.parent.glob("logs/*.out")))
+    raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}\n{outputs}")
 
 
 def copy_example(kind: str, dest: Path) -> None:
