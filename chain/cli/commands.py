@@ -315,8 +315,10 @@ def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Pat
 
 @app.command("_submitter", hidden=True)
 def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
+    from chain.jobs.output import keep_job_output
     from chain.jobs.submitter import Submitter
 
+    keep_job_output()  # a full disk under the job's log must not end the submitter
     chain, settings, backend, workdir = _job_context(chain_dir)
     raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", "")).run())
 
@@ -328,9 +330,11 @@ def _runner(
 ) -> None:
     from chain.core.runner_rules import job_exit_code
     from chain.jobs import runner
+    from chain.jobs.output import keep_job_output
     from chain.jobs.supervise import die_with_parent
 
     die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
+    keep_job_output()  # a full disk under the job's log must not end the runner
 
     chain, settings, backend, workdir = _job_context(chain_dir)
     raise typer.Exit(job_exit_code(runner.run(

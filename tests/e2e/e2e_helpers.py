@@ -18,6 +18,7 @@ from typing import Any
 from waiting import wait_until
 
 from chain.backends import make_backend
+from chain.store.jsonio import tail_lines
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -49,7 +50,7 @@ def wait_ended(cwd: Path, timeout: float, sample: Any = None, chain_dir: str | N
         time.sleep(0.5)
     log_file = Path(cwd, chain_dir or ".chain", "chain.log")
     chain_log = log_file.read_text() if log_file.exists() else "(no chain.log)"
-    outputs = "".join(f"--- {p.name} (last lines)\n" + "\n".join(p.read_text(errors="replace").splitlines()[-12:]) + "\n"
+    outputs = "".join(f"--- {p.name} (last lines)\n" + "\n".join(tail_lines(p, 12)) + "\n"
                       for p in sorted(log_file.parent.glob("logs/*.out")))
     raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}\n{outputs}")
 

@@ -26,6 +26,7 @@ from chain.backends.local.spool import (
     proc_ticks,
     short_hostname,
 )
+from chain.jobs.output import keep_job_output
 
 POLL = 0.1  # seconds between looks at the spool / the job: local files, cheap
 
@@ -237,6 +238,7 @@ def supervise_main(spool_dir: str, job_id: str) -> int:
     controlling terminal), and submit() learns by our exit status that the
     supervisor is registered.
     """
+    keep_job_output()  # its log is in the chain directory: a full disk must not end it
     spool = Spool(Path(spool_dir))
     child = os.fork()
     if child:
