@@ -2,25 +2,59 @@
 
 The CLI only adapts these calls; every user error is a ``ChainError``.
 ``config`` resolves settings, ``submission`` submits (new, resumed,
-renewed), ``status`` builds the status report, ``cancel`` stops a chain.
+renewed), ``status`` builds the status report, ``cancelling`` stops a chain
+(not ``cancel``: a submodule's name would shadow the function's).
+
+Each name is imported from its module on first use (PEP 562): ``chain
+status`` needs the status report, not submission's templates and jobs.
 """
 
-from chain.api.cancel import cancel
-from chain.api.config import chain_dir_path, check_app, load_settings, stored_settings
-from chain.api.handle import Chain
-from chain.api.status import open_chain, status_report
-from chain.api.submission import (
-    FINISHING_WAIT,
-    Submitted,
-    archive_chain_dir,
-    refuse_live_submitter,
-    render,
-    render_chain,
-    submit,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chain.api.cancelling import cancel
+    from chain.api.config import chain_dir_path, check_app, load_settings, stored_settings
+    from chain.api.handle import Chain
+    from chain.api.status import open_chain, status_report
+    from chain.api.submission import (
+        FINISHING_WAIT,
+        Submitted,
+        archive_chain_dir,
+        known_submitters,
+        refuse_live_submitter,
+        render,
+        render_chain,
+        submit,
+    )
+
+_HOMES = {
+    "cancel": "cancelling",
+    "chain_dir_path": "config", "check_app": "config", "load_settings": "config", "stored_settings": "config",
+    "Chain": "handle",
+    "open_chain": "status", "status_report": "status",
+    "FINISHING_WAIT": "submission", "Submitted": "submission", "archive_chain_dir": "submission",
+    "known_submitters": "submission", "refuse_live_submitter": "submission", "render": "submission",
+    "render_chain": "submission", "submit": "submission",
+}
 
 __all__ = [
-    "Chain",
-    "FINISHING_WAIT", "Submitted", "archive_chain_dir", "cancel", "known_submitters", "chain_dir_path", "check_app", "load_settings",
-    "open_chain", "refuse_live_submitter", "render", "render_chain", "status_report", "stored_settings", "submit",
+    "FINISHING_WAIT", "Chain", "Submitted", "archive_chain_dir", "cancel", "chain_dir_path", "check_app",
+    "known_submitters", "load_settings", "open_chain", "refuse_live_submitter", "render", "render_chain",
+    "status_report", "stored_settings", "submit",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'chain.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"chain.api.{home}"), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from chain.api.cancel import cancel as cancel_chain
+from chain.api.cancelling import cancel as cancel_chain
 from chain.api.status import StatusReport, open_chain, status_report
 from chain.api.submission import submit as submit_chain
 from chain.backends.base import Backend

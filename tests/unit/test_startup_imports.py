@@ -1,0 +1,36 @@
+"""`chain status` starts without what only submitting needs: chain.api loads
+its modules on first use (its target: 0.3 s on 10 000 runners, issue 20)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import types
+
+from chain import api
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = code + "\nimport json, sys; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out))
+
+
+def test_the_status_path_imports_no_submission_templates_or_jobs() -> None:
+    loaded = _modules_after("import chain.cli.commands, chain.cli.status_view, chain.api.status")
+    heavy = {"chain.api.submission", "chain.api.cancelling", "chain.api.handle", "chain.jobs.render", "jinja2"}
+    assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def test_every_public_name_resolves_to_its_module() -> None:
+    """Also once every module is loaded: importing a submodule sets the
+    package's attribute of its name, which would shadow a lazy name."""
+    assert sorted(api.__all__) == sorted(api._HOMES)
+    for home in set(api._HOMES.values()):
+        importlib.import_module(f"chain.api.{home}")
+    for name in api.__all__:
+        value = getattr(api, name)
+        assert not isinstance(value, types.ModuleType), f"chain.api.{name} is a module"
+        assert getattr(value, "__module__", f"chain.api.{api._HOMES[name]}").startswith("chain.api."), name
