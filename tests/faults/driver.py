@@ -63,6 +63,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
+sys.path.insert(0, str(REPO / "tests"))  # e2e_helpers imports waiting from there
 from e2e_helpers import IterLog, chain_cmd
 from evidence import (
     LIVE_STATES,
@@ -94,6 +95,8 @@ from schedule import Report, Step, execute, proven_check
 from chain.app.atomic import TMP_PREFIX
 
 ENDED = ("completed", "failed", "stopped", "cancelled")
+# what `chain submit --resume` says when a `chain cancel` is under way (chain.api.submission)
+CANCEL_MARK_REFUSAL = "is being cancelled"
 # supervisor-kill lands at least this long before the app's own deadline,
 # when a chain.app app stops by itself (CHAIN_DEADLINE) even if nobody tells it
 SELF_STOP = 8.0
@@ -834,18 +837,22 @@ class Suite:
         return out
 
     def race_proof(self, raced: list[tuple[str, float, float, int, str]]) -> tuple[str, bool]:
-        """Both started within 50 ms, both ran at once, both reached Slurm
-        (tagged calls in the call log); who got the chain's lock first."""
+        """Both started within 50 ms, both ran at once, and each acted on the
+        chain: reached Slurm (tagged calls in the call log), or was refused
+        on the mark of the cancel it raced (a resume that saw the cancel in
+        progress: it came after that cancel took the lock); who got first."""
         calls = self.calls.calls()
         first = {tag: min((c.start for c in calls if c.job == "-" and c.who == tag and c.start >= t), default=None)
                  for tag, t, *_ in raced}
         gap = abs(raced[0][1] - raced[1][1])
         overlap = min(r[2] for r in raced) - max(r[1] for r in raced)
         order = sorted((t, tag) for tag, t in first.items() if t is not None)
-        landed = gap < 0.05 and overlap > 0 and len(order) == 2
+        marked = [tag for tag, _, _, rc, last in raced if rc != 0 and first[tag] is None and CANCEL_MARK_REFUSAL in last]
+        landed = gap < 0.05 and overlap > 0 and len(order) + len(marked) == 2
         proof = (f"started {gap * 1000:.0f} ms apart, ran together {overlap:.1f}s; first Slurm call of each: "
                  + ", ".join(f"{tag} +{t - raced[0][1]:.2f}s" for t, tag in order)
-                 + f" ({len(order)} of 2 reached Slurm)")
+                 + f" ({len(order)} of 2 reached Slurm"
+                 + (f"; refused on the cancel's mark: {', '.join(marked)})" if marked else ")"))
         return proof, landed
 
     def racing_commands(self) -> None:

@@ -31,3 +31,16 @@ def test_fault_suite_bounded(slurm_cluster: Any, tmp_path: Path, mode: str) -> N
     assert report.ok, f"seed {SEED}, {mode} mode: {failed}\n\n{report.text()}"
     proven = collections.Counter(f["fault"] for f in report.faults if f["ok"] and f["proof"])
     assert proven == collections.Counter(FAULTS[mode]), f"faults not each proven once:\n{report.text()}"
+
+
+def test_the_driver_runs_as_scripts_fault_suite_runs_it() -> None:
+    """scripts/fault-suite runs driver.py as a script, outside pytest's
+    sys.path: its imports must resolve there too (they did not for a day)."""
+    import subprocess
+    import sys
+
+    driver = Path(__file__).with_name("driver.py")
+    proc = subprocess.run([sys.executable, str(driver), "--help"], capture_output=True, text=True, check=False,
+                          cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert "--seed" in proc.stdout
