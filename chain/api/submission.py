@@ -219,7 +219,7 @@ def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend) -> C
 
 
 def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: Mapping[str, Any], *,
-                          resume: bool, new: bool, cancelling: bool = False) -> None:
+                          resume: bool, new: bool, cancelling: bool) -> None:
     """The refusal rules of ``submit``: what the chain directory holds against
     what was asked (a one-line ChainDirError saying what to do instead).
     ``cancelling``: a ``chain cancel`` has begun (its mark is there) and not

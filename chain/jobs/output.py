@@ -38,10 +38,7 @@ class JobOutput(io.TextIOBase):
         return self.fd
 
     def isatty(self) -> bool:
-        try:
-            return os.isatty(self.fd)
-        except OSError:
-            return False
+        return os.isatty(self.fd)  # False for a closed descriptor: it does not raise
 
     def write(self, text: str) -> int:
         data = text.encode("utf-8", "backslashreplace")

@@ -42,7 +42,6 @@ def test_a_short_prequeued_runner_leaves_before_its_end_and_no_margin_is_raised(
     sched, app_lines, finished = pq.sched, pq.app_lines, pq.finished
     first, second, submitter = pq.first, pq.second, pq.submitter
 
-
     sched.cancel(submitter, signal="STOP")
     try:
         gone = wait_until(lambda: finished(second), RUNNER_SECONDS + 90, interval=1,

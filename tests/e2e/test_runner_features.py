@@ -236,7 +236,6 @@ def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(bac
     first, second, submitter = pq.first, pq.second, pq.submitter
     assert app_lines()[0][1:] == ["start", "0", first]
 
-
     sched.cancel(submitter, signal="STOP")
     try:
         # runner 1 ends by itself; runner 2 starts, waits, leaves
