@@ -28,6 +28,8 @@ class FakeBackend(Backend):
         self.states: dict[str, JobInfo] = {}
         self.names: dict[str, list[str]] = {}
         self.queries = 0
+        self.asked_exit_codes: list[bool] = []  # each query's exit_codes
+        self.end_time_calls = 0
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
                env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
@@ -46,8 +48,9 @@ class FakeBackend(Backend):
         """The scheduler no longer knows the job (purged)."""
         self.states.pop(job_id, None)
 
-    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
         self.queries += 1
+        self.asked_exit_codes.append(exit_codes)
         return {j: self.states[j] for j in job_ids if j in self.states}
 
     def find_by_name(self, job_name: str) -> list[str]:
@@ -62,4 +65,5 @@ class FakeBackend(Backend):
             self.set_state(job_id, JobState.CANCELLED)
 
     def end_time(self, job_id: str) -> float | None:
+        self.end_time_calls += 1
         return None

@@ -16,7 +16,6 @@ scratch directory is renamed into place.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -177,6 +176,8 @@ def parse_counter(text: str, path: str | os.PathLike[str] = "CKPT_PATH") -> int:
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     """Hex SHA-256 of a file, read in chunks."""
+    import hashlib  # here: `chain status` imports this module and never hashes
+
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(chunk):

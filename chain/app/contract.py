@@ -13,7 +13,6 @@ The runner starts the app in the user's working directory with:
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 from collections.abc import Mapping
@@ -104,6 +103,8 @@ class AppEnv:
             deadline = float(raw_deadline) if raw_deadline else None
         except ValueError:
             # Same rule as StopMonitor: a deadline we cannot read is no deadline.
+            import logging  # here: `chain status` imports this module and never logs
+
             logging.getLogger("chain.app.contract").warning(
                 "ignoring unparseable CHAIN_DEADLINE=%r", raw_deadline
             )

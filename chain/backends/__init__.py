@@ -7,7 +7,6 @@ only when called: a chain on one backend never loads another's code.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,8 +15,6 @@ from chain.core.retry import RetryPolicy
 from chain.errors import BackendUnavailable
 
 __all__ = ["BACKENDS", "Backend", "JobInfo", "JobState", "choose_backend", "make_backend"]
-
-log = logging.getLogger(__name__)
 
 # A backend for one chain (its directory), bounded by a retry policy (None:
 # the backend's default) where the backend retries at all.
@@ -67,7 +64,7 @@ def choose_backend(requested: str) -> tuple[str, str]:
     the controller answers; otherwise the Slurm CLI backend when sbatch is on
     PATH and the controller answers; otherwise the embedded local backend.
     The why says which and why (the skipped pyslurm's one-line reason too);
-    the choice is logged. ``chain_dir`` is not used (kept for callers that
+    the caller logs it (``chain.log``). ``chain_dir`` is not used (kept for callers that
     still pass it).
     """
     if requested != "auto":
@@ -86,7 +83,6 @@ def choose_backend(requested: str) -> tuple[str, str]:
             name, why = "pyslurm", (
                 f"auto: pyslurm {pyslurm_backend.version} matches the running Slurm "
                 f"{pyslurm_backend.slurm_version} and the controller answers")
-            log.info("backend %s (%s)", name, why)
             return name, why
         skipped = "pyslurm imports but the Slurm controller does not answer"
     if slurm_answers:
@@ -95,5 +91,4 @@ def choose_backend(requested: str) -> tuple[str, str]:
     else:
         name = "local"
         why = "auto: no answering Slurm controller here, using the embedded local backend"
-    log.info("backend %s (%s)", name, why)
     return name, why

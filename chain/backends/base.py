@@ -137,8 +137,12 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
-        """State of each job; ids the scheduler no longer knows are absent."""
+    def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
+        """State of each job; ids the scheduler no longer knows are absent.
+
+        ``exit_codes=False``: an ended job's state may come without its exit
+        code, when that saves a query (the Slurm CLI's ``sacct``); for a
+        caller that has the job's own record of how it ended."""
 
     @abc.abstractmethod
     def find_by_name(self, job_name: str) -> list[str]:

@@ -100,8 +100,8 @@ class Relay:
         job = status.runner_job_id
         watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
                             clock=self.clock, sleep=self.sleep)
-        info = self._query(job)
-        record = self.chain.runner_record(job)
+        record = self.chain.runner_record(job)  # final: this job starts after its predecessor's end
+        info = self._query(job, exit_codes=record is None or not record.ended)
         if info is not None and info.state.active:
             if record is None or not record.ended:
                 # Slurm requeued it (node failure): it runs again as the current
@@ -141,12 +141,13 @@ class Relay:
         by its limit with no record (judged as a timeout then)."""
         return min(self.clock() + patience, self.job_end - self.settings.runner_margin)
 
-    def _query(self, job: str) -> JobInfo | None:
-        """The predecessor's final state, through a scheduler outage (bounded)."""
+    def _query(self, job: str, *, exit_codes: bool) -> JobInfo | None:
+        """The predecessor's final state, through a scheduler outage (bounded);
+        its exit code only when it wrote no record of it."""
         give_up = self._give_up(QUERY_PATIENCE)
         policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
         try:
-            return policy.call(lambda: self.backend.query([job]).get(job),
+            return policy.call(lambda: self.backend.query([job], exit_codes=exit_codes).get(job),
                                on_retry=lambda line: self.chain.log(f"relay: query of job {job}: {line}; retrying"))
         except SchedulerError as exc:
             # judged from its record alone (no record: its state is unknown)

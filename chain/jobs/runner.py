@@ -98,7 +98,8 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
     status = _await_promotion(chain, settings, backend, record, clock, sleep)
     if status is None:
         return 0
-    return _run_current(chain, settings, backend, record, status, workdir, preflight_error, clock, sleep)
+    return _run_current(chain, settings, backend, record, status, workdir, preflight_error, clock, sleep,
+                        slurm_end=_slurm_end(backend, job_id))
 
 
 def _await_promotion(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord,
@@ -133,8 +134,9 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
     the chain here; after the app, end the chain if this runner's own outcome
     ends it."""
     job_id = record.job_id
+    slurm_end = _slurm_end(backend, job_id)  # asked once: the relay and the app's schedule share it
     relay = Relay(chain, settings, backend, workdir, job_id, record.seq, clock, sleep,
-                  job_end=_job_end(settings, backend, job_id, record.start or clock()))
+                  job_end=slurm_end or (record.start or clock()) + settings.runner_seconds)
     take = relay.take_over()
     if take.step is not Step.RUN or take.status is None:
         why = take.why or "the chain ends here"
@@ -142,15 +144,18 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
         _say(job_id, f"not running the app: {why}")
         relay.finish(take)
         return 0
-    code = _run_current(chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep)
+    code = _run_current(chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep,
+                        slurm_end=slurm_end)
     relay.finish(relay.after_app(chain.runner_record(job_id) or record))
     return code
 
 
 def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord,
                  status: ChainStatus, workdir: Path, preflight_error: str | None, clock: Callable[[], float],
-                 sleep: Callable[[float], None]) -> int:
-    """The chain's current runner: read the counter, run the app, record the end."""
+                 sleep: Callable[[float], None], *, slurm_end: float | None) -> int:
+    """The chain's current runner: read the counter, run the app, record the
+    end. ``slurm_end``: this job's end as the scheduler gave it (None: it
+    could not say; the configured limit bounds the schedule)."""
     ckpt = workdir / settings.ckpt_path
     try:
         record.iter_before = read_counter(ckpt)
@@ -159,25 +164,22 @@ def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: 
     if preflight_error:
         record.iter_after = record.iter_before
         return _end(chain, record, EXIT_PREFLIGHT, clock(), preflight_error)
-    plan = _plan(settings, backend, record.job_id, status, clock())
+    plan = plan_schedule(clock(), settings.runner_seconds, _margin(settings, status), slurm_end)
     return _run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
 
 
 def _job_end(settings: Settings, backend: Backend, job_id: str, start: float) -> float:
     """This job's end: the scheduler's, else its configured limit from its start."""
-    try:
-        end = backend.end_time(job_id)
-    except ChainError:
-        end = None
-    return end or start + settings.runner_seconds
+    return _slurm_end(backend, job_id) or start + settings.runner_seconds
 
 
-def _plan(settings: Settings, backend: Backend, job_id: str, status: ChainStatus, start: float) -> Schedule:
+def _slurm_end(backend: Backend, job_id: str) -> float | None:
+    """This job's end as the scheduler has it; None when it cannot say (the
+    configured limit bounds the schedule then)."""
     try:
-        slurm_end = backend.end_time(job_id)
+        return backend.end_time(job_id)
     except ChainError:
-        slurm_end = None  # the configured limit still bounds the schedule
-    return plan_schedule(start, settings.runner_seconds, _margin(settings, status), slurm_end)
+        return None
 
 
 def _margin(settings: Settings, status: ChainStatus) -> int:

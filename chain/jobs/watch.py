@@ -95,7 +95,8 @@ class RunnerWatch:
         the last answer (``last`` if none came)."""
         for delay in self.poll.handoff_delays():
             try:
-                last = self.backend.query([job_id]).get(job_id)
+                # the record has the exit code: Slurm's state is all that is asked
+                last = self.backend.query([job_id], exit_codes=False).get(job_id)
             except SchedulerError as exc:
                 self.chain.log(f"query of runner {job_id} failed: {exc}")
                 self.sleep(delay)

@@ -132,6 +132,12 @@ class Contract:
         info = target.finished(job)
         assert (info.state, info.exit_code) == (JobState.FAILED, 3)
 
+    def test_an_ended_job_keeps_its_final_state_when_asked_without_exit_codes(self, target: Target) -> None:
+        job = target.submit("exit 3")
+        target.finished(job)
+        info = target.backend.query([job], exit_codes=False)[job]
+        assert info.state is JobState.FAILED and info.exit_code in (None, 3)
+
     def test_find_by_name_finds_the_job(self, target: Target) -> None:
         name = f"contract-find-{uuid.uuid4().hex[:10]}"
         job = target.submit("sleep 20", name=name)

@@ -4,6 +4,7 @@ ends, stalls and is settled. End to end on both backends: tests/e2e/test_relay_e
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,8 @@ def test_successor_judges_a_handoff_becomes_current_and_queues_the_next(tmp_path
     assert now.next_job_id == "103"
     judged = list(chain.iter_runners())
     assert [(r["job_id"], r["verdict"]) for r in judged] == [("101", "continue")]
+    # its record has the exit code: Slurm is asked only for the state (no sacct)
+    assert fake.asked_exit_codes == [False]
 
 
 def test_a_scancelled_predecessor_ends_the_chain_cancelled_without_the_app(tmp_path: Path) -> None:
@@ -82,6 +85,7 @@ def test_a_scancelled_predecessor_ends_the_chain_cancelled_without_the_app(tmp_p
     take = _relay(tmp_path, chain, fake, "102", 2).take_over()
     assert take.step is Step.END and take.state is ChainState.CANCELLED
     assert "cancelled by user" in take.why
+    assert fake.asked_exit_codes == [True]  # no record: Slurm's exit code is the evidence
 
 
 def test_a_requeued_predecessor_keeps_its_turn(tmp_path: Path) -> None:
@@ -234,3 +238,18 @@ def test_chain_logs_submitter_says_a_relay_has_none(tmp_path: Path) -> None:
     chain, status = _relay_chain(tmp_path, FakeBackend())
     with pytest.raises(ChainDirError, match="relay mode: it has no submitter job"):
         submitter_log(chain, status)
+
+
+def test_a_relay_runner_asks_its_own_end_once(tmp_path: Path) -> None:
+    """The relay's deadline and the app's stop schedule share one answer (one
+    squeue less on the handoff's path)."""
+    from chain.jobs import runner
+
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("0\n")
+    settings = dataclasses.replace(api.stored_settings(chain), app_cmd="echo 4 > state_iter.txt; exit 99")
+    code = runner.run(chain, settings, fake, job_id="101", job_name=runner_job_name("x", 1), workdir=tmp_path)
+    record = chain.runner_record("101")
+    assert record is not None and (record.exit_code, record.iter_after, code) == (99, 4, 99)
+    assert fake.end_time_calls == 1

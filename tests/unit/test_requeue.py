@@ -34,6 +34,8 @@ def test_submitter_cancels_a_runner_requeued_after_its_end_record(tmp_path: Path
     assert watch.until_gone("7") is None  # Slurm's state (cancelled by us) says nothing
     assert backend.cancelled == ["7"]
     assert "still PENDING after recording its end" in chain.log_file.read_text()
+    # the record has the exit code: only Slurm's state is asked (no sacct)
+    assert backend.asked_exit_codes and not any(backend.asked_exit_codes)
 
 
 def test_requeued_runner_with_an_ended_record_does_not_run_the_app(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ class FinishingBackend(FakeBackend):
         super().__init__()
         self.polls = polls
 
-    def query(self, job_ids: Any) -> dict[str, JobInfo]:
+    def query(self, job_ids: Any, *, exit_codes: bool = True) -> dict[str, JobInfo]:
         from chain.core.model import JobState
 
         self.queries += 1

@@ -1,6 +1,7 @@
-"""The Slurm CLI backend under daemon outages (fault suite, tests/faults):
-slurmdbd down -> one sacct try, then scontrol; slurmctld down -> end_time
-gives up after one try (the caller uses the configured limit)."""
+"""The Slurm commands the CLI backend runs for a query, and under daemon
+outages (fault suite, tests/faults): slurmdbd down -> one sacct try, then
+scontrol; slurmctld down -> end_time gives up after one try (the caller uses
+the configured limit)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,25 @@ class Fake:
 
 def backend(fake: Fake) -> SlurmCliBackend:
     return SlurmCliBackend(retry=RetryPolicy(attempts=8, sleep=lambda s: None), run=fake)
+
+
+SQUEUE_ENDED = "42|TIMEOUT|TimeLimit|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n"
+
+
+def test_an_ended_job_squeue_still_shows_needs_no_sacct_without_exit_codes() -> None:
+    fake = Fake({"squeue": (0, SQUEUE_ENDED, ""),
+                 "sacct": (0, "42|TIMEOUT|0:15|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", "")})
+    assert backend(fake).query(["42"], exit_codes=False)["42"].state is JobState.TIMEOUT
+    assert fake.calls == ["squeue"]
+    assert backend(fake).query(["42"])["42"].state is JobState.TIMEOUT
+    assert fake.calls == ["squeue", "squeue", "sacct"]
+
+
+def test_a_job_squeue_no_longer_shows_is_looked_up_in_accounting_even_without_exit_codes() -> None:
+    fake = Fake({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+                 "sacct": (0, "42|COMPLETED|0:0|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", "")})
+    assert backend(fake).query(["42"], exit_codes=False)["42"].state is JobState.COMPLETED
+    assert fake.calls == ["squeue", "sacct"]
 
 
 def test_slurmdbd_down_one_sacct_try_then_scontrol() -> None:

@@ -220,7 +220,7 @@ class LocalBackend(Backend):
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise SchedulerError(f"local backend: supervisor of job {job_id} failed: {tail}")
 
-    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
         result: dict[str, JobInfo] = {}
         for job_id in job_ids:
             record = self.spool.refresh(str(job_id))

@@ -128,7 +128,7 @@ class SlurmCliBackend(Backend):
 
         return submit_idempotently(self, job_name, once, retry=self.retry)
 
-    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
         ids = _checked([j for j in job_ids if j])
         if not ids:
             return {}
@@ -139,8 +139,9 @@ class SlurmCliBackend(Backend):
                 ok_errors=("Invalid job id",),
             )
         )
-        # Ended jobs: the exit code comes from accounting, else scontrol.
-        missing = [j for j in ids if j not in found or found[j].state.finished]
+        # Ended jobs: the exit code comes from accounting, else scontrol
+        # (squeue's state of a job it still shows ended is enough without).
+        missing = [j for j in ids if j not in found or (exit_codes and found[j].state.finished)]
         if missing:
             found.update(self._finished(missing, found))
         return found

@@ -286,7 +286,7 @@ class PyslurmBackend(Backend):
             attrs[attr] = value
         return attrs
 
-    def query(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
         found: dict[str, JobInfo] = {}
         gone: list[str] = []
         for job_id in (j for j in job_ids if j):
