@@ -167,17 +167,19 @@ class SlurmFaults(SuiteBase):
         if wait > 0:
             time.sleep(wait)
         before = ch.committed()
-
-        def judged_without_accounting(stopped: float) -> list[Call]:
-            return [c for c in self.chain_calls(stopped) if c.prog == "sacct" and c.job != "-"
-                    and c.names(runner) and c.rc != 0]
-
         # hold at least `hold`; longer (up to 90 s) until the next app has started
         pid, stopped, restarting = self._outage("slurmdbd", hold, lambda t: bool(ch.starts_after(t)), 90)
         st = ch.state()
         nxt = self.progress_after(before, 180)
-        failed_sacct = [c for c in judged_without_accounting(stopped) if c.start < restarting]
+        # the submitter's calls about the runner while slurmdbd was down: a
+        # runner that recorded its end is judged from squeue and its record
+        # (no accounting query: Backend.query(exit_codes=False)); one that
+        # did not is looked up in accounting, which refuses (then scontrol)
+        asked = [c for c in self.chain_calls(stopped, restarting) if c.job != "-" and c.names(runner)]
+        sacct = [c for c in asked if c.prog == "sacct"]
         app_exit = ch.app_exit(app_pid)
+        # answered after its app had exited: the judgment, not a poll while it ran
+        judging = [c for c in asked if c.prog != "sacct" and c.rc == 0 and app_exit is not None and c.start >= app_exit]
         nxt_start = ch.starts_after(stopped)
         next_in_window = [ev for ev in nxt_start if float(ev[0]) < restarting and ev[3] != runner]
         ok = st["state"] == "running" and bool(nxt_start) and int(nxt_start[0][2]) >= before
@@ -186,12 +188,15 @@ class SlurmFaults(SuiteBase):
                   f"next checkpoint {nxt}")
         proof = (f"runner {runner}'s app exited "
                  + (f"+{app_exit - stopped:.1f}s into the outage" if app_exit else "(no exit logged)")
-                 + f"; the submitter's sacct about {runner} refused {len(failed_sacct)} times while slurmdbd "
-                 f"was down; next runner's app started inside the outage: {bool(next_in_window)}")
+                 + f"; while slurmdbd was down the submitter asked Slurm about {runner} "
+                 f"{len(asked)} times ({', '.join(sorted({c.prog for c in asked})) or 'never'}; sacct "
+                 f"{len(sacct)}, refused {sum(c.rc != 0 for c in sacct)}; answered after its app's exit "
+                 f"{len(judging)}); the next runner's app started inside "
+                 f"the outage: {bool(next_in_window)}")
         if not ok:
             self.report.fault("slurmdbd-down", f"SIGTERM slurmdbd (pid {pid})", effect, False, proof)
             raise FaultError(effect)
-        if not failed_sacct or not next_in_window:
+        if not judging or not next_in_window:
             raise NotProven(proof)
         self.report.fault("slurmdbd-down", f"SIGTERM slurmdbd (pid {pid}) while runner {runner} ended, "
                           "restarted by dev-cluster up", effect, ok, proof)
