@@ -35,3 +35,18 @@ def test_every_public_name_resolves_to_its_module() -> None:
         value = getattr(api, name)
         assert not isinstance(value, types.ModuleType), f"chain.api.{name} is a module"
         assert getattr(value, "__module__", f"chain.api.{api._HOMES[name]}").startswith("chain.api."), name
+
+
+def test_the_type_checking_imports_are_the_lazy_names() -> None:
+    """chain.api names each public name three times (TYPE_CHECKING imports
+    for type checkers, _HOMES for the lazy lookup, a literal __all__): they
+    must say the same, module by module."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(api.__file__).read_text())
+    guarded = next(node for node in tree.body if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+    imported = {alias.name: node.module.removeprefix("chain.api.") for node in guarded.body
+                if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+    assert imported == api._HOMES
