@@ -8,6 +8,7 @@ state (``set_state``) or cancels it (CANCELLED). Pass it to the library with
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -30,6 +31,7 @@ class FakeBackend(Backend):
         self.queries = 0
         self.asked_exit_codes: list[bool] = []  # each query's exit_codes
         self.end_time_calls = 0
+        self.job_end: float | None = None  # what end_time answers (None: it cannot say)
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
                env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
@@ -51,7 +53,10 @@ class FakeBackend(Backend):
     def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
         self.queries += 1
         self.asked_exit_codes.append(exit_codes)
-        return {j: self.states[j] for j in job_ids if j in self.states}
+        # without exit codes an ended job's may be missing (the Slurm CLI's
+        # squeue has none): the caller must not need it
+        return {j: self.states[j] if exit_codes or not self.states[j].state.finished
+                else dataclasses.replace(self.states[j], exit_code=None) for j in job_ids if j in self.states}
 
     def find_by_name(self, job_name: str) -> list[str]:
         return list(self.names.get(job_name, []))
@@ -66,4 +71,4 @@ class FakeBackend(Backend):
 
     def end_time(self, job_id: str) -> float | None:
         self.end_time_calls += 1
-        return None
+        return self.job_end

@@ -144,6 +144,8 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
         _say(job_id, f"not running the app: {why}")
         relay.finish(take)
         return 0
+    if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
+        slurm_end = _slurm_end(backend, job_id)
     code = _run_current(chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep,
                         slurm_end=slurm_end)
     relay.finish(relay.after_app(chain.runner_record(job_id) or record))

@@ -182,7 +182,8 @@ class SlurmFaults(SuiteBase):
         judging = [c for c in asked if c.prog != "sacct" and c.rc == 0 and app_exit is not None and c.start >= app_exit]
         nxt_start = ch.starts_after(stopped)
         next_in_window = [ev for ev in nxt_start if float(ev[0]) < restarting and ev[3] != runner]
-        ok = st["state"] == "running" and bool(nxt_start) and int(nxt_start[0][2]) >= before
+        # and never through accounting: the runner recorded its end
+        ok = st["state"] == "running" and bool(nxt_start) and int(nxt_start[0][2]) >= before and not sacct
         effect = (f"held {restarting - stopped:.0f}s; chain stayed {st['state']}; next app (job "
                   f"{nxt_start[0][3] if nxt_start else '-'}) started at {nxt_start[0][2] if nxt_start else '-'}; "
                   f"next checkpoint {nxt}")

@@ -5,6 +5,7 @@ ends, stalls and is settled. End to end on both backends: tests/e2e/test_relay_e
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -248,8 +249,33 @@ def test_a_relay_runner_asks_its_own_end_once(tmp_path: Path) -> None:
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     (tmp_path / "state_iter.txt").write_text("0\n")
+    fake.job_end = time.time() + 600.0  # later than the configured limit: that rules
     settings = dataclasses.replace(api.stored_settings(chain), app_cmd="echo 4 > state_iter.txt; exit 99")
     code = runner.run(chain, settings, fake, job_id="101", job_name=runner_job_name("x", 1), workdir=tmp_path)
     record = chain.runner_record("101")
     assert record is not None and (record.exit_code, record.iter_after, code) == (99, 4, 99)
     assert fake.end_time_calls == 1
+
+
+def test_a_relay_runner_asks_its_end_again_when_the_first_answer_failed(tmp_path: Path) -> None:
+    """slurmctld did not answer at the start: the app's schedule is planned
+    from the scheduler's end once it answers, not from the configured limit."""
+    from chain.errors import SchedulerError
+    from chain.jobs import runner
+
+    class LateEnd(FakeBackend):
+        def end_time(self, job_id: str) -> float | None:
+            self.end_time_calls += 1
+            if self.end_time_calls == 1:
+                raise SchedulerError("slurm_load_jobs error: Unable to contact slurm controller")
+            return self.job_end
+
+    fake = LateEnd()
+    chain, _ = _relay_chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("0\n")
+    fake.job_end = time.time() + 30.0  # earlier than the configured 3-minute limit
+    settings = dataclasses.replace(api.stored_settings(chain), app_cmd="echo 4 > state_iter.txt; exit 99")
+    runner.run(chain, settings, fake, job_id="101", job_name=runner_job_name("x", 1), workdir=tmp_path)
+    record = chain.runner_record("101")
+    assert fake.end_time_calls == 2
+    assert record is not None and record.slurm_end == fake.job_end and record.end_planned == fake.job_end
