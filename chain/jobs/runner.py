@@ -109,7 +109,7 @@ def _await_promotion(chain: ChainDir, settings: Settings, backend: Backend, reco
     job_id = record.job_id
 
     def give_up_at(status: ChainStatus) -> float:
-        end = _job_end(settings, backend, job_id, record.start or clock())
+        end = _job_end(settings, _slurm_end(backend, job_id), record.start or clock())
         return promotion_give_up(clock(), PROMOTION_PATIENCE, end, _margin(settings, status))
 
     status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep,
@@ -136,7 +136,7 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
     job_id = record.job_id
     slurm_end = _slurm_end(backend, job_id)  # asked once: the relay and the app's schedule share it
     relay = Relay(chain, settings, backend, workdir, job_id, record.seq, clock, sleep,
-                  job_end=slurm_end or (record.start or clock()) + settings.runner_seconds)
+                  job_end=_job_end(settings, slurm_end, record.start or clock()))
     take = relay.take_over()
     if take.step is not Step.RUN or take.status is None:
         why = take.why or "the chain ends here"
@@ -170,9 +170,10 @@ def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: 
     return _run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
 
 
-def _job_end(settings: Settings, backend: Backend, job_id: str, start: float) -> float:
-    """This job's end: the scheduler's, else its configured limit from its start."""
-    return _slurm_end(backend, job_id) or start + settings.runner_seconds
+def _job_end(settings: Settings, slurm_end: float | None, start: float) -> float:
+    """This job's end: the scheduler's (``_slurm_end``), else its configured
+    limit from its start."""
+    return slurm_end or start + settings.runner_seconds
 
 
 def _slurm_end(backend: Backend, job_id: str) -> float | None:

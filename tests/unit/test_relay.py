@@ -241,27 +241,33 @@ def test_chain_logs_submitter_says_a_relay_has_none(tmp_path: Path) -> None:
         submitter_log(chain, status)
 
 
-def test_a_relay_runner_asks_its_own_end_once(tmp_path: Path) -> None:
-    """The relay's deadline and the app's stop schedule share one answer (one
-    squeue less on the handoff's path)."""
+def _run_runner_one(tmp_path: Path, fake: FakeBackend) -> tuple[int, RunnerRecord]:
+    """Runner 1 of a relay chain, run as its job runs it (chain.jobs.runner),
+    with an app that saves 4 and hands over (99); its code and record."""
     from chain.jobs import runner
 
-    fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     (tmp_path / "state_iter.txt").write_text("0\n")
-    fake.job_end = time.time() + 600.0  # later than the configured limit: that rules
     settings = dataclasses.replace(api.stored_settings(chain), app_cmd="echo 4 > state_iter.txt; exit 99")
     code = runner.run(chain, settings, fake, job_id="101", job_name=runner_job_name("x", 1), workdir=tmp_path)
     record = chain.runner_record("101")
-    assert record is not None and (record.exit_code, record.iter_after, code) == (99, 4, 99)
+    assert record is not None
+    return code, record
+
+
+def test_a_relay_runner_asks_its_own_end_once(tmp_path: Path) -> None:
+    """The relay's deadline and the app's stop schedule share one answer (one
+    squeue less on the handoff's path)."""
+    fake = FakeBackend()
+    fake.job_end = time.time() + 600.0  # later than the configured limit: that rules
+    code, record = _run_runner_one(tmp_path, fake)
+    assert (record.exit_code, record.iter_after, code) == (99, 4, 99)
     assert fake.end_time_calls == 1
 
 
 def test_a_relay_runner_asks_its_end_again_when_the_first_answer_failed(tmp_path: Path) -> None:
     """slurmctld did not answer at the start: the app's schedule is planned
     from the scheduler's end once it answers, not from the configured limit."""
-    from chain.errors import SchedulerError
-    from chain.jobs import runner
 
     class LateEnd(FakeBackend):
         def end_time(self, job_id: str) -> float | None:
@@ -271,11 +277,7 @@ def test_a_relay_runner_asks_its_end_again_when_the_first_answer_failed(tmp_path
             return self.job_end
 
     fake = LateEnd()
-    chain, _ = _relay_chain(tmp_path, fake)
-    (tmp_path / "state_iter.txt").write_text("0\n")
     fake.job_end = time.time() + 30.0  # earlier than the configured 3-minute limit
-    settings = dataclasses.replace(api.stored_settings(chain), app_cmd="echo 4 > state_iter.txt; exit 99")
-    runner.run(chain, settings, fake, job_id="101", job_name=runner_job_name("x", 1), workdir=tmp_path)
-    record = chain.runner_record("101")
+    _, record = _run_runner_one(tmp_path, fake)
     assert fake.end_time_calls == 2
-    assert record is not None and record.slurm_end == fake.job_end and record.end_planned == fake.job_end
+    assert record.slurm_end == fake.job_end and record.end_planned == fake.job_end
