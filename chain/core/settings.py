@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 import shlex
-import signal
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from chain.app.contract import signal_named
+from chain.core import convert as cv
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
 
@@ -155,185 +154,59 @@ class FieldSpec:
         return getattr(Settings(), self.name)
 
 
-MAX_INT = 10**15  # beyond any counter or second count; keeps every sum a finite float
-
-
-def _int(minimum: int) -> Callable[[Any, str], int]:
-    def convert(value: Any, what: str) -> int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{what} must be an integer, got {value!r}")
-        if isinstance(value, int):
-            number = value
-        elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-            number = int(value.strip())
-        else:
-            raise ConfigError(f"{what} must be an integer, got {value!r}")
-        if number < minimum:
-            raise ConfigError(f"{what} must be at least {minimum}, got {number}")
-        if number > MAX_INT:
-            raise ConfigError(f"{what} must be at most {MAX_INT}, got {number}")
-        return number
-
-    return convert
-
-
-_CONTROL = frozenset(chr(c) for c in (*range(0, 9), *range(10, 32), 127))  # tab is allowed
-
-
-def _str(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{what} must be a string, got {value!r}")
-    if any(c in value for c in _CONTROL):
-        raise ConfigError(f"{what} must be a single line of text (no control characters)")
-    if any("\udc80" <= c <= "\udcff" for c in value):  # bytes that were not UTF-8
-        raise ConfigError(f"{what} is not valid UTF-8 text")
-    return value
-
-
-_GRES_COUNT = re.compile(r"([A-Za-z0-9_.-]+:)?[1-9][0-9]{0,5}")
-
-
-def _gres_count(value: Any, what: str) -> str:
-    text = _str(value, what).strip()
-    if text and not _GRES_COUNT.fullmatch(text):
-        raise ConfigError(f"{what} {value!r} must be a count, or type:count (e.g. 2, a100:1)")
-    return text
-
-
-def _optional_time(value: Any, what: str) -> str:
-    return _time(value, what) if str(value).strip() else ""
-
-
-def _path(value: Any, what: str) -> str:
-    text = _str(value, what)
-    if not text.strip() or text.endswith("/"):
-        raise ConfigError(f"{what} {value!r} must name a file")
-    return text
-
-
-def _time(value: Any, what: str) -> str:
-    text = _str(value, what) if not isinstance(value, int) else str(value)
-    parse_slurm_time(text, what=what)
-    return text.strip()
-
-
-def _enum(kind: type[enum.Enum]) -> Callable[[Any, str], Any]:
-    def convert(value: Any, what: str) -> Any:
-        try:
-            return kind(str(value).strip().lower())
-        except ValueError:
-            choices = "|".join(str(m.value) for m in kind)
-            raise ConfigError(f"{what} must be one of {choices}, got {value!r}") from None
-
-    return convert
-
-
-def _signal_name(value: Any, what: str) -> str:
-    sig = signal_named(_str(value, what))
-    if sig is None:
-        raise ConfigError(f"{what} {value!r} is not a signal name (e.g. TERM, INT, USR1)")
-    if sig in (signal.SIGKILL, signal.SIGSTOP):
-        raise ConfigError(f"{what} {value!r} cannot be caught: the app could not checkpoint")
-    return sig.name.removeprefix("SIG")
-
-
-def _shell_words(value: Any, what: str) -> str:
-    text = _str(value, what)
-    try:
-        shlex.split(text)
-    except ValueError as exc:
-        raise ConfigError(f"{what} {text!r}: {exc}") from None
-    return text
-
-
-def _bool(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{what} must be true or false, got {value!r}")
-
-
-def _hooks(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        # environment: one hook command per line or ';;'-separated
-        items = [part.strip() for part in value.replace(";;", "\n").splitlines()]
-        return tuple(item for item in items if item)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(v for v in value if v.strip())
-    raise ConfigError(f"{what} must be a list of command strings, got {value!r}")
-
-
-def _mail_user(value: Any, what: str) -> str:
-    text = _str(value, what).strip()
-    if text and (len(text) > 254 or any(c.isspace() or c in ",;'\"\\" for c in text)):
-        raise ConfigError(f"{what} {value!r} must be one mail address (or user name)")
-    return text
-
-
-def _job_name(value: Any, what: str) -> str:
-    text = _str(value, what).strip()
-    if not text or any(c.isspace() for c in text) or len(text) > 64:
-        raise ConfigError(f"{what} {value!r} must be 1-64 characters without spaces")
-    return text
-
-
 FIELDS: tuple[FieldSpec, ...] = (
-    FieldSpec("app_cmd", "APP_CMD", _str, "shell command that runs the app", metavar="CMD"),
-    FieldSpec("max_iter", "MAX_ITER", _int(1), "stop when the checkpoint counter reaches this", metavar="INT"),
-    FieldSpec("ckpt_path", "CKPT_PATH", _path, "file holding the app's checkpoint counter", metavar="PATH"),
-    FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", _int(1), "app checkpoints every N iterations", metavar="INT"),
-    FieldSpec("runner_time", "RUNNER_TIME_LIMIT", _time, "runner wall time (Slurm --time syntax)", metavar="TIME"),
-    FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", _int(0), "seconds before the runner's end to send the stop signal", metavar="SECONDS"),
-    FieldSpec("submitter_time", "SUBMITTER_TIME_LIMIT", _time, "submitter wall time (Slurm --time syntax)", metavar="TIME"),
-    FieldSpec("submitter_margin", "SUBMITTER_MARGIN_SEC", _int(0), "seconds before the submitter's end to restart itself", metavar="SECONDS"),
-    FieldSpec("launch_mode", "LAUNCH_MODE", _enum(LaunchMode), "run the app directly or via srun", metavar="direct|srun"),
-    FieldSpec("mode", "CHAIN_MODE", _enum(Mode),
+    FieldSpec("app_cmd", "APP_CMD", cv.text, "shell command that runs the app", metavar="CMD"),
+    FieldSpec("max_iter", "MAX_ITER", cv.integer(1), "stop when the checkpoint counter reaches this", metavar="INT"),
+    FieldSpec("ckpt_path", "CKPT_PATH", cv.path, "file holding the app's checkpoint counter", metavar="PATH"),
+    FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", cv.integer(1), "app checkpoints every N iterations", metavar="INT"),
+    FieldSpec("runner_time", "RUNNER_TIME_LIMIT", cv.time, "runner wall time (Slurm --time syntax)", metavar="TIME"),
+    FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", cv.integer(0), "seconds before the runner's end to send the stop signal", metavar="SECONDS"),
+    FieldSpec("submitter_time", "SUBMITTER_TIME_LIMIT", cv.time, "submitter wall time (Slurm --time syntax)", metavar="TIME"),
+    FieldSpec("submitter_margin", "SUBMITTER_MARGIN_SEC", cv.integer(0), "seconds before the submitter's end to restart itself", metavar="SECONDS"),
+    FieldSpec("launch_mode", "LAUNCH_MODE", cv.choice(LaunchMode), "run the app directly or via srun", metavar="direct|srun"),
+    FieldSpec("mode", "CHAIN_MODE", cv.choice(Mode),
               "submitter: a driver job for the chain's life (the seed's); relay: each runner queues its "
               "successor, no job holds an allocation between runners", metavar="submitter|relay"),
-    FieldSpec("srun_args", "SRUN_ARGS", _shell_words, "arguments to srun in srun mode", metavar="ARGS"),
-    FieldSpec("modules", "MODULE_LIST", _str, "modules loaded before the app (space or comma separated)", metavar="MODULES"),
-    FieldSpec("stop_signal", "CHAIN_STOP_SIGNAL", _signal_name, "signal sent to the app before the wall time (R needs INT)", metavar="SIGNAL"),
-    FieldSpec("partition", "CHAIN_PARTITION", _str, "Slurm partition of both jobs", metavar="NAME"),
-    FieldSpec("qos", "CHAIN_QOS", _str, "Slurm QOS of both jobs", metavar="NAME"),
-    FieldSpec("account", "CHAIN_ACCOUNT", _str, "Slurm account of both jobs", metavar="NAME"),
-    FieldSpec("runner_mem", "CHAIN_RUNNER_MEM", _str, "runner --mem", metavar="MEM"),
-    FieldSpec("submitter_mem", "CHAIN_SUBMITTER_MEM", _str, "submitter --mem", metavar="MEM"),
-    FieldSpec("cpus_per_task", "CHAIN_CPUS_PER_TASK", _int(1), "runner --cpus-per-task", metavar="INT"),
-    FieldSpec("ntasks", "CHAIN_NTASKS", _int(1), "runner --ntasks", metavar="INT"),
-    FieldSpec("job_name", "CHAIN_JOB_NAME", _job_name, "prefix of the jobs' names", metavar="NAME"),
-    FieldSpec("runner_sbatch_args", "CHAIN_RUNNER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the runner", metavar="ARGS"),
-    FieldSpec("submitter_sbatch_args", "CHAIN_SUBMITTER_SBATCH_ARGS", _shell_words, "extra sbatch arguments of the submitter", metavar="ARGS"),
-    FieldSpec("retries", "CHAIN_RETRIES", _int(0), "runner failures tolerated before the chain stops", metavar="INT"),
-    FieldSpec("adaptive_margin", "CHAIN_ADAPTIVE_MARGIN", _bool,
+    FieldSpec("srun_args", "SRUN_ARGS", cv.shell_words, "arguments to srun in srun mode", metavar="ARGS"),
+    FieldSpec("modules", "MODULE_LIST", cv.text, "modules loaded before the app (space or comma separated)", metavar="MODULES"),
+    FieldSpec("stop_signal", "CHAIN_STOP_SIGNAL", cv.signal_name, "signal sent to the app before the wall time (R needs INT)", metavar="SIGNAL"),
+    FieldSpec("partition", "CHAIN_PARTITION", cv.text, "Slurm partition of both jobs", metavar="NAME"),
+    FieldSpec("qos", "CHAIN_QOS", cv.text, "Slurm QOS of both jobs", metavar="NAME"),
+    FieldSpec("account", "CHAIN_ACCOUNT", cv.text, "Slurm account of both jobs", metavar="NAME"),
+    FieldSpec("runner_mem", "CHAIN_RUNNER_MEM", cv.memory, "runner --mem", metavar="MEM"),
+    FieldSpec("submitter_mem", "CHAIN_SUBMITTER_MEM", cv.memory, "submitter --mem", metavar="MEM"),
+    FieldSpec("cpus_per_task", "CHAIN_CPUS_PER_TASK", cv.integer(1), "runner --cpus-per-task", metavar="INT"),
+    FieldSpec("ntasks", "CHAIN_NTASKS", cv.integer(1), "runner --ntasks", metavar="INT"),
+    FieldSpec("job_name", "CHAIN_JOB_NAME", cv.job_name, "prefix of the jobs' names", metavar="NAME"),
+    FieldSpec("runner_sbatch_args", "CHAIN_RUNNER_SBATCH_ARGS", cv.shell_words, "extra sbatch arguments of the runner", metavar="ARGS"),
+    FieldSpec("submitter_sbatch_args", "CHAIN_SUBMITTER_SBATCH_ARGS", cv.shell_words, "extra sbatch arguments of the submitter", metavar="ARGS"),
+    FieldSpec("retries", "CHAIN_RETRIES", cv.integer(0), "runner failures tolerated before the chain stops", metavar="INT"),
+    FieldSpec("adaptive_margin", "CHAIN_ADAPTIVE_MARGIN", cv.boolean,
               "raise the runner margin to 2x the app's worst measured stop time + 5 s", metavar="BOOL", off_flag="--fixed-margin"),
-    FieldSpec("lookahead", "CHAIN_LOOKAHEAD", _bool,
+    FieldSpec("lookahead", "CHAIN_LOOKAHEAD", cv.boolean,
               "pre-queue the next runner behind the running one (its queue wait overlaps the compute)", metavar="BOOL"),
-    FieldSpec("hooks", "CHAIN_HOOKS", _hooks, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
-    FieldSpec("notify", "CHAIN_NOTIFY", _hooks,
+    FieldSpec("hooks", "CHAIN_HOOKS", cv.commands, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
+    FieldSpec("notify", "CHAIN_NOTIFY", cv.commands,
               "commands run once when the chain ends (completed, failed, stopped, cancelled), with CHAIN_ID, "
               "CHAIN_STATE, CHAIN_REASON, CHAIN_DIR, CHAIN_ITERATION and MAX_ITER set", metavar="CMD...",
               flag="--notify"),
-    FieldSpec("mail_user", "CHAIN_MAIL_USER", _mail_user,
+    FieldSpec("mail_user", "CHAIN_MAIL_USER", cv.mail_user,
               "mail this address through Slurm when the chain ends (one mail, never one per handoff)",
               metavar="ADDR"),
-    FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", _int(5), "longest wait between two Slurm queries", metavar="SECONDS"),
-    FieldSpec("backend", "CHAIN_BACKEND", _enum(BackendName), "where jobs run: Slurm's clients, pyslurm, the embedded local backend, or auto (says which)", metavar="auto|slurm|local|pyslurm"),
-    FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", _str, "directory of user templates overriding the built-in ones", metavar="DIR"),
-    FieldSpec("gpus", "CHAIN_GPUS", _gres_count, "runner --gpus (count or type:count)", metavar="[TYPE:]N"),
-    FieldSpec("gpus_per_task", "CHAIN_GPUS_PER_TASK", _gres_count, "runner --gpus-per-task", metavar="[TYPE:]N"),
-    FieldSpec("nodes", "CHAIN_NODES", _int(0), "runner --nodes (0: Slurm's default)", metavar="INT"),
-    FieldSpec("ntasks_per_node", "CHAIN_NTASKS_PER_NODE", _int(0), "runner --ntasks-per-node (0: not set)",
+    FieldSpec("poll_max", "CHAIN_POLL_MAX_SEC", cv.integer(5), "longest wait between two Slurm queries", metavar="SECONDS"),
+    FieldSpec("backend", "CHAIN_BACKEND", cv.choice(BackendName), "where jobs run: Slurm's clients, pyslurm, the embedded local backend, or auto (says which)", metavar="auto|slurm|local|pyslurm"),
+    FieldSpec("template_dir", "CHAIN_TEMPLATE_DIR", cv.text, "directory of user templates overriding the built-in ones", metavar="DIR"),
+    FieldSpec("gpus", "CHAIN_GPUS", cv.gres_count, "runner --gpus (count or type:count)", metavar="[TYPE:]N"),
+    FieldSpec("gpus_per_task", "CHAIN_GPUS_PER_TASK", cv.gres_count, "runner --gpus-per-task", metavar="[TYPE:]N"),
+    FieldSpec("nodes", "CHAIN_NODES", cv.integer(0), "runner --nodes (0: Slurm's default)", metavar="INT"),
+    FieldSpec("ntasks_per_node", "CHAIN_NTASKS_PER_NODE", cv.integer(0), "runner --ntasks-per-node (0: not set)",
               metavar="INT"),
-    FieldSpec("constraint", "CHAIN_CONSTRAINT", _str, "runner --constraint (node features)", metavar="FEATURES"),
-    FieldSpec("time_min", "CHAIN_TIME_MIN", _optional_time,
+    FieldSpec("constraint", "CHAIN_CONSTRAINT", cv.text, "runner --constraint (node features)", metavar="FEATURES"),
+    FieldSpec("time_min", "CHAIN_TIME_MIN", cv.optional_time,
               "runner --time-min: Slurm may start it earlier with a shorter limit (the runner reads its real end)",
               metavar="TIME"),
-    FieldSpec("exclusive", "CHAIN_EXCLUSIVE", _bool, "runner --exclusive (whole nodes)", metavar="BOOL"),
-    FieldSpec("venv_on_path", "CHAIN_VENV_ON_PATH", _bool,
+    FieldSpec("exclusive", "CHAIN_EXCLUSIVE", cv.boolean, "runner --exclusive (whole nodes)", metavar="BOOL"),
+    FieldSpec("venv_on_path", "CHAIN_VENV_ON_PATH", cv.boolean,
               "put the bin directory of the virtualenv running chain first on the app's PATH, as activate does", metavar="BOOL"),
 )
 FIELD_BY_NAME = {spec.name: spec for spec in FIELDS}
