@@ -125,3 +125,73 @@ def test_srun_mode_passes_the_task_layout_on() -> None:
 def test_resource_settings_are_checked(flags: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve({**APP, **flags}, {}, {})
+
+
+# --- memory (issue 26 item 12) --------------------------------------------------------------------
+MEM_SETTINGS = [("runner_mem", "--runner-mem", "CHAIN_RUNNER_MEM"),
+                ("submitter_mem", "--submitter-mem", "CHAIN_SUBMITTER_MEM")]
+
+
+@pytest.mark.parametrize("name, flag, env", MEM_SETTINGS)
+@pytest.mark.parametrize("value", ["2GB", "4096MB", "1.5G", "-1", "G", "2 G", "two", "4Gi", "1P", "1e3"])
+def test_a_memory_size_not_in_slurms_form_is_refused_naming_the_setting(
+        name: str, flag: str, env: str, value: str, tmp_path: Path) -> None:
+    """sbatch --mem is a whole number with an optional unit K, M, G or T:
+    every layer names the setting it came from, the value and the form."""
+    cfg = tmp_path / "chain.toml"
+    cfg.write_text(f'{name} = "{value}"\n')
+    for flags, environ, file_values, where in (({name: value}, {}, {}, flag), ({}, {env: value}, {}, env),
+                                               ({}, {}, read_config_file(cfg), f"config file: {name}")):
+        with pytest.raises(ConfigError) as err:
+            resolve({**APP, **flags}, environ, file_values)
+        message = str(err.value)
+        assert message.startswith(f"{where} {value!r} is not a Slurm memory size: "), message
+        assert "K, M, G or T" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name, flag, env", MEM_SETTINGS)
+@pytest.mark.parametrize("value, kept", [("512M", "512M"), ("4G", "4G"), ("4g", "4g"), ("2048", "2048"),
+                                         ("0", "0"), ("100K", "100K"), ("1T", "1T"), (" 8G ", "8G"),
+                                         ("", ""), (4096, "4096"), (0, "0")])
+def test_memory_sizes_in_slurms_form_are_kept(name: str, flag: str, env: str, value: object, kept: str) -> None:
+    """As sbatch takes them (either case; 0 is all of a node's memory; empty
+    leaves --mem out); a TOML integer is a number of megabytes."""
+    assert getattr(resolve(APP, {}, {name: value}), name) == kept
+    if isinstance(value, str):
+        assert getattr(resolve({**APP, name: value}, {}, {}), name) == kept
+
+
+def test_a_stored_bad_memory_size_is_refused() -> None:
+    stored = {**resolve(APP, {}, {}).to_json(), "runner_mem": "2GB"}
+    with pytest.raises(ConfigError, match="stored runner_mem '2GB' is not a Slurm memory size"):
+        from_json(stored)
+
+
+def test_render_refuses_a_bad_memory_size_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from chain.cli.commands import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2GB"],
+                                env={"CHAIN_BACKEND": "local"})
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr + result.stdout
+    assert "--runner-mem '2GB' is not a Slurm memory size" in result.stderr, result.stderr
+    ok = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2G"],
+                            env={"CHAIN_BACKEND": "local"})
+    assert ok.exit_code == 0, (ok.stdout, ok.stderr)
+    assert "#SBATCH --mem=2G" in ok.stdout, ok.stdout
+
+
+# --- help texts (issue 26 item 14) ----------------------------------------------------------------
+def test_checkpoint_every_is_said_to_be_passed_to_the_app() -> None:
+    """chain never checkpoints the app: it passes N on as CHECKPOINT_EVERY."""
+    helps = {spec.name: spec.help for spec in FIELDS}
+    assert "passed to the app as CHECKPOINT_EVERY" in helps["checkpoint_every"]
+    assert not helps["checkpoint_every"].startswith("app checkpoints")
+    assert "passed to the app as MAX_ITER" in helps["max_iter"]
+    assert "passed to the app as CKPT_PATH" in helps["ckpt_path"]
+    # a runner failure beyond the retries makes the chain fail (ChainState.FAILED), not stop
+    assert helps["retries"].endswith("before the chain fails")
+    assert "K, M (the default), G or T" in helps["runner_mem"]
