@@ -123,6 +123,23 @@ class RunnerWatch:
             after = read_counter(self.ckpt)
         except CheckpointError:
             after = status.iter_before
-        return Outcome(exit_code=info.exit_code if info else None,
+        return Outcome(exit_code=job_exit_code(info),
                        slurm_state=info.state if info else JobState.UNKNOWN, iter_before=status.iter_before,
                        iter_after=after, recorded=False, cancelled_by_chain=cancelled)
+
+
+# The states in which the batch script itself exited: only then is Slurm's
+# exit code the job's own. Slurm ended the others (NODE_FAIL, PREEMPTED,
+# BOOT_FAIL, DEADLINE, TIMEOUT, a cancel) and prints 0 for them, or the
+# signal's code: not an exit the runner ever had.
+_OWN_EXIT_STATES = frozenset({JobState.COMPLETED, JobState.FAILED})
+
+
+def job_exit_code(info: JobInfo | None) -> int | None:
+    """Pure: Slurm's exit code for a runner that left no record, when it is
+    the job's own; None (shown as no exit) when Slurm ended the job."""
+    if info is None or info.state not in _OWN_EXIT_STATES:
+        return None
+    if info.signal and not info.exit_code:  # Slurm's 0:9: killed, as a shell reports it
+        return 128 + info.signal
+    return info.exit_code

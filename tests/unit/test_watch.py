@@ -1,0 +1,74 @@
+"""Judging a runner that left no record (``chain.jobs.watch``): Slurm's exit
+code is the job's own only when its batch script exited (COMPLETED, FAILED);
+for a job Slurm ended (NODE_FAIL, PREEMPTED, ...) it prints 0:0, an exit the
+runner never had (issue 26 item 7)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fakes import FakeBackend
+from typer.testing import CliRunner
+
+from chain import api
+from chain.backends.base import JobInfo, JobState
+from chain.cli.commands import app
+from chain.core.decision import Policy, Progress, Verdict, decide
+from chain.core.model import ChainState
+from chain.jobs.ending import record_judgment
+from chain.jobs.watch import RunnerWatch
+from chain.store import ChainDir, ChainStatus, write_json_atomic
+
+
+@pytest.mark.parametrize("state, code, sig, expected", [
+    (JobState.NODE_FAIL, 0, None, None), (JobState.PREEMPTED, 0, None, None), (JobState.BOOT_FAIL, 0, None, None),
+    (JobState.DEADLINE, 0, None, None), (JobState.CANCELLED, 0, None, None), (JobState.TIMEOUT, 0, 15, None),
+    (JobState.COMPLETED, 0, None, 0), (JobState.FAILED, 3, None, 3), (JobState.FAILED, 0, 9, 137),
+])
+def test_slurms_exit_code_counts_only_when_the_job_exited_itself(state: JobState, code: int, sig: int | None,
+                                                                 expected: int | None) -> None:
+    from chain.jobs.watch import job_exit_code
+
+    assert job_exit_code(JobInfo("7", state, exit_code=code, signal=sig)) == expected
+    assert job_exit_code(None) is None
+
+
+def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
+    """Runner 1 (job 7) ended ``state`` with Slurm's 0:0 and no record of
+    its own; the submitter judges it as it does (watch, decide, record)."""
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "backend": "local"}, {}, None, tmp_path)
+    write_json_atomic(chain.settings_file, settings.to_json())
+    status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), backend="local", runner_seq=1,
+                         runner_job_id="7", runner_live=True)
+    chain.save_status(status)
+    fake = FakeBackend()
+    fake.set_state("7", state, exit_code=0)
+    watch = RunnerWatch(chain, fake, tmp_path / settings.ckpt_path, sleep=lambda s: None)
+    outcome = watch.outcome_of(status)
+    assert not outcome.recorded
+    decision = decide(outcome, Policy(settings.max_iter), Progress())
+    assert decision.verdict is Verdict.CONTINUE  # the decision goes by the state, not the code
+    record_judgment(chain, settings, status, outcome, decision)
+    status.state, status.reason = ChainState.STOPPED, "stopped for the test"
+    chain.save_status(status)
+    return chain
+
+
+def test_a_node_fail_runner_is_recorded_and_shown_with_no_exit(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    chain = _judge_unrecorded(tmp_path, JobState.NODE_FAIL)
+    [entry] = list(chain.iter_runners())
+    assert entry["state"] == "NODE_FAIL" and entry["exit_code"] is None
+    monkeypatch.chdir(tmp_path)
+    data = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)
+    assert data["runners"][0]["exit_code"] is None
+    table = CliRunner().invoke(app, ["status"], env={"COLUMNS": "160"})
+    assert table.exit_code == 0, table.stderr
+    [row] = [line for line in table.stdout.splitlines() if "NODE_FAIL" in line]
+    cells = [cell.strip() for cell in re.split(r"[│|]", row)][1:]
+    assert cells[:5] == ["1", "7", "NODE_FAIL", "", "0->0"], row  # "#", job, state, exit, counter
