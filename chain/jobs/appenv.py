@@ -31,8 +31,12 @@ def venv_bin(executable: str, prefix: str, base_prefix: str) -> str | None:
 def app_environ(environ: Mapping[str, str], *, venv_on_path: bool,
                 executable: str = sys.executable, prefix: str = sys.prefix,
                 base_prefix: str = sys.base_prefix) -> dict[str, str]:
-    """A copy of ``environ`` for the app: the venv activated when asked."""
+    """A copy of ``environ`` for the app: the venv activated when asked, and
+    Python's output unbuffered unless the user set ``PYTHONUNBUFFERED``."""
     env = dict(environ)
+    # an app killed at the stop (no signal handler) loses what its buffer held:
+    # its last lines, often the ones that say how far it got
+    env.setdefault("PYTHONUNBUFFERED", "1")
     bindir = venv_bin(executable, prefix, base_prefix) if venv_on_path else None
     if bindir is None:
         return env
@@ -40,6 +44,23 @@ def app_environ(environ: Mapping[str, str], *, venv_on_path: bool,
     env["PATH"] = os.pathsep.join([bindir, *parts])
     env["VIRTUAL_ENV"] = prefix
     env.pop("PYTHONHOME", None)  # as activate does: it would point the venv's python elsewhere
+    return env
+
+
+RESUMING_VAR = "CHAIN_RESUMING"
+
+
+def mark_resuming(env: dict[str, str], counter: int) -> dict[str, str]:
+    """``CHAIN_RESUMING=1`` in ``env`` when the app has a checkpoint to resume
+    from (the counter at the runner's start is above 0), removed otherwise,
+    so a resume flag needs no wrapper:
+    ``--app-cmd 'python train.py ${CHAIN_RESUMING:+--init_from=resume}'``.
+    A counter file that holds 0 is no checkpoint: an app asked to resume
+    from nothing (nanoGPT's ``--init_from=resume``) fails. Returns ``env``."""
+    if counter > 0:
+        env[RESUMING_VAR] = "1"
+    else:  # not inherited from the shell that submitted the chain either
+        env.pop(RESUMING_VAR, None)
     return env
 
 

@@ -30,7 +30,25 @@ def test_the_venv_comes_first_on_path_once() -> None:
 def test_path_is_left_alone_when_off_or_outside_a_venv(on: bool, prefix: str) -> None:
     env = app_environ({"PATH": "/opt/mod/bin:/usr/bin"}, venv_on_path=on,
                       executable=f"{prefix}/bin/python", prefix=prefix, base_prefix="/usr")
-    assert env == {"PATH": "/opt/mod/bin:/usr/bin"}
+    assert env == {"PATH": "/opt/mod/bin:/usr/bin", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.parametrize("given, expected", [({}, "1"), ({"PYTHONUNBUFFERED": ""}, ""),
+                                             ({"PYTHONUNBUFFERED": "0"}, "0")])
+def test_the_apps_python_is_unbuffered_unless_the_user_said(given: dict[str, str], expected: str) -> None:
+    """An app killed at the stop leaves its last lines in the log (issue 27);
+    a user's own PYTHONUNBUFFERED, even empty, is theirs."""
+    env = app_environ({"PATH": "/usr/bin", **given}, venv_on_path=False)
+    assert env["PYTHONUNBUFFERED"] == expected
+
+
+@pytest.mark.parametrize("counter, environ, expected", [
+    (5, {}, "1"), (1, {"CHAIN_RESUMING": "1"}, "1"), (0, {}, None), (0, {"CHAIN_RESUMING": "1"}, None)])
+def test_chain_resuming_marks_a_checkpoint_to_resume_from(counter: int, environ: dict[str, str],
+                                                         expected: str | None) -> None:
+    from chain.jobs.appenv import mark_resuming
+
+    assert mark_resuming(dict(environ), counter).get("CHAIN_RESUMING") == expected
 
 
 @pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the test suite runs from the project's venv")
