@@ -4,8 +4,10 @@ what its job exits with for the scheduler, and its account of the app's end.
 Exit contract (the seed's), as recorded in the runner's record: 0 all
 iterations done; 99 app checkpointed voluntarily; 124 stopped at the deadline
 with checkpoint advance; 1 stopped without advance; other codes passed
-through. 75 (EX_TEMPFAIL) passes through. The job itself exits 0 for the
-codes that hand over to the next runner (see ``job_exit_code``).
+through. 75 (EX_TEMPFAIL) passes through. An app that exits after the
+runner's own stop signal, with any code, is judged by its counter (see
+``classify_exit``). The job itself exits 0 for the codes that hand over to
+the next runner (see ``job_exit_code``).
 """
 
 from __future__ import annotations
@@ -56,11 +58,22 @@ def promotion_give_up(now: float, patience: float, job_end: float, margin: float
     return min(now + patience, job_end - margin)
 
 
-def classify_exit(app_rc: int, we_stopped: bool, advanced: bool) -> int:
-    """Pure: the runner's exit code from the app's and who stopped it."""
-    if app_rc == EXIT_DONE:
-        return EXIT_DONE
+def classify_exit(app_rc: int, we_stopped: bool, advanced: bool, *, reached_max: bool = False) -> int:
+    """Pure: the runner's exit code from the app's and who stopped it.
+
+    An app that exits after the runner's own stop signal stopped because it
+    was asked to, whatever its code (an app that saves on SIGTERM and exits 0
+    had not finished early, as the seed's ``timeout`` knew: 124). So its
+    counter judges it: MAX_ITER reached -> done; advanced -> 124; else 1 (the
+    no-progress rules). A crash while saving is told apart only by that
+    counter: it did not advance, or the counter file is unreadable (the
+    runner's exit 3); its exit code stays in the record (``app_exit_code``).
+    A signal from outside (``we_stopped`` False) leaves the code as the app
+    gave it: Slurm's state tells the rest.
+    """
     if we_stopped:
+        if reached_max:
+            return EXIT_DONE
         return EXIT_TIMEOUT_ADVANCED if advanced else EXIT_NO_ADVANCE
     return app_rc
 
@@ -77,10 +90,17 @@ def job_exit_code(code: int) -> int:
 
 
 def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, external: str | None,
-                  killed: bool) -> str:
-    """Pure: the runner's one-line account of how the app ended."""
-    if not stop_sent:  # the app ended on its own: a failure, or done
+                  killed: bool, *, exit_code: int | None = None) -> str:
+    """Pure: the runner's one-line account of how the app ended. ``how`` is
+    ``supervise.AppEnd.how``; ``exit_code`` the app's exit status when it
+    exited by itself (None: killed by a signal)."""
+    if not stop_sent:  # the app ended on its own: done, or a failure
+        if exit_code == EXIT_DONE:
+            return f"app finished (exit 0) after {ran:.1f} s"
         return f"{how} after {ran:.1f} s, before the stop signal"
+    if exit_code is not None and not external and not killed:
+        # it exited by itself once asked to stop: its counter judges it
+        return f"app stopped on the signal (exit {exit_code}) after SIG{stop_signal}"
     text = f"{how} after SIG{stop_signal}"
     if external:  # a signal name as Python spells it: SIGTERM
         text += f" (runner got {external})"

@@ -35,7 +35,7 @@ from chain.core.runner_rules import (
 )
 from chain.core.settings import LaunchMode, Mode, Settings
 from chain.errors import ChainError, CheckpointError
-from chain.jobs.appenv import app_environ, app_umask
+from chain.jobs.appenv import app_environ, app_umask, mark_resuming
 from chain.jobs.relay import Relay, Step
 from chain.jobs.supervise import (
     AppEnd,
@@ -91,7 +91,7 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
         # Slurm requeued this job (node failure) after it had already run and
         # recorded its outcome: the submitter judges that record and may have
         # started the next runner, so this copy must not run the app again.
-        _say(job_id, "this job already ran (requeued after recording its end); exiting without running the app")
+        _say(record, "this job already ran (requeued after recording its end); exiting without running the app")
         return 0
     if settings.mode is Mode.RELAY:
         return _run_relay(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
@@ -124,7 +124,7 @@ def _await_promotion(chain: ChainDir, settings: Settings, backend: Backend, reco
            "(its patience, or its own end less its margin)") if gave_up \
         else "superseded: not the chain's current runner"
     _end(chain, record, 0, now, why, superseded=True)
-    _say(job_id, f"{why}; exiting without running the app")
+    _say(record, f"{why}; exiting without running the app")
     return None
 
 
@@ -141,7 +141,7 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
     if take.step is not Step.RUN or take.status is None:
         why = take.why or "the chain ends here"
         _end(chain, record, 0, clock(), f"relay: {why}", superseded=True)
-        _say(job_id, f"not running the app: {why}")
+        _say(record, f"not running the app: {why}")
         relay.finish(take)
         return 0
     if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
@@ -208,15 +208,15 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     record.end_planned, record.margin = plan.end, plan.margin
     record.stop_at, record.kill_at, record.slurm_end = plan.stop_at, plan.kill_at, plan.slurm_end
     chain.write_runner_record(record)
-    _say(record.job_id, f"start, counter {record.iter_before}, stop signal at "
-                        f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}")
+    _say(record, f"start, counter {record.iter_before}, stop signal at "
+                 f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}")
     signals = Signals()
     signals.install()
     stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
     try:
         # the app holds the lock (an inherited descriptor) for as long as it
         # lives, and gets the stop signal if this runner dies
-        proc = subprocess.Popen(argv, cwd=workdir, env=_app_env(chain, settings, status, plan),
+        proc = subprocess.Popen(argv, cwd=workdir, env=_app_env(chain, settings, status, plan, record),
                                 start_new_session=True, umask=app_umask(os.environ), pass_fds=(lock.fd,),
                                 preexec_fn=lambda: die_with_parent(stop_sig))
     except OSError as exc:
@@ -226,17 +226,17 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
         lock.close()
     record.app_start = clock()
     chain.write_runner_record(record)
-    guard = _start_guard(proc.pid, settings, stop_sig)
+    guard = _start_guard(proc.pid, settings, stop_sig, record)
     deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else \
-        _step_sender(proc, backend, record.job_id)
+        _step_sender(proc, backend, record)
     end = supervise(proc, plan, stop_signal=stop_sig, deliver=deliver,
-                    signals=signals, clock=clock, say=lambda line: _say(record.job_id, line))
+                    signals=signals, clock=clock, say=lambda line: _say(record, line))
     if guard is not None:
         os.close(guard)  # the app has ended: its guard finds nothing to stop
     return _record_end(chain, settings, record, end, workdir / settings.ckpt_path)
 
 
-def _start_guard(app_pid: int, settings: Settings, stop_sig: int) -> int | None:
+def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: RunnerRecord) -> int | None:
     """Start the app's guard (``jobs.guard``): it stops the app's process
     group if this runner dies first. Returns the pipe's write end, which
     only this process holds (closed at exit, however it exits)."""
@@ -246,7 +246,7 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: int) -> int | None:
         subprocess.Popen([sys.executable, "-m", "chain.jobs.guard", str(app_pid), str(grace), str(int(stop_sig))],
                          stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True)
     except OSError as exc:  # the app runs unguarded: PDEATHSIG and the app lock remain
-        _say("-", f"could not start the app's guard: {exc.strerror}")
+        _say(record, f"could not start the app's guard: {exc.strerror}")
         os.close(write_end)
         return None
     finally:
@@ -254,9 +254,10 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: int) -> int | None:
     return write_end
 
 
-def _app_env(chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule) -> dict[str, str]:
+def _app_env(chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule,
+             record: RunnerRecord) -> dict[str, str]:
     """The contract's variables (``chain.app.contract``) on the job's environment."""
-    env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
+    env = mark_resuming(app_environ(os.environ, venv_on_path=settings.venv_on_path), record.iter_before or 0)
     env.update(
         MAX_ITER=str(settings.max_iter),
         CKPT_PATH=settings.ckpt_path,
@@ -270,7 +271,7 @@ def _app_env(chain: ChainDir, settings: Settings, status: ChainStatus, plan: Sch
     return env
 
 
-def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, job_id: str) -> Deliver:
+def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: RunnerRecord) -> Deliver:
     """Signals for an app under srun: srun turns SIGTERM into killing the step
     and needs two SIGINTs, so the job steps (srun's tasks) are signalled
     through the scheduler; SIGKILL goes to srun itself."""
@@ -279,11 +280,11 @@ def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, job_id: str) -
             if sig == signal.SIGKILL:
                 proc.kill()
             else:
-                backend.cancel(job_id, signal=signal.Signals(sig).name.removeprefix("SIG"), steps_only=True)
+                backend.cancel(record.job_id, signal=signal.Signals(sig).name.removeprefix("SIG"), steps_only=True)
         except ProcessLookupError:
             pass
         except ChainError as exc:
-            _say(job_id, f"could not signal the job steps: {exc}")
+            _say(record, f"could not signal the job steps: {exc}")
     return deliver
 
 
@@ -295,16 +296,27 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
         record.iter_after, counter_error = before, str(exc)
     we_stopped = end.stop_sent is not None and end.external is None
     code = EXIT_BAD_CHECKPOINT if counter_error else \
-        classify_exit(end.app_exit_code, we_stopped, record.iter_after > before)
+        classify_exit(end.app_exit_code, we_stopped, record.iter_after > before,
+                      reached_max=record.iter_after >= settings.max_iter)
     record.app_exit_code, record.stop_sent, record.external_signal = end.app_exit_code, end.stop_sent, end.external
     record.killed = end.killed
     record.stop_to_exit = (end.ended - end.stop_sent) if end.stop_sent else None
     detail = counter_error or describe_exit(end.how, end.ended - (record.app_start or end.ended),
                                             settings.stop_signal, end.stop_sent is not None, end.external,
-                                            end.killed)
+                                            end.killed, exit_code=end.returncode if end.returncode >= 0 else None)
+    if not counter_error and not ckpt.exists():
+        # read as 0, the chain would only see "no advance": name the file the app never wrote
+        detail += f"; {missing_counter(settings.ckpt_path, before)}"
     _end(chain, record, code, end.ended, detail)
-    _say(record.job_id, f"{detail}; counter {before}->{record.iter_after}; exit {code}")
+    _say(record, f"{detail}; counter {before}->{record.iter_after}; exit {code}")
     return code
+
+
+def missing_counter(ckpt_path: str, before: int) -> str:
+    """The runner's words for a counter file that is not there after the app."""
+    if before == 0:
+        return f"the app never wrote its counter file {ckpt_path} (CKPT_PATH)"
+    return f"the counter file {ckpt_path} (CKPT_PATH) was gone after the app"
 
 
 def _end(chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: str, *,
@@ -314,9 +326,16 @@ def _end(chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: 
     record.superseded = superseded
     chain.write_runner_record(record)
     if not superseded and code in (EXIT_BAD_CHECKPOINT, EXIT_PREFLIGHT):
-        print(f"chain runner: {detail}", flush=True)
+        _say(record, detail)
     return code
 
 
-def _say(job_id: str, line: str) -> None:
-    print(f"chain runner {job_id}: {line}", flush=True)
+def runner_label(record: RunnerRecord) -> str:
+    """How the runner names itself in its log: its number in the chain, as
+    ``chain logs`` and ``chain status`` number it, with its job id beside it."""
+    seq = f"{record.seq} " if record.seq is not None else ""
+    return f"chain runner {seq}(job {record.job_id})"
+
+
+def _say(record: RunnerRecord, line: str) -> None:
+    print(f"{runner_label(record)}: {line}", flush=True)

@@ -428,7 +428,7 @@ def test_logs_follow_crosses_runners_and_ends_with_the_chain(backend: str, tmp_p
     headers = [line for line in follow.stdout.splitlines() if line.startswith("==> runner ")]
     assert len(headers) == report["runner_count"], follow.stdout[-2000:]
     for r in report["runners"]:  # every runner's own last line was printed
-        assert f"chain runner {r['job_id']}: " in follow.stdout
+        assert f"chain runner {r['seq']} (job {r['job_id']}): " in follow.stdout
 
 
 def test_a_sweep_through_the_python_api(backend: str, tmp_path: Path) -> None:
