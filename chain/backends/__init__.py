@@ -7,6 +7,8 @@ only when called: a chain on one backend never loads another's code.
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.retry import RetryPolicy
 from chain.errors import BackendUnavailable
 
-__all__ = ["BACKENDS", "Backend", "JobInfo", "JobState", "choose_backend", "make_backend"]
+__all__ = ["BACKENDS", "Backend", "JobInfo", "JobState", "choose_backend", "make_backend", "slurm_installed"]
 
 # A backend for one chain (its directory), bounded by a retry policy (None:
 # the backend's default) where the backend retries at all.
@@ -57,18 +59,36 @@ def make_backend(name: str, chain_dir: Path, retry: RetryPolicy | None = None) -
     return factory(chain_dir, retry)
 
 
+def slurm_installed() -> list[str]:
+    """Slurm's clients found on this machine: ``sbatch`` on PATH, ``pyslurm``
+    installed. pyslurm is looked up, never imported: importing it where
+    libslurm finds no configuration ends the process (``pyslurm_load``)."""
+    found = ["sbatch on PATH"] if shutil.which("sbatch") else []
+    try:
+        if importlib.util.find_spec("pyslurm") is not None:
+            found.append("pyslurm installed")
+    except (ImportError, ValueError):  # a finder that refuses it, a broken stub
+        pass
+    return found
+
+
 def choose_backend(requested: str) -> tuple[str, str]:
     """Resolve ``auto``: (backend name, why).
 
     pyslurm when it imports and its release matches the running Slurm's and
     the controller answers; otherwise the Slurm CLI backend when sbatch is on
-    PATH and the controller answers; otherwise the embedded local backend.
+    PATH and the controller answers; the embedded local backend only where
+    no Slurm client is installed at all. Where Slurm is installed and its
+    controller does not answer, a one-line ``BackendUnavailable``: a chain
+    of hundreds of hours must never start on a login node by accident.
     The why says which and why (the skipped pyslurm's one-line reason too);
-    the caller logs it (``chain.log``). ``chain_dir`` is not used (kept for callers that
-    still pass it).
+    the caller logs it (``chain.log``).
     """
     if requested != "auto":
         return requested, f"--backend {requested}"
+    installed = slurm_installed()
+    if not installed:
+        return "local", "auto: no Slurm here (no sbatch on PATH, no pyslurm), using the embedded local backend"
     from chain.backends.slurm.cli import SlurmCliBackend
 
     slurm_answers = SlurmCliBackend().available()
@@ -86,9 +106,8 @@ def choose_backend(requested: str) -> tuple[str, str]:
             return name, why
         skipped = "pyslurm imports but the Slurm controller does not answer"
     if slurm_answers:
-        name = "slurm"
-        why = f"auto: sbatch found and the Slurm controller answers (not pyslurm: {skipped})"
-    else:
-        name = "local"
-        why = "auto: no answering Slurm controller here, using the embedded local backend"
-    return name, why
+        return "slurm", f"auto: sbatch found and the Slurm controller answers (not pyslurm: {skipped})"
+    raise BackendUnavailable(
+        f"--backend auto: Slurm is installed here ({', '.join(installed)}) but its controller did not "
+        "answer (sinfo says why; is SLURM_CONF set?): not running the chain on this machine by accident; "
+        "--backend local runs it on this machine")
