@@ -8,8 +8,8 @@ and after) and carries out what it returns.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from chain.core.model import (
     CONTINUE_CODES,
@@ -52,9 +52,15 @@ class Outcome:
     # False when the runner recorded that it left without running the app
     # (superseded: a pre-queued runner that gave up waiting to be promoted)
     app_ran: bool = True
+    # CKPT_PATH as configured when the runner found no counter file after the
+    # app (it reads as 0), "" when it found one: the reason then names the
+    # file the app never wrote instead of a counter that "did not advance"
+    missing_counter_file: str = ""
 
     @property
     def advanced(self) -> bool:
+        """Progress: the counter went up. One that went back (the app started
+        from scratch) is no progress either."""
         return self.iter_after > self.iter_before
 
 
@@ -98,6 +104,26 @@ def _counter(outcome: Outcome) -> str:
     return f"{outcome.iter_before}->{outcome.iter_after}"
 
 
+def missing_counter(ckpt_path: str, before: int) -> str:
+    """The words for a counter file that is not there after the app: never
+    written (the counter was 0 before it), or gone."""
+    if before == 0:
+        return f"the app never wrote its counter file {ckpt_path} (CKPT_PATH)"
+    return f"the counter file {ckpt_path} (CKPT_PATH) was gone after the app (it held {before})"
+
+
+def _no_advance(outcome: Outcome) -> str:
+    """Why the counter shows no progress, for a person: a counter file the app
+    never wrote, one that is gone, a counter that went back, one that stayed."""
+    before, after, missing = outcome.iter_before, outcome.iter_after, outcome.missing_counter_file
+    if missing:
+        return missing_counter(missing, before)
+    if after < before:
+        return (f"the counter went back from {before} to {after} (the app started from scratch? "
+                "does it resume from its checkpoint?)")
+    return f"the counter did not advance ({before}->{after})"
+
+
 def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
     if outcome.slurm_state is JobState.CANCELLED and not outcome.cancelled_by_chain:
         return Decision(Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED)
@@ -128,8 +154,12 @@ def _done(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | No
         return None
     if outcome.iter_after >= policy.max_iter:
         return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Progress())
-    return Decision(Verdict.STOP, f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER "
-                    f"{policy.max_iter}", progress, ChainState.FAILED)
+    if outcome.missing_counter_file:
+        why = (f"app exited 0 but {missing_counter(outcome.missing_counter_file, outcome.iter_before)}: "
+               f"the chain completes when the counter reaches MAX_ITER {policy.max_iter}")
+    else:
+        why = f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER {policy.max_iter}"
+    return Decision(Verdict.STOP, why, progress, ChainState.FAILED)
 
 
 def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
@@ -143,13 +173,19 @@ def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decisi
         return None
     why = _continue_reason(code, state)
     if outcome.advanced:
-        return Decision(Verdict.CONTINUE, f"{why} ({_counter(outcome)})", replace(progress, no_progress=0))
+        return Decision(Verdict.CONTINUE, f"{why}: counter {_counter(outcome)}", replace(progress, no_progress=0))
     stalled = progress.no_progress + 1
     if stalled >= policy.max_no_progress:
-        return Decision(Verdict.STOP, f"no progress: the counter stayed at {outcome.iter_after} for {stalled} "
-                        "runners", replace(progress, no_progress=stalled), ChainState.STOPPED)
-    return Decision(Verdict.CONTINUE, f"{why} without checkpoint advance ({_counter(outcome)})",
-                    replace(progress, no_progress=stalled))
+        return Decision(Verdict.STOP, _stalled_reason(outcome, stalled), replace(progress, no_progress=stalled),
+                        ChainState.STOPPED)
+    return Decision(Verdict.CONTINUE, f"{why} but {_no_advance(outcome)}; runner {stalled} in a row without "
+                    f"progress, the chain stops at {policy.max_no_progress}", replace(progress, no_progress=stalled))
+
+
+def _stalled_reason(outcome: Outcome, stalled: int) -> str:
+    if outcome.iter_after == outcome.iter_before and not outcome.missing_counter_file:
+        return f"no progress: the counter stayed at {outcome.iter_after} for {stalled} runners in a row"
+    return f"no progress in {stalled} runners in a row: {_no_advance(outcome)}"
 
 
 # In order: the first that applies decides (``decide``).
@@ -159,7 +195,7 @@ RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done
 def _failure_reason(outcome: Outcome) -> str:
     state, code, counter = outcome.slurm_state, outcome.exit_code, _counter(outcome)
     if code == EXIT_NO_ADVANCE and outcome.recorded and outcome.stop_signalled and state in (None, JobState.FAILED):
-        return f"stopped at the deadline without checkpoint advance ({counter})"
+        return f"the app was stopped at the deadline but {_no_advance(outcome)}"
     if not outcome.recorded:
         what = state.value if state else "ended"
         return f"runner {what} without a record (exit {code if code is not None else '?'}, counter {counter})"
@@ -174,9 +210,9 @@ def _continue_reason(code: int | None, state: JobState | None) -> str:
     if state is JobState.CANCELLED:
         return "runner cancelled by the chain"
     return {
-        EXIT_CHECKPOINTED: "app checkpointed (99)",
-        EXIT_TIMEOUT_ADVANCED: "runner deadline, checkpoint advanced (124)",
-        EXIT_TEMPFAIL: "app stopped on a termination warning (75)",
+        EXIT_CHECKPOINTED: "app exited 99 (checkpointed)",
+        EXIT_TIMEOUT_ADVANCED: "runner stopped the app at the deadline (124)",
+        EXIT_TEMPFAIL: "app exited 75 (stopped on a termination warning)",
     }.get(code or 0, f"runner exit {code}")
 
 

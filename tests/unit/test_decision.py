@@ -49,7 +49,7 @@ def test_two_runners_without_advance_stop() -> None:
 def test_deadline_without_advance_is_failure() -> None:
     d = decide(outcome(1, 20, 20, state=JobState.FAILED), POLICY, Progress())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED
-    assert "without checkpoint advance" in d.reason
+    assert d.reason == "the app was stopped at the deadline but the counter did not advance (20->20)"
 
 
 def test_app_failure_stops_with_exit_code() -> None:
@@ -115,7 +115,8 @@ def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop() -> 
     assert early.reason.startswith("app exited 1 after 0.4 s, before the stop signal")
     assert "deadline" not in early.reason
     late = decide(outcome(1, 0, 0, detail="app exited 1 after SIGTERM"), POLICY, Progress())
-    assert late.state is ChainState.FAILED and "stopped at the deadline without checkpoint advance" in late.reason
+    assert late.state is ChainState.FAILED
+    assert late.reason == "the app was stopped at the deadline but the counter did not advance (0->0)"
 
 
 def test_end_states_have_distinct_exit_codes() -> None:
@@ -125,3 +126,60 @@ def test_end_states_have_distinct_exit_codes() -> None:
     assert all(c != 0 for c in others) and len(set(others)) == 3
     # never one of the ChainError codes (1-4) or the internal-error code
     assert not set(others) & {1, 2, 3, 4, 70}
+
+
+# --- reasons a person reads (issue 26 item 13) ----------------------------------------------------
+def test_a_checkpoint_without_advance_says_both_facts_and_how_far_from_the_stop() -> None:
+    """Not "checkpointed (99) without checkpoint advance (0->0)": what the
+    app did, what the counter did, and how many such runners the chain takes."""
+    d = decide(outcome(99, 0, 0), POLICY, Progress())
+    assert d.verdict is Verdict.CONTINUE and d.progress.no_progress == 1
+    assert d.reason == ("app exited 99 (checkpointed) but the counter did not advance (0->0); "
+                        "runner 1 in a row without progress, the chain stops at 2")
+    assert decide(outcome(99, 0, 7), POLICY, Progress()).reason == "app exited 99 (checkpointed): counter 0->7"
+
+
+@pytest.mark.parametrize("code, state", [(99, None), (124, None), (75, None), (None, JobState.TIMEOUT)])
+def test_a_counter_that_went_back_is_called_out_and_is_no_progress(code: int | None, state: JobState | None) -> None:
+    back = "the counter went back from 129 to 93 (the app started from scratch? does it resume from its checkpoint?)"
+    first = decide(outcome(code, 129, 93, state=state, recorded=state is None), POLICY, Progress())
+    assert first.verdict is Verdict.CONTINUE and first.progress.no_progress == 1, first
+    assert f"but {back}; runner 1 in a row without progress" in first.reason
+    second = decide(outcome(code, 93, 50, state=state, recorded=state is None), POLICY, first.progress)
+    assert second.verdict is Verdict.STOP and second.state is ChainState.STOPPED
+    assert second.reason == ("no progress in 2 runners in a row: the counter went back from 93 to 50 "
+                             "(the app started from scratch? does it resume from its checkpoint?)")
+
+
+def test_a_counter_that_went_back_at_the_deadline_is_called_out() -> None:
+    d = decide(outcome(1, 129, 93, state=JobState.FAILED), POLICY, Progress())
+    assert d.state is ChainState.FAILED and d.reason == (
+        "the app was stopped at the deadline but the counter went back from 129 to 93 "
+        "(the app started from scratch? does it resume from its checkpoint?)")
+
+
+def test_a_counter_file_never_written_is_named() -> None:
+    """The runner found no CKPT_PATH after the app (``missing_counter_file``):
+    the reason names the file instead of a counter that "did not advance"."""
+    never = "the app never wrote its counter file state_iter.txt (CKPT_PATH)"
+    deadline = decide(outcome(1, 0, 0, missing_counter_file="state_iter.txt"), POLICY, Progress())
+    assert deadline.state is ChainState.FAILED
+    assert deadline.reason == f"the app was stopped at the deadline but {never}"
+    first = decide(outcome(99, 0, 0, missing_counter_file="state_iter.txt"), POLICY, Progress())
+    assert first.verdict is Verdict.CONTINUE and first.reason.startswith(f"app exited 99 (checkpointed) but {never};")
+    second = decide(outcome(99, 0, 0, missing_counter_file="state_iter.txt"), POLICY, first.progress)
+    assert second.state is ChainState.STOPPED and second.reason == f"no progress in 2 runners in a row: {never}"
+    done = decide(outcome(0, 0, 0, missing_counter_file="out/ckpt.txt"), POLICY, Progress())
+    assert done.state is ChainState.FAILED and done.reason == (
+        "app exited 0 but the app never wrote its counter file out/ckpt.txt (CKPT_PATH): the chain completes "
+        "when the counter reaches MAX_ITER 100")
+
+
+def test_a_counter_file_that_is_gone_says_what_it_held() -> None:
+    d = decide(outcome(99, 40, 0, missing_counter_file="state_iter.txt"), POLICY, Progress())
+    assert "but the counter file state_iter.txt (CKPT_PATH) was gone after the app (it held 40);" in d.reason
+
+
+def test_a_counter_that_stayed_keeps_its_reason_without_the_file_being_named() -> None:
+    stop = decide(outcome(99, 20, 20), POLICY, Progress(no_progress=1))
+    assert stop.reason == "no progress: the counter stayed at 20 for 2 runners in a row"
