@@ -58,10 +58,12 @@ def decode(cls: type[T], data: Any) -> T:
             values[f.name] = _check(hints[f.name], data[f.name])
         except RecordError:
             raise RecordError(f"bad {f.name} {data[f.name]!r}") from None
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a required field is missing
-        raise RecordError(str(exc).split("() ", 1)[-1]) from None
+    missing = [f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+               if f.name not in values and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:  # said here: the constructor's TypeError is Python's wording, not a person's
+        raise RecordError(f"no {', '.join(missing)}")
+    return cls(**values)
 
 
 @functools.cache

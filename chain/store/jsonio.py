@@ -34,7 +34,10 @@ def read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ChainDirError(f"{what} {path} is corrupt: {exc.msg} at line {exc.lineno}") from None
+        if not text.strip():
+            raise ChainDirError(f"{what} {path} is corrupt: the file is empty") from None
+        raise ChainDirError(f"{what} {path} is corrupt: not valid JSON (line {exc.lineno}: "
+                            f"{exc.msg[:1].lower()}{exc.msg[1:]})") from None
 
 
 def tail_lines(path: Path, count: int, *, max_bytes: int = 16384) -> list[str]:

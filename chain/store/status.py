@@ -54,7 +54,12 @@ class ChainStatus:
 
     @classmethod
     def from_json(cls, data: Any, path: Path) -> ChainStatus:
-        """Validated to every field's type; a newer format is refused."""
+        """Validated to every field's type; a newer format is refused. A
+        JSON value chain never writes (not an object, or no ``chain_id``: the
+        app's own ``state.json``, say) is not chain's, and not called corrupt."""
+        if not isinstance(data, dict) or "chain_id" not in data:
+            why = "not a JSON object" if not isinstance(data, dict) else "no chain_id"
+            raise ChainDirError(f"{path.parent} is not a chain directory: its state.json is not chain's ({why})")
         try:
             status = decode(cls, data)
         except RecordError as exc:

@@ -92,3 +92,13 @@ def test_a_second_command_waits_for_the_lock_then_is_refused(tmp_path: Path) -> 
     with chain.locked(wait=0):  # free again
         pass
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_a_record_missing_a_required_field_says_so_in_words() -> None:
+    """Not the constructor's TypeError ("missing 1 required positional argument")."""
+    from chain.store.codec import RecordError, decode
+    from chain.store.records import RunnerRecord
+
+    with pytest.raises(RecordError) as raised:
+        decode(RunnerRecord, {"seq": 2})
+    assert str(raised.value) == "no job_id"
