@@ -11,19 +11,35 @@ from typing import Any, Callable, Mapping
 
 from chain.core import settings as settings_mod
 from chain.core.settings import Settings
-from chain.errors import ChainDirError, ConfigError
+from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.store import (
     ChainDir,
+    read_counter,
     read_json,
 )
 
+CHAIN_DIR_NAME = ".chain"  # the chain directory in a working directory, by default
+
+COUNTER_RULE = ("a counter holds one plain integer, the iterations done (e.g. 10), or is absent "
+                "for a fresh start: repair or remove it, then submit again")
+
 
 def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
-    raw = str(value) if value else os.environ.get("CHAIN_DIR", ".chain")
+    """``--chain-dir`` (else ``$CHAIN_DIR``, else ``.chain``) as an absolute
+    path; a working directory holding a chain in ``.chain`` is that chain."""
+    raw = str(value) if value else os.environ.get("CHAIN_DIR", CHAIN_DIR_NAME)
     if not raw.strip() or "\n" in raw or "\0" in raw:
         raise ConfigError(f"--chain-dir {raw!r} is not a usable path")
     path = Path(raw).expanduser()
-    return (path if path.is_absolute() else cwd / path).resolve()
+    return resolve_chain_dir((path if path.is_absolute() else cwd / path).resolve())
+
+
+def resolve_chain_dir(path: Path) -> Path:
+    """``path``, or its ``.chain`` when that holds a chain: a working
+    directory names its chain, even when the app keeps a ``state.json``
+    of its own beside it (a common checkpoint name)."""
+    inner = path / CHAIN_DIR_NAME
+    return inner if (inner / "state.json").is_file() else path
 
 
 def load_settings(
@@ -57,6 +73,17 @@ def load_settings(
     return settings_mod.resolve(flags, {}, {}, stored)
 
 
+def check_command_line(flags: Mapping[str, Any], config: Path | None) -> None:
+    """Each flag's value, and the config file if one is named, valid on their
+    own: for a command refused whatever its settings (resuming nothing),
+    whose command line's own errors still come first."""
+    for spec in settings_mod.FIELDS:
+        if flags.get(spec.name) is not None:
+            spec.convert(flags[spec.name], spec.option)
+    if config is not None:
+        settings_mod.read_config_file(config)
+
+
 def stored_settings(chain: ChainDir) -> Settings:
     try:
         data = read_json(chain.settings_file, "settings file")
@@ -70,10 +97,15 @@ def stored_settings(chain: ChainDir) -> Settings:
 
 def check_app(settings: Settings, workdir: Path) -> None:
     """The app's program must exist (unless modules will provide it), and
-    its counter file, if there, must be a file."""
+    its counter file, if there, must be a file holding a plain integer
+    (refused here, before anything is queued: a job would only stop on it)."""
     ckpt = workdir / settings.ckpt_path
     if ckpt.exists() and not ckpt.is_file():
         raise ConfigError(f"checkpoint counter {ckpt} is not a regular file")
+    try:
+        read_counter(ckpt)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc}; {COUNTER_RULE}") from None
     try:
         words = shlex.split(settings.app_cmd)
     except ValueError as exc:

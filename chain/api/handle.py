@@ -7,24 +7,27 @@
     finals = [run.wait() for run in runs]
 
 Every setting of ``chain submit`` is a keyword by its TOML name, validated
-the same way; errors are ``ChainError``s, as on the command line.
+the same way; errors are ``ChainError``s, as on the command line. No other
+keyword takes a setting's name (``notify`` is the setting; the lines for a
+person go to ``on_message``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from chain.api.cancelling import cancel as cancel_chain
+from chain.api.config import CHAIN_DIR_NAME, resolve_chain_dir
 from chain.api.status import StatusReport, open_chain, status_report
 from chain.api.submission import submit as submit_chain
 from chain.backends.base import Backend
 from chain.core.settings import FIELD_BY_NAME
 from chain.errors import ChainError, ConfigError
-
-CHAIN_DIR_NAME = ".chain"
+from chain.store import ChainDir
 
 
 class Chain:
@@ -38,34 +41,36 @@ class Chain:
     @classmethod
     def submit(cls, workdir: str | os.PathLike[str] = ".", *, chain_dir: str | os.PathLike[str] | None = None,
                config: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None,
-               scheduler: Backend | None = None, notify: Callable[[str], None] | None = None,
+               scheduler: Backend | None = None, on_message: Callable[[str], None] | None = None,
                **settings: Any) -> Chain:
-        """Submit a new chain running in ``workdir`` (created if missing).
+        """Submit a new chain running in ``workdir`` (created if missing;
+        removed again if this call made it and the submit fails).
 
         ``settings`` are the settings by their TOML names (``app_cmd``,
-        ``max_iter``, ``runner_time``, ``hooks``, ``backend``, ...); ``environ``
-        the environment layer (by default none: a script's settings are its
-        own); ``scheduler`` a ``Backend`` object to use instead of the one
-        the ``backend`` setting chooses.
+        ``max_iter``, ``runner_time``, ``hooks``, ``notify``, ``backend``,
+        ...); ``environ`` the environment layer (by default none: a script's
+        settings are its own); ``scheduler`` a ``Backend`` object to use
+        instead of the one the ``backend`` setting chooses; ``on_message``
+        receives the lines ``chain submit`` prints for a person.
         """
-        unknown = sorted(set(settings) - set(FIELD_BY_NAME))
-        if unknown:
-            raise ConfigError(f"unknown setting {unknown[0]!r}")
+        _check_setting_names(settings)
         work = Path(workdir).resolve()
+        made = _missing_parents(work)
         work.mkdir(parents=True, exist_ok=True)
         directory = Path(chain_dir).resolve() if chain_dir else work / CHAIN_DIR_NAME
-        submit_chain(settings, environ or {}, config=Path(config) if config else None, chain_dir=directory,
-                     workdir=work, notify=notify, backend=scheduler)
+        try:
+            submit_chain(settings, environ or {}, config=Path(config) if config else None, chain_dir=directory,
+                         workdir=work, notify=on_message, backend=scheduler)
+        except BaseException:
+            _remove_made(made, directory)
+            raise
         return cls(directory, scheduler=scheduler)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, scheduler: Backend | None = None) -> Chain:
         """The chain in ``path``: a chain directory, or a working directory
         holding one in ``.chain``."""
-        root = Path(path)
-        if not (root / "state.json").is_file() and (root / CHAIN_DIR_NAME / "state.json").is_file():
-            root = root / CHAIN_DIR_NAME
-        return cls(root, scheduler=scheduler)
+        return cls(resolve_chain_dir(Path(path)), scheduler=scheduler)
 
     @property
     def chain_id(self) -> str:
@@ -93,16 +98,16 @@ class Chain:
         """Stop the submitter and the runner (the app may checkpoint)."""
         return cancel_chain(self.chain_dir, backend=self._backend)
 
-    def resume(self, *, environ: dict[str, str] | None = None, notify: Callable[[str], None] | None = None,
+    def resume(self, *, environ: dict[str, str] | None = None, on_message: Callable[[str], None] | None = None,
                **overrides: Any) -> Chain:
         """Continue the chain from its checkpoint with its stored settings,
-        ``overrides`` changing them (e.g. ``max_iter=1000`` to extend)."""
-        unknown = sorted(set(overrides) - set(FIELD_BY_NAME))
-        if unknown:
-            raise ConfigError(f"unknown setting {unknown[0]!r}")
+        ``overrides`` changing them (e.g. ``max_iter=1000`` to extend);
+        ``on_message`` as for ``submit``."""
+        _check_setting_names(overrides)
         _, status = open_chain(self.chain_dir)
         submit_chain(overrides, environ or {}, config=None, chain_dir=self.chain_dir,
-                     workdir=Path(status.workdir), resume=True, notify=notify, backend=self._backend)
+                     workdir=Path(status.workdir), resume=True, notify=on_message,
+                     backend=self._backend)
         return self
 
     def report(self) -> list[Path]:
@@ -113,3 +118,33 @@ class Chain:
 
     def __repr__(self) -> str:
         return f"Chain({str(self.chain_dir)!r})"
+
+
+def _check_setting_names(settings: dict[str, Any]) -> None:
+    unknown = sorted(set(settings) - set(FIELD_BY_NAME))
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]!r}")
+
+
+def _missing_parents(path: Path) -> Path | None:
+    """The outermost directory of ``path`` (itself included) that does not
+    exist yet: what ``mkdir(parents=True)`` is about to make."""
+    made = None
+    while not path.exists() and path != path.parent:
+        made, path = path, path.parent
+    return made
+
+
+def _remove_made(made: Path | None, chain_dir: Path) -> None:
+    """Remove the directories a failed submit made for its working directory
+    (nothing that was there before: only a tree this call created), unless
+    a job of the chain was queued before the failure (it runs there)."""
+    if made is None or not made.is_dir():
+        return
+    try:
+        status = ChainDir(chain_dir).load_status()
+    except ChainError:
+        status = None
+    if status is not None and (status.submitter_job_id or status.runner_job_id or status.next_job_id):
+        return
+    shutil.rmtree(made, ignore_errors=True)

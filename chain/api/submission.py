@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chain.api.config import check_app, load_settings, stored_settings
+from chain.api.config import check_app, check_command_line, load_settings, stored_settings
 from chain.api.listing import register
 from chain.app import atomic as app_atomic
 from chain.backends import choose_backend, make_backend
@@ -106,15 +106,13 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
             backend: Backend | None) -> Submitted:
     chain_dir = chain.root
     existing = chain.load_status() if chain.state_file.exists() else None
-    _check_submit_allowed(chain_dir, existing, flags, resume=resume, new=new,
-                          cancelling=chain.cancel_file.exists())
+    settings = _checked_settings(chain, existing, flags, environ, config=config, workdir=workdir,
+                                 resume=resume, new=new, notify=notify)
     if new and existing is not None:
         kept = archive_chain_dir(chain_dir, existing)
         if notify:
             notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
         existing = None
-    settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None, notify)
-    check_app(settings, workdir)
     # on resume, settings.backend is the stored (resolved) one unless a flag changed it
     if backend is None:
         name, why = choose_backend(settings.backend.value)
@@ -142,6 +140,31 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     if not resume:
         register(chain_dir, os.environ)  # for `chain list` without arguments
     return Submitted(chain_id, job_id, name, why, chain_dir, what)
+
+
+def _checked_settings(chain: ChainDir, existing: ChainStatus | None, flags: Mapping[str, Any],
+                      environ: Mapping[str, str], *, config: Path | None, workdir: Path, resume: bool, new: bool,
+                      notify: Callable[[str], None] | None) -> Settings:
+    """This submit's settings, once every refusal rule has passed: the
+    command line (flags, config file) first, then what the chain directory
+    holds, then the app and its counter. A bad flag beside an active chain
+    is the flag's error; the lines for settings not applied on resume come
+    before a refusal (they may be why the resume is refused)."""
+    if resume and new:
+        raise ConfigError("--resume and --new exclude each other")
+    if resume and existing is None:  # nothing to resume: still, the command line's own errors first
+        check_command_line(flags, config)
+        settings = None
+    else:
+        settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None,
+                                 notify)
+    _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new,
+                          cancelling=chain.cancel_file.exists())
+    assert settings is not None  # resuming nothing was refused just above
+    check_app(settings, workdir)
+    if not resume:
+        _check_something_to_run(settings, workdir)
+    return settings
 
 
 def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
@@ -224,8 +247,6 @@ def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: 
     what was asked (a one-line ChainDirError saying what to do instead).
     ``cancelling``: a ``chain cancel`` has begun (its mark is there) and not
     yet marked the chain cancelled."""
-    if resume and new:
-        raise ConfigError("--resume and --new exclude each other")
     if existing is None:
         if resume:
             raise ChainDirError(f"nothing to resume: {chain_dir} holds no chain")
@@ -251,6 +272,18 @@ def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: 
         raise ChainDirError(f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; continue it "
                             "with chain submit --resume, or start a new chain with chain submit --new "
                             "or --chain-dir DIR")
+
+
+def _check_something_to_run(settings: Settings, workdir: Path) -> None:
+    """A new chain whose counter is already at MAX_ITER would complete at
+    once without running the app: refused, saying how to go on (the counter
+    of an earlier computation left behind, most likely)."""
+    ckpt = workdir / settings.ckpt_path
+    counter = read_counter(ckpt)
+    if counter >= settings.max_iter:
+        raise ConfigError(f"checkpoint counter {ckpt} already holds {counter}, and --max-iter is "
+                          f"{settings.max_iter}: a new chain would have nothing to run; raise --max-iter, or "
+                          "remove the counter to start afresh")
 
 
 def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
