@@ -60,6 +60,7 @@ class FailureOutput:
     job_id: str
     log: str
     tail: list[str] = field(default_factory=list)
+    seq: int | None = None  # the runner's number (runner 2, job 3), as the runners table and chain logs show it
 
 
 @dataclass
@@ -260,4 +261,6 @@ def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> FailureOu
     if not runner or not isinstance(runner.get("job_id"), str):
         return None
     path = chain.runner_output(runner["job_id"])
-    return FailureOutput(runner["job_id"], str(path), tail_lines(path, FAILURE_TAIL_LINES))
+    seq = runner.get("seq")
+    return FailureOutput(runner["job_id"], str(path), tail_lines(path, FAILURE_TAIL_LINES),
+                         seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None)

@@ -48,3 +48,21 @@ def test_bad_settings_are_chain_errors(tmp_path: Path) -> None:
         Chain.submit(tmp_path, app_cmd="true", max_iter=0, scheduler=FakeBackend())
     with pytest.raises(ChainDirError, match="no chain in"):
         Chain.open(tmp_path / "nothing")
+
+
+def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> None:
+    """Runner 2 is job 103: the failure record carries both (issue 26 item 8),
+    in the report and in its JSON."""
+    fake = FakeBackend()
+    run = Chain.submit(tmp_path, app_cmd="true", max_iter=10, runner_time="10:00", scheduler=fake)
+    from chain.store import ChainDir
+
+    store = ChainDir(run.chain_dir)
+    store.append_runner({"job_id": "103", "seq": 2, "state": "COMPLETED", "verdict": "stop", "reason": "x"})
+    status = store.load_status()
+    assert status is not None
+    status.state = ChainState.STOPPED
+    store.save_status(status)
+    report = run.status()
+    assert report.failure is not None and (report.failure.job_id, report.failure.seq) == ("103", 2)
+    assert report.to_json()["failure"]["seq"] == 2
