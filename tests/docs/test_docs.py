@@ -102,3 +102,39 @@ def test_readme_is_a_short_users_page() -> None:
     assert not re.search(r"\b[0-9a-f]{7,40}\b(?<!\d{7})", readme.replace("chain-", "")), "commit hash in README"
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (REPO / target).is_file(), f"README links to missing {target}"
+
+
+REASON_MODULES = ("chain/core/decision.py", "chain/core/runner_rules.py")
+
+
+def reason_fragments(source: str) -> set[str]:
+    """The literal words of every string the module can print, docstrings
+    left out: each text between placeholders that has two words or more."""
+    import ast
+
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    annotations = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Subscript)
+                   for inner in ast.walk(node.slice)}  # Callable[..., "Decision | None"]
+    fragments: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings | annotations:
+            text = " ".join(node.value.split()).strip(" ,:;(")
+            if len(text.split()) >= 2:
+                fragments.add(text)
+    return fragments
+
+
+def test_reason_fragments_are_found() -> None:
+    source = 'def f(x):\n    """Doc string here."""\n    return f"runner {x} without a record (exit {x})"\n'
+    assert reason_fragments(source) == {"without a record (exit"}
+
+
+@pytest.mark.parametrize("module", REASON_MODULES)
+def test_troubleshooting_lists_every_reason(module: str) -> None:
+    page = " ".join((DOCS / "troubleshooting.md").read_text(encoding="utf-8").split())
+    missing = sorted(text for text in reason_fragments((REPO / module).read_text(encoding="utf-8"))
+                     if text not in page)
+    assert not missing, f"docs/troubleshooting.md lacks these texts of {module}: {missing}"
