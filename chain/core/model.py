@@ -37,7 +37,7 @@ class JobState(str, enum.Enum):
     UNKNOWN = "UNKNOWN"
 
     @classmethod
-    def parse(cls, text: str) -> "JobState":
+    def parse(cls, text: str) -> JobState:
         """Parse a state as printed by squeue, sacct or scontrol.
 
         sacct prints ``CANCELLED by 1000``; squeue may print ``NODE_FAIL`` or

@@ -73,7 +73,7 @@ def format_duration(seconds: float | None) -> str:
     """Human duration for reports: ``1h02m``, ``3m05s``, ``42s``; ``-`` if None."""
     if seconds is None:
         return "-"
-    total = int(round(seconds))
+    total = round(seconds)
     sign = "-" if total < 0 else ""
     total = abs(total)
     days, rem = divmod(total, 86400)
