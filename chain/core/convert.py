@@ -69,7 +69,7 @@ def gres_count(value: Any, what: str) -> str:
 
 
 # sbatch --mem: a whole number and an optional unit, K, M (the default), G or
-# T (Slurm takes them in either case); 0 is all of the node's memory.
+# T (sbatch takes them in either case); 0 is all of the node's memory.
 _MEMORY = re.compile(r"[0-9]{1,15}[KMGT]?", re.IGNORECASE)
 
 
@@ -85,7 +85,8 @@ def memory(value: Any, what: str) -> str:
     if given and not _MEMORY.fullmatch(given):
         raise ConfigError(f"{what} {value!r} is not a Slurm memory size: a whole number with an optional "
                           "unit K, M, G or T (M when none; 0: all of the node's memory), e.g. 512M or 4G")
-    return given
+    # the unit in capitals: sbatch takes either, pyslurm's parser only capitals
+    return given.upper()
 
 
 def optional_time(value: Any, what: str) -> str:

@@ -150,12 +150,13 @@ def test_a_memory_size_not_in_slurms_form_is_refused_naming_the_setting(
 
 
 @pytest.mark.parametrize("name, flag, env", MEM_SETTINGS)
-@pytest.mark.parametrize("value, kept", [("512M", "512M"), ("4G", "4G"), ("4g", "4g"), ("2048", "2048"),
+@pytest.mark.parametrize("value, kept", [("512M", "512M"), ("4G", "4G"), ("4g", "4G"), ("2048", "2048"),
                                          ("0", "0"), ("100K", "100K"), ("1T", "1T"), (" 8G ", "8G"),
                                          ("", ""), (4096, "4096"), (0, "0")])
 def test_memory_sizes_in_slurms_form_are_kept(name: str, flag: str, env: str, value: object, kept: str) -> None:
-    """As sbatch takes them (either case; 0 is all of a node's memory; empty
-    leaves --mem out); a TOML integer is a number of megabytes."""
+    """As sbatch takes them (0 is all of a node's memory; empty leaves --mem
+    out), the unit in capitals (pyslurm reads only those); a TOML integer is
+    a number of megabytes."""
     assert getattr(resolve(APP, {}, {name: value}), name) == kept
     if isinstance(value, str):
         assert getattr(resolve({**APP, name: value}, {}, {}), name) == kept
