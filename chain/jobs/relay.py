@@ -99,7 +99,7 @@ class Relay:
             return None  # judged already (a resumed chain, or it ended itself)
         job = status.runner_job_id
         watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
-                            clock=self.clock, sleep=self.sleep)
+                            clock=self.clock, sleep=self.sleep, ckpt_path=self.settings.ckpt_path)
         record = self.chain.runner_record(job)  # final: this job starts after its predecessor's end
         info = self._query(job, exit_codes=record is None or not record.ended)
         if info is not None and info.state.active:
@@ -195,8 +195,8 @@ class Relay:
             if status is None or status.state.ended or status.runner_job_id != self.job_id \
                     or not status.runner_live or record.external_signal:
                 return TakeOver(Step.LEAVE, status)
-            outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path).outcome(
-                status, record, None)
+            outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
+                                  ckpt_path=self.settings.ckpt_path).outcome(status, record, None)
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more

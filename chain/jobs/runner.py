@@ -21,6 +21,7 @@ from typing import Callable
 from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
 from chain.core.clock import steady_clock
+from chain.core.decision import missing_counter
 from chain.core.names import runner_seq
 from chain.core.runner_rules import (
     EXIT_APP_ALIVE,
@@ -310,13 +311,6 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
     _end(chain, record, code, end.ended, detail)
     _say(record, f"{detail}; counter {before}->{record.iter_after}; exit {code}")
     return code
-
-
-def missing_counter(ckpt_path: str, before: int) -> str:
-    """The runner's words for a counter file that is not there after the app."""
-    if before == 0:
-        return f"the app never wrote its counter file {ckpt_path} (CKPT_PATH)"
-    return f"the counter file {ckpt_path} (CKPT_PATH) was gone after the app"
 
 
 def _end(chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: str, *,

@@ -61,7 +61,8 @@ class Submitter:
         self.deadline = float("inf")  # hand over to a successor from here on
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
         self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
-                                 self.clock, self.sleep, on_running=self._prequeue)
+                                 self.clock, self.sleep, on_running=self._prequeue,
+                                 ckpt_path=self.settings.ckpt_path)
 
     # --- entry -----------------------------------------------------------------
     def run(self) -> int:

@@ -38,6 +38,7 @@ class RunnerWatch:
     sleep: Callable[[float], None] = time.sleep
     deadline: float = float("inf")
     on_running: Callable[[ChainStatus], None] = lambda status: None  # lookahead's pre-queue
+    ckpt_path: str = ""  # CKPT_PATH as configured, for a reason that names it ("": the file's name)
 
     def outcome_of(self, status: ChainStatus) -> Outcome:
         """Wait until the current runner has ended; its outcome."""
@@ -110,6 +111,9 @@ class RunnerWatch:
         """The facts the decision needs: the runner's record when it wrote
         its end, else the scheduler's account and the counter as it is."""
         cancelled = self.chain.cancel_file.exists()
+        # judged after the runner's app and before the next one's: a counter
+        # file missing now is one the app never wrote (or removed)
+        missing = "" if self.ckpt.exists() else (self.ckpt_path or self.ckpt.name)
         if record is not None and record.ended:
             return Outcome(
                 exit_code=record.exit_code,
@@ -118,6 +122,7 @@ class RunnerWatch:
                 iter_after=status.iter_before if record.iter_after is None else record.iter_after,
                 recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
                 stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
+                missing_counter_file=missing,
             )
         try:
             after = read_counter(self.ckpt)
@@ -125,7 +130,7 @@ class RunnerWatch:
             after = status.iter_before
         return Outcome(exit_code=job_exit_code(info),
                        slurm_state=info.state if info else JobState.UNKNOWN, iter_before=status.iter_before,
-                       iter_after=after, recorded=False, cancelled_by_chain=cancelled)
+                       iter_after=after, recorded=False, cancelled_by_chain=cancelled, missing_counter_file=missing)
 
 
 # The states in which the batch script itself exited: only then is Slurm's

@@ -70,5 +70,52 @@ def test_a_node_fail_runner_is_recorded_and_shown_with_no_exit(tmp_path: Path,
     table = CliRunner().invoke(app, ["status"], env={"COLUMNS": "160"})
     assert table.exit_code == 0, table.stderr
     [row] = [line for line in table.stdout.splitlines() if "NODE_FAIL" in line]
-    cells = [cell.strip() for cell in re.split(r"[│|]", row)][1:]
-    assert cells[:5] == ["1", "7", "NODE_FAIL", "", "0->0"], row  # "#", job, state, exit, counter
+    # "#", job, state, exit, counter: nothing between the state and the counter
+    assert re.sub(r"[│|]", " ", row).split()[:4] == ["1", "7", "NODE_FAIL", "0->0"], row
+
+
+def _stopped_without_counter(tmp_path: Path, mode: str) -> tuple[ChainDir, FakeBackend, object]:
+    """A chain whose runner 1 (job 101) ran an app that never wrote its
+    counter file (CKPT_PATH out/iter.txt), stopped at the deadline: its
+    record as the runner writes it."""
+    from chain.store.records import RunnerPhase, RunnerRecord
+
+    fake = FakeBackend()
+    api.submit({"app_cmd": "true", "max_iter": 10, "mode": mode, "ckpt_path": "out/iter.txt"}, {}, config=None,
+               chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    chain = ChainDir(tmp_path / ".chain")
+    status = chain.load_status()
+    assert status is not None
+    status.runner_seq, status.runner_job_id, status.runner_live, status.next_job_id = 1, "101", True, ""
+    chain.save_status(status)
+    record = RunnerRecord("101", "x.r1", seq=1, status=RunnerPhase.ENDED, exit_code=1, iter_before=0,
+                          iter_after=0, start=1.0, end=2.0, stop_sent=1.5, detail="app stopped on the signal")
+    chain.write_runner_record(record)
+    return chain, fake, record
+
+
+def test_the_submitters_reason_names_the_counter_file_the_app_never_wrote(tmp_path: Path) -> None:
+    """Issue 26 item 13: not "stopped at the deadline without checkpoint
+    advance (0->0)"."""
+    from chain import api as chain_api
+    from chain.jobs.submitter import Submitter
+
+    chain, fake, _ = _stopped_without_counter(tmp_path, "submitter")
+    sub = Submitter(chain, chain_api.stored_settings(chain), fake, tmp_path, "100", sleep=lambda s: None)
+    sub.run()
+    status = chain.load_status()
+    assert status is not None and status.state is ChainState.FAILED
+    assert "the app never wrote its counter file out/iter.txt" in status.reason, status.reason
+
+
+def test_a_relay_runners_reason_names_the_counter_file_the_app_never_wrote(tmp_path: Path) -> None:
+    from chain import api as chain_api
+    from chain.jobs.relay import Relay, Step
+    from chain.store.records import RunnerRecord
+
+    chain, fake, record = _stopped_without_counter(tmp_path, "relay")
+    relay = Relay(chain, chain_api.stored_settings(chain), fake, tmp_path, "101", 1, sleep=lambda s: None)
+    assert isinstance(record, RunnerRecord)
+    take = relay.after_app(record)
+    assert take.step is Step.END
+    assert "the app never wrote its counter file out/iter.txt" in take.why, take.why
