@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 
 def venv_bin(executable: str, prefix: str, base_prefix: str) -> str | None:

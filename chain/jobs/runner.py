@@ -15,8 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
@@ -216,10 +216,11 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
     try:
         # the app holds the lock (an inherited descriptor) for as long as it
-        # lives, and gets the stop signal if this runner dies
+        # lives, and gets the stop signal if this runner dies (preexec_fn:
+        # the runner has no threads, and prctl must run in the child)
         proc = subprocess.Popen(argv, cwd=workdir, env=_app_env(chain, settings, status, plan, record),
                                 start_new_session=True, umask=app_umask(os.environ), pass_fds=(lock.fd,),
-                                preexec_fn=lambda: die_with_parent(stop_sig))
+                                preexec_fn=lambda: die_with_parent(stop_sig))  # noqa: PLW1509
     except OSError as exc:
         record.iter_after = record.iter_before
         return _end(chain, record, EXIT_CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")

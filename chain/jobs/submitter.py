@@ -11,11 +11,13 @@ the hooks at MAX_ITER (``jobs.hooks``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from chain.backends.base import Backend, submit_idempotently
+from chain.core.clock import steady_clock
 from chain.core.decision import (
     Decision,
     Outcome,
@@ -26,7 +28,6 @@ from chain.core.decision import (
     decide,
     next_step,
 )
-from chain.core.clock import steady_clock
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.poll import PollPolicy

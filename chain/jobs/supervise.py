@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Callable
 
 from chain.core.runner_rules import Schedule
 

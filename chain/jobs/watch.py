@@ -9,9 +9,9 @@ the runner is far from its end, more often near it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from chain.backends.base import Backend, JobInfo
 from chain.core.decision import Outcome

@@ -6,6 +6,7 @@ own status, the app's iteration log and the scheduler's view of the jobs.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ def _active_jobs(backend: str, chain_dir: Path, chain_id: str) -> tuple[list[str
     the chain. A successor submitter pending on its predecessor is by design."""
     if backend == "slurm":
         out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True,
-                             timeout=30).stdout
+                             timeout=30, check=False).stdout
         rows = [tuple(line.split("|")) for line in out.splitlines() if line.startswith(chain_id + ".")]
     else:
         infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
@@ -406,7 +407,7 @@ def test_a_killed_supervisor_leaves_no_app_beside_the_next_runner(tmp_path: Path
     for t, _event, _value, app_job in log.events:
         spans.setdefault(app_job, [t, t])[1] = t
     ordered = sorted(spans.values())
-    overlaps = [(a, b) for a, b in zip(ordered, ordered[1:]) if b[0] < a[1]]
+    overlaps = [(a, b) for a, b in itertools.pairwise(ordered) if b[0] < a[1]]
     assert not overlaps, f"two apps ran at once: {overlaps}"
 
 
@@ -421,7 +422,7 @@ def test_logs_follow_crosses_runners_and_ends_with_the_chain(backend: str, tmp_p
               "--checkpoint-every", "5", "--runner-time", "0:12", "--runner-margin", "4", "--poll-max", "5",
               cwd=tmp_path, env={"ITER_SECONDS": "0.25"})
     follow = subprocess.run([sys.executable, "-m", "chain", "logs", "--follow"], cwd=tmp_path, timeout=240,
-                            capture_output=True, text=True, env={**os.environ})
+                            capture_output=True, text=True, env={**os.environ}, check=False)
     assert follow.returncode == 0, follow.stderr
     report = status(tmp_path)
     assert report["state"] == "completed" and report["runner_count"] >= 2

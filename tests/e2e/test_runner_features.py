@@ -188,7 +188,8 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
 
     def sample() -> None:
         if backend == "slurm":
-            out = subprocess.run(["squeue", "-h", "-o", "%j|%T"], capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(["squeue", "-h", "-o", "%j|%T"], capture_output=True, text=True, timeout=30,
+                                 check=False).stdout
             rows = [line.split("|") for line in out.splitlines()]
         else:
             rows = [[i.name, i.state.value] for i in make_backend("local", chain_dir).query(
