@@ -305,8 +305,9 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     """Submit the first runner together with the submitter, which adopts it:
     one scheduling pass less before the app starts (with lookahead, the
     second runner too, queued behind the first). Skipped when there is
-    nothing to run or the counter is unreadable (the submitter then stops the
-    chain with the reason, as it would at any later point)."""
+    nothing to run (a resumed chain at MAX_ITER: the submitter completes it)
+    or the counter is unreadable (refused before, unless it changed since:
+    the submitter then stops the chain with the reason)."""
     if status.runner_live:
         return  # a resumed chain whose runner is still to be judged
     try:
