@@ -6,8 +6,9 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from chain.core import settings as settings_mod
 from chain.core.settings import Settings

@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chain.api.cancelling import cancel as cancel_chain
 from chain.api.config import CHAIN_DIR_NAME, resolve_chain_dir

@@ -7,9 +7,10 @@ that no longer hold a chain)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from chain.errors import ChainError
 

@@ -10,9 +10,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError

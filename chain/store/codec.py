@@ -16,7 +16,8 @@ import functools
 import math
 import types
 import typing
-from typing import Any, Callable, TypeVar, Union
+from collections.abc import Callable
+from typing import Any, TypeVar, Union
 
 T = TypeVar("T")
 

@@ -83,8 +83,8 @@ def test_look_first_returns_the_job_an_earlier_call_queued() -> None:
 
 
 def test_the_slurm_cli_backend_looks_up_a_timed_out_sbatch(tmp_path: Path) -> None:
-    clients = Clients({"sbatch": [(1, "", "sbatch: error: Batch job submission failed: Socket timed out "
-                                   "on send/recv operation")],
+    clients = Clients({"sbatch": [(1, "", ("sbatch: error: Batch job submission failed: Socket timed out "
+                                           "on send/recv operation"))],
                        "squeue": [(0, "4242\n", "")]})
     backend = SlurmCliBackend(retry=NO_WAIT, run=clients)
     assert backend.submit(tmp_path / "job.sh", job_name="chain-x.r1") == "4242"

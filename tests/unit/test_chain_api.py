@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes import FakeBackend
 
 from chain import Chain
 from chain.core.model import ChainState, JobState
 from chain.errors import ChainDirError, ConfigError
-from fakes import FakeBackend
 
 
 def test_submit_open_status_wait_resume(tmp_path: Path) -> None:

@@ -82,9 +82,9 @@ def test_a_second_command_waits_for_the_lock_then_is_refused(tmp_path: Path) -> 
     holder.start()
     try:
         assert ready.wait(30)
-        with pytest.raises(ChainDirError, match="is busy: another chain command"):
-            with chain.locked(wait=5, clock=lambda: now[0], sleep=sleep):
-                pass
+        with pytest.raises(ChainDirError, match="is busy: another chain command"), \
+                chain.locked(wait=5, clock=lambda: now[0], sleep=sleep):
+            pass
         assert 5 <= now[0] < 6
     finally:
         release.set()
