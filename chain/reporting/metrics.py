@@ -12,6 +12,7 @@ are tolerated everywhere.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -159,6 +160,20 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
     else:
         eta = None
     return {"rate_per_hour": rate, "eta_seconds": eta, "efficiency": efficiency(runners)}
+
+
+def format_rate(per_hour: float | None) -> str:
+    """A rate as every view prints it: three significant digits, thousands
+    separated (``32,400 it/h``, ``523 it/h``, ``0.52 it/h``); ``-`` when unknown.
+    More digits would claim a precision the last runners' window has not."""
+    if per_hour is None or not math.isfinite(per_hour) or per_hour < 0:
+        return "-"
+    if per_hour == 0:
+        return "0 it/h"
+    rounded = float(f"{per_hour:.3g}")
+    decimals = max(0, 2 - math.floor(math.log10(rounded)))
+    text = f"{rounded:,.{decimals}f}"
+    return (text.rstrip("0").rstrip(".") if decimals else text) + " it/h"
 
 
 # --- the iteration log -------------------------------------------------------------

@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # no display: the report runs inside a batch job
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from chain.reporting.metrics import IterEvent, advance, rate_per_hour, runner_wall
+from chain.reporting.metrics import IterEvent, advance, format_rate, rate_per_hour, runner_wall
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,12 @@ def _time_unit(seconds: float) -> tuple[str, float]:
     return "h", 3600.0
 
 
+def progress_title(data: ProgressData) -> str:
+    """The plot's title: the chain, its runners, its rate (as chain status prints it)."""
+    rate = format_rate(data.rate_per_hour) if data.rate_per_hour else "unknown"
+    return f"chain {data.chain_id}: progress ({len(data.spans)} runners, rate {rate})"
+
+
 def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
     """Draw ``data`` to a PNG at ``path`` (no global pyplot state is used)."""
     fig = Figure(figsize=(9, 5), dpi=dpi)
@@ -164,14 +170,13 @@ def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
 
     _draw_allocations(ax, data, x)
     _draw_progress(ax, data, x)
-    rate = f"{data.rate_per_hour:,.1f} it/h" if data.rate_per_hour else "unknown"
     ax.axhline(data.max_iter, color="tab:red", linestyle="--", linewidth=1,
                label=f"MAX_ITER = {data.max_iter}")
     ax.set_xlabel(f"wall-clock time since chain start ({unit})")
     ax.set_ylabel("iteration (count)")
     ax.set_ylim(0, max(data.max_iter, *(max(s.iterations) for s in data.segments if s.iterations), 1) * 1.05)
     ax.set_xlim(left=0)
-    ax.set_title(f"chain {data.chain_id}: progress ({len(data.spans)} runners, rate {rate})")
+    ax.set_title(progress_title(data))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

@@ -39,6 +39,7 @@ from chain.reporting.metrics import (
     Redone,
     advance,
     chain_metrics,
+    format_rate,
     parse_iteration_log,
     work_redone,
 )
@@ -364,10 +365,10 @@ def _lines(summary: dict[str, Any]) -> list[str]:
     ]
     if m.get("rate_per_hour") is not None:
         eta = m.get("eta_seconds")
-        lines.append(f"rate {m['rate_per_hour']:,.0f} it/h"
+        lines.append(f"rate {format_rate(m['rate_per_hour'])}"
                      + (f", ETA {format_duration(eta)}" if eta is not None else ""))
     elif summary.get("mean_rate_per_hour") is not None:
-        lines.append(f"mean rate {summary['mean_rate_per_hour']:,.0f} it/h over the chain's span")
+        lines.append(f"mean rate {format_rate(summary['mean_rate_per_hour'])} over the chain's span")
     return lines
 
 
