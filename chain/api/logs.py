@@ -4,15 +4,21 @@ following it across runners until the chain ends."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from chain.api.config import stored_settings
 from chain.api.status import open_chain
 from chain.core.settings import Mode
 from chain.errors import ChainDirError
 from chain.store import ChainDir, ChainStatus
+
+
+def runner_name(seq: int | None, job_id: str) -> str:
+    """A runner as every view names it, by its sequence number and its job:
+    ``runner 2 (job 3)`` (its own log says ``chain runner 2 (job 3): ...``)."""
+    return f"runner {seq} (job {job_id})" if seq is not None else f"runner (job {job_id})"
 
 
 @dataclass(frozen=True)
@@ -27,14 +33,15 @@ class LogSource:
 def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> LogSource:
     """Runner ``seq``'s output; without ``seq`` the current runner's, else the last one's."""
     if seq is None and status.runner_job_id:
-        return LogSource(f"runner {status.runner_seq} (job {status.runner_job_id})", status.runner_job_id,
+        return LogSource(runner_name(status.runner_seq, status.runner_job_id), status.runner_job_id,
                          chain.runner_output(status.runner_job_id))
     if seq is not None and seq == status.runner_seq and status.runner_job_id:
         return runner_log(chain, status)
     for entry in reversed(list(chain.iter_runners())):
         if seq is None or entry.get("seq") == seq:
-            job_id = str(entry.get("job_id", ""))
-            return LogSource(f"runner {entry.get('seq')} (job {job_id})", job_id, chain.runner_output(job_id))
+            job_id, entry_seq = str(entry.get("job_id", "")), entry.get("seq")
+            return LogSource(runner_name(entry_seq if isinstance(entry_seq, int) else None, job_id), job_id,
+                             chain.runner_output(job_id))
     raise ChainDirError(f"chain {status.chain_id} has no runner {seq}" if seq is not None else
                         f"chain {status.chain_id} has run no runner yet")
 

@@ -1,22 +1,30 @@
-"""``chain status`` for people: a header, progress bar, jobs, runner table.
+"""``chain status`` and ``chain list`` for people.
 
-Text that comes from the chain (reasons, names, paths) is printed
-literally: a ``[`` in an app's error message is not rich markup.
+A view is built once as items (lines of styled parts, a progress bar,
+tables; ``chain.cli.table_layout`` lays out the tables). A terminal gets
+them through rich (``chain.cli.rich_view``: colours, boxed tables); a pipe
+or a file as plain text, without importing rich (``chain status`` starts in
+0.25 s on 10 000 runners). Text that comes from the chain (reasons, names,
+paths) is printed literally, never as markup.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress_bar import ProgressBar
-from rich.table import Table
-from rich.text import Text
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from chain.api.listing import ChainRow
+from chain.api.logs import runner_name
 from chain.api.status import FailureOutput, StatusReport
+from chain.cli.table_layout import Column, plain_table
 from chain.core.timefmt import format_duration
+from chain.reporting.metrics import format_rate
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _STATE_STYLE = {
     "completed": "bold green",
@@ -26,6 +34,39 @@ _STATE_STYLE = {
     "stopped": "bold red",
     "cancelled": "magenta",
 }
+BAR_WIDTH = 40
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of (text, rich style) parts; ``fold``: long lines of the
+    app's output are folded, not wrapped at words."""
+
+    parts: tuple[tuple[str, str], ...]
+    fold: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+
+@dataclass(frozen=True)
+class Bar:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class TableItem:
+    title: str
+    columns: list[Column]
+
+
+Item = Line | Bar | TableItem
+
+
+def _line(text: str, style: str = "", *, fold: bool = False) -> Line:
+    return Line(((text, style),), fold=fold)
 
 
 def _clock(ts: float | None) -> str:
@@ -37,7 +78,7 @@ def progress_line(report: StatusReport) -> str:
     line = f"{report.state.value} {report.iteration}/{report.max_iter}"
     if report.runner_job_id:
         phase = report.current_runner.status.value if report.current_runner else "submitted"
-        line += f", runner {report.current_runner_number} job {report.runner_job_id} {phase}"
+        line += f", {runner_name(report.current_runner_number, report.runner_job_id)} {phase}"
     if report.reason:
         line += f" ({report.reason})"
     return line
@@ -45,120 +86,147 @@ def progress_line(report: StatusReport) -> str:
 
 def print_status(report: StatusReport, *, history: int = 10, console: Console | None = None) -> None:
     """Print a status report (``chain.api.status_report``) for a person."""
-    # emoji off: no ":name:" substitution in user text, and no emoji table to load
-    out = console or Console(highlight=False, emoji=False)
-    _print_header(out, report)
-    _print_jobs(out, report)
+    items: list[Item] = [*_header(report), *_jobs(report)]
     if report.runners and history:
-        out.print(_runner_table(report, history))
-    _print_hooks(out, report)
-    _print_failure(out, report.failure)
-    for path in report.outputs:
-        out.print(Text(f"output: {path}"))
-    out.print(Text(f"log: {report.log}"))
+        items.append(_runner_table(report, history))
+    items += [*_hooks(report), *_failure(report, report.failure)]
+    items += [_line(f"output: {path}") for path in report.outputs]
+    items.append(_line(f"log: {report.log}"))
+    show(items, console)
 
 
-def _print_header(out: Console, report: StatusReport) -> None:
+def show(items: list[Item], console: Console | None = None) -> None:
+    """Through rich on a terminal (or into ``console``), else as plain text."""
+    if console is None and not sys.stdout.isatty():
+        width = _plain_width()
+        sys.stdout.write("".join(line + "\n" for item in items for line in plain_lines(item, width)))
+        return
+    from chain.cli.rich_view import render
+
+    render(items, console)
+
+
+def _plain_width() -> int:
+    """As rich measures a console that is not a terminal: $COLUMNS, else 80."""
+    try:
+        return max(10, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return 80
+
+
+def plain_lines(item: Item, width: int) -> list[str]:
+    """An item as plain text (lines are not wrapped: paths stay whole)."""
+    if isinstance(item, Line):
+        return [item.text]
+    if isinstance(item, Bar):
+        filled = BAR_WIDTH * min(item.done, item.total) // max(item.total, 1)
+        return [f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {bar_label(item)}"]
+    return plain_table(item.title, item.columns, width)
+
+
+def bar_label(bar: Bar) -> str:
+    return f"{bar.done}/{bar.total} ({100 * bar.done / max(bar.total, 1):.0f}%)"
+
+
+def _header(report: StatusReport) -> list[Item]:
     state = report.state.value
-    style = _STATE_STYLE.get(state, "")
-    out.print(f"chain [bold]{escape(report.chain_id)}[/]  " + (f"[{style}]{escape(state)}[/]" if style else
-                                                               escape(state))
-              + f"  ({escape(report.backend)} backend)")
+    items: list[Item] = [Line((("chain ", ""), (report.chain_id, "bold"), ("  ", ""),
+                               (state, _STATE_STYLE.get(state, "")), (f"  ({report.backend} backend)", "")))]
     if report.reason:
-        out.print(Text(f"reason: {report.reason}"))
-    done, total = report.iteration, report.max_iter
-    bar = Table.grid(padding=(0, 1))
-    bar.add_row(ProgressBar(total=max(total, 1), completed=min(done, total), width=40),
-                f"{done}/{total} ({100 * done / max(total, 1):.0f}%)")
-    out.print(bar)
+        items.append(_line(f"reason: {report.reason}"))
+    items.append(Bar(report.iteration, report.max_iter))
     metrics = report.metrics
     parts = []
     if metrics.get("rate_per_hour"):
-        parts.append(f"rate {metrics['rate_per_hour']:.1f} it/h")
+        parts.append(f"rate {format_rate(metrics['rate_per_hour'])}")
     if metrics.get("eta_seconds") is not None:
         parts.append(f"ETA {format_duration(metrics['eta_seconds'])}")
     if metrics.get("efficiency") is not None:
         parts.append(f"efficiency {100 * metrics['efficiency']:.0f}%")
     if parts:
-        out.print("  ".join(parts))
+        items.append(_line("  ".join(parts)))
+    return items
 
 
-def _print_jobs(out: Console, report: StatusReport) -> None:
+def _jobs(report: StatusReport) -> list[Item]:
+    items: list[Item] = []
     if report.mode == "relay":
-        _print_relay(out, report)
+        queued = f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "") \
+            if report.next_job_id else "none"
+        items.append(_line(f"mode: relay (no submitter job); next runner: {queued}"))
+        if report.relay_broken:
+            items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))
+        if report.stalled:
+            items.append(_line("stalled: nothing queued; continue it with: chain submit --resume", "bold yellow"))
     else:
         sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
-        out.print(Text(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}"))
+        items.append(_line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}"
+                           f"{sub_state}"))
     if report.submitter_lost:
         gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
-        out.print(Text(f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
-                       "Continue it with: chain submit --resume", style="bold yellow"))
+        items.append(_line(f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
+                           "Continue it with: chain submit --resume", "bold yellow"))
     if report.runner_job_id:
         current = report.current_runner
         phase = current.status.value if current else "submitted"
         slurm = f" ({report.runner_state})" if report.runner_state else ""
         stop_at = f", stop signal at {_clock(current.stop_at)}" if current and current.stop_at else ""
-        out.print(Text(f"runner: job {report.runner_job_id}{slurm}, {phase}{stop_at}"))
+        name = runner_name(report.current_runner_number, report.runner_job_id)
+        items.append(_line(f"{name}{slurm}, {phase}{stop_at}"))
     if report.scheduler_error:
-        out.print(Text(f"scheduler: {report.scheduler_error}", style="yellow"))
+        items.append(_line(f"scheduler: {report.scheduler_error}", "yellow"))
+    return items
 
 
-def _print_relay(out: Console, report: StatusReport) -> None:
-    """Relay mode: no submitter; the queued successor, and a stall."""
-    queued = f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "") \
-        if report.next_job_id else "none"
-    out.print(Text(f"mode: relay (no submitter job); next runner: {queued}"))
-    if report.relay_broken:
-        out.print(Text(f"relay broken: {report.relay_broken}", style="bold yellow"))
-    if report.stalled:
-        out.print(Text("stalled: nothing queued; continue it with: chain submit --resume", style="bold yellow"))
-
-
-def _runner_table(report: StatusReport, history: int) -> Table:
+def _runner_table(report: StatusReport, history: int) -> TableItem:
     rows = report.runners[-history:]
-    table = Table(title=f"runners (last {len(rows)} of {report.runner_count or len(report.runners)})",
-                  title_justify="left")
-    for col in ("#", "job", "state", "exit", "counter", "start", "wall", "verdict / reason"):
-        table.add_column(col)
-    for r in rows:
-        # Text cells: literal (no markup parse) and cheaper to measure than str
-        table.add_row(*(Text(cell) for cell in (
-            "" if r.seq is None else str(r.seq), r.job_id, r.state or "-",
-            "" if r.exit_code is None else str(r.exit_code), f"{r.iter_before}->{r.iter_after}",
-            _clock(r.start), format_duration(r.wall), f"{r.verdict}: {r.reason}")))
-    return table
+    # keep: what goes last when the terminal is narrow (the number, the
+    # counter and the verdict stay)
+    spec = (("#", 9), ("job", 3), ("state", 5), ("exit", 2), ("counter", 9), ("start", 0), ("wall", 1))
+    values = [["" if r.seq is None else str(r.seq), r.job_id, r.state or "-",
+               "" if r.exit_code is None else str(r.exit_code), f"{r.iter_before}->{r.iter_after}",
+               _clock(r.start), format_duration(r.wall)] for r in rows]
+    columns = [Column(header, [v[k] for v in values], keep=keep) for k, (header, keep) in enumerate(spec)]
+    columns.append(Column("verdict / reason", [f"{r.verdict}: {r.reason}" for r in rows], kind="text",
+                          min_width=24))
+    return TableItem(f"runners (last {len(rows)} of {report.runner_count or len(report.runners)})", columns)
 
 
-def _print_hooks(out: Console, report: StatusReport) -> None:
+def _hooks(report: StatusReport) -> list[Item]:
+    items: list[Item] = []
     for hook in report.hooks:
         if hook.get("skipped"):
             continue
         ok = hook.get("rc") == 0
-        line = Text(f"hook {hook.get('name')}: ")
-        line.append("ok" if ok else f"failed (exit {hook.get('rc')})", style="" if ok else "red")
-        line.append(f"  log: {hook.get('log', '-')}")
-        out.print(line)
+        items.append(Line(((f"hook {hook.get('name')}: ", ""),
+                           ("ok" if ok else f"failed (exit {hook.get('rc')})", "" if ok else "red"),
+                           (f"  log: {hook.get('log', '-')}", ""))))
+    return items
 
 
-def _print_failure(out: Console, failure: FailureOutput | None) -> None:
+def _failure(report: StatusReport, failure: FailureOutput | None) -> list[Item]:
     """The failing runner's last output lines and where the rest is."""
     if failure is None:
-        return
-    out.print(Text(f"runner {failure.job_id} output: {failure.log}" + ("" if failure.tail else " (empty or missing)"),
-                   style="bold"))
-    for line in failure.tail:
-        out.print(Text(f"  | {line}"), overflow="fold")
+        return []
+    # the record's seq when chain.api.status carries it, else the table's row of that job
+    seq = getattr(failure, "seq", None)
+    if seq is None:
+        seq = next((r.seq for r in reversed(report.runners) if r.job_id == failure.job_id), None)
+    empty = "" if failure.tail else " (empty or missing)"
+    return [_line(f"{runner_name(seq, failure.job_id)} output: {failure.log}{empty}", "bold"),
+            *(_line(f"  | {line}", fold=True) for line in failure.tail)]
 
 
 def print_chain_list(rows: list[ChainRow], *, console: Console | None = None) -> None:
     """``chain list`` for people: one row per chain (an empty table when none)."""
-    out = console or Console(highlight=False, emoji=False)
-    table = Table(title=f"{len(rows)} chain{'s' if len(rows) != 1 else ''}", title_justify="left")
-    for col in ("directory", "chain", "mode", "state", "progress", "rate", "ETA", "reason"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        rate = f"{r.rate_per_hour:.1f}/h" if r.rate_per_hour else "-"
-        eta = format_duration(r.eta_seconds) if r.eta_seconds is not None else "-"
-        table.add_row(*(Text(cell) for cell in (r.directory, r.chain_id, r.mode, r.state,
-                                                 f"{r.iteration}/{r.max_iter}", rate, eta, r.reason)))
-    out.print(table)
+    columns = [
+        Column("directory", [r.directory for r in rows], kind="path"),
+        Column("chain", [r.chain_id for r in rows], keep=3),
+        Column("mode", [r.mode for r in rows], keep=0),
+        Column("state", [r.state for r in rows]),
+        Column("progress", [f"{r.iteration}/{r.max_iter}" for r in rows]),
+        Column("rate", [format_rate(r.rate_per_hour) if r.rate_per_hour else "-" for r in rows], keep=1),
+        Column("ETA", [format_duration(r.eta_seconds) if r.eta_seconds is not None else "-" for r in rows], keep=2),
+        Column("reason", [r.reason for r in rows], kind="text", keep=4),
+    ]
+    show([TableItem(f"{len(rows)} chain{'s' if len(rows) != 1 else ''}", columns)], console)
