@@ -2,18 +2,30 @@
 chain of checkpointed jobs.
 
 ``from chain import Chain`` is the Python API (``chain.api.handle``); it is
-imported on first use, so ``chain --help`` does not pay for it.
+imported on first use, so ``chain --help`` does not pay for it. The error
+family (``ChainError`` and its subclasses, ``chain.errors``) is imported
+here: that module imports nothing.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chain.errors import (
+    BackendUnavailable,
+    ChainDirError,
+    ChainError,
+    CheckpointError,
+    ConfigError,
+    SchedulerError,
+)
+
 if TYPE_CHECKING:
     from chain.api.handle import Chain
 
 __version__ = "0.1.0"
-__all__ = ["Chain", "__version__"]
+__all__ = ["BackendUnavailable", "Chain", "ChainDirError", "ChainError", "CheckpointError", "ConfigError",
+           "SchedulerError", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

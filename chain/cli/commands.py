@@ -11,8 +11,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.core
@@ -33,14 +34,48 @@ if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
     from chain.core.settings import Settings
     from chain.store import ChainDir
 
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``chain status | head -n 1``): what is
+    left to print goes nowhere. The command then ends quietly with 0, so a
+    ``set -o pipefail`` script goes on (as after ``head`` of a file)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (CliRunner): nothing is flushed at exit
+        return
+    # Python flushes stdout at exit: into /dev/null, not into the closed pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 class ChainGroup(typer.core.TyperGroup):
     """Maps errors to one line and an exit code, for the console script and
     for CliRunner alike (both go through ``main``)."""
+
+    # typer's main turns a closed stdout into exit 1 around these two (the
+    # group's own help is printed while its context is made): end with 0
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            _silence_stdout()
+            raise typer.Exit(0) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _silence_stdout()
+            raise typer.Exit(0) from None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             result = super().main(*args, **kwargs)
+            sys.stdout.flush()  # here, where a closed pipe is handled, not at exit
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(0)
         except ChainError as exc:
             typer.echo(f"chain: error: {exc}", err=True)
             sys.exit(exc.exit_code)
@@ -74,9 +109,18 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    # inherited by every command's context: `chain submit -h` too
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+_sleep = time.sleep  # the pause between refreshes (tests interrupt it)
+
 ChainDirOpt = typer.Option(None, "--chain-dir", metavar="DIR", help="Chain directory [default: .chain, or $CHAIN_DIR].")
+ConfigOpt = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present].")
+OutOpt = typer.Option(None, "--out", metavar="DIR",
+                      help="Write submitter.sbatch and runner.sbatch (and mail.sbatch with --mail-user) here.")
+DirectoriesArg = typer.Argument(None, help="Search these (4 levels deep) [default: the chains you submitted "
+                                "from this machine].")
 
 
 def _cwd() -> Path:
@@ -96,6 +140,17 @@ def _root(
     """chain: submitter/runner job chains for Slurm (and a local stand-in)."""
 
 
+def _at_least(low: int) -> Callable[[int | None], int | None]:
+    """An INT option's bound, checked here: typer's min= would show
+    ``<int range>`` and ``[x>=N]`` in the help where the rest says ``INT``."""
+    def check(value: int | None) -> int | None:
+        if value is not None and value < low:
+            raise typer.BadParameter(f"{value} is less than {low}")
+        return value
+
+    return check
+
+
 def _notify(line: str) -> None:
     typer.echo(f"chain: {line}", err=True)
 
@@ -103,8 +158,8 @@ def _notify(line: str) -> None:
 @app.command()
 @with_setting_options
 def submit(
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present]."),
-    chain_dir: Optional[str] = ChainDirOpt,
+    config: Path | None = ConfigOpt,
+    chain_dir: str | None = ChainDirOpt,
     resume: bool = typer.Option(False, "--resume", help="Continue the chain in --chain-dir from its checkpoint, "
                                 "with its stored settings (flags given here change them)."),
     new: bool = typer.Option(False, "--new", help="Start a new chain where an ended one is (the old chain "
@@ -114,6 +169,11 @@ def submit(
     **settings: Any,
 ) -> None:
     """Submit a new chain (or --resume a stopped one); prints the chain id and job id.
+
+    The app must follow the contract: read its counter from $CKPT_PATH and
+    resume, write the counter there after each checkpoint, and on the stop
+    signal (SIGTERM) checkpoint and exit 99; exit 0 at $MAX_ITER (README.md,
+    "The app contract"; docs/app-contract.md).
 
     Every setting is an option, an environment variable or a chain.toml key
     (flag > environment > file > default)."""
@@ -132,9 +192,9 @@ def submit(
 @app.command()
 @with_setting_options
 def render(
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present]."),
-    chain_dir: Optional[str] = ChainDirOpt,
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Write submitter.sbatch and runner.sbatch (and mail.sbatch with --mail-user) here."),
+    config: Path | None = ConfigOpt,
+    chain_dir: str | None = ChainDirOpt,
+    out: Path | None = OutOpt,
     **settings: Any,
 ) -> None:
     """Print the sbatch scripts exactly as `chain submit` would submit them.
@@ -166,11 +226,12 @@ def render(
 
 @app.command()
 def status(
-    chain_dir: Optional[str] = ChainDirOpt,
+    chain_dir: str | None = ChainDirOpt,
     as_json: bool = typer.Option(False, "--json", help="One JSON object."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until the chain ends."),
-    history: Optional[int] = typer.Option(
-        None, "--history", min=0, help="Runners listed: 10 in the table, all in --json unless given."),
+    history: int | None = typer.Option(
+        None, "--history", metavar="INT", callback=_at_least(0),
+        help="Runners listed (0 or more): 10 in the table, all in --json unless given."),
 ) -> None:
     """State, progress, submitter and runner jobs, recent outcomes."""
     from chain import api
@@ -191,7 +252,25 @@ def status(
 def _watch(directory: Path, interval: float, history: int | None = None) -> int:
     """Refresh until the chain ends: the full view on a terminal, one line
     per change otherwise (logs and CI stay readable). Returns the exit code
-    of the final state: 0 only for a completed chain."""
+    of the final state: 0 only for a completed chain; 130 on Ctrl-C."""
+    try:
+        return _watch_until_ended(directory, interval, history)
+    except KeyboardInterrupt:
+        return _stopped_watching(directory, "chain status --watch")
+
+
+def _stopped_watching(directory: Path, again: str) -> int:
+    """Ctrl-C stops the watching, not the chain: say so, and how to watch
+    again; exit 130 as for any interrupted command."""
+    import shlex
+
+    newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+    typer.echo(f"{newline}chain: stopped watching; the chain goes on (its jobs keep running). "
+               f"Watch it again with: {again} --chain-dir {shlex.quote(str(directory))}", err=True)
+    return 130
+
+
+def _watch_until_ended(directory: Path, interval: float, history: int | None) -> int:
     from chain import api
     from chain.cli.status_view import print_status, progress_line
 
@@ -213,11 +292,11 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> int:
                 print_status(report, history=rows)
         if ended:
             return report.state.exit_code
-        time.sleep(interval)
+        _sleep(interval)
 
 
 @app.command()
-def cancel(chain_dir: Optional[str] = ChainDirOpt) -> None:
+def cancel(chain_dir: str | None = ChainDirOpt) -> None:
     """Stop the submitter and runner (the app gets SIGTERM to checkpoint)."""
     from chain import api
 
@@ -226,7 +305,7 @@ def cancel(chain_dir: Optional[str] = ChainDirOpt) -> None:
 
 @app.command()
 def report(
-    chain_dir: Optional[str] = ChainDirOpt,
+    chain_dir: str | None = ChainDirOpt,
     quiet: bool = typer.Option(False, "--quiet", help="Only write the files."),
 ) -> None:
     """Usage table (CSV) and progress plot (PNG), mid-chain or after."""
@@ -242,8 +321,9 @@ def report(
 
 @app.command()
 def logs(
-    chain_dir: Optional[str] = ChainDirOpt,
-    runner_seq: Optional[int] = typer.Option(None, "--runner", min=1, help="Runner N's output [the current runner's]."),
+    chain_dir: str | None = ChainDirOpt,
+    runner_seq: int | None = typer.Option(None, "--runner", metavar="INT", callback=_at_least(1),
+                                             help="Runner N's output (N from 1) [the current runner's]."),
     submitter: bool = typer.Option(False, "--submitter", help="The submitter's output instead."),
     follow_: bool = typer.Option(False, "--follow", "-f", help="Keep printing, across runners, until the chain ends."),
 ) -> None:
@@ -255,7 +335,11 @@ def logs(
     if follow_:
         if runner_seq is not None:
             raise ChainError("--follow follows the current runner; it takes no --runner")
-        logs_api.follow(directory, lambda text: typer.echo(text, nl=False), submitter=submitter)
+        try:
+            logs_api.follow(directory, lambda text: typer.echo(text, nl=False), submitter=submitter, sleep=_sleep)
+        except KeyboardInterrupt:
+            raise typer.Exit(_stopped_watching(
+                directory, "chain logs --follow" + (" --submitter" if submitter else ""))) from None
         return
     chain, status = api.open_chain(directory)
     source = logs_api.submitter_log(chain, status) if submitter else logs_api.runner_log(chain, status, runner_seq)
@@ -268,8 +352,7 @@ def logs(
 
 @app.command("list")
 def list_chains(
-    directories: Optional[list[Path]] = typer.Argument(None, help="Search these (4 levels deep) [default: the "
-                                                       "chains you submitted from this machine]."),
+    directories: list[Path] | None = DirectoriesArg,
     as_json: bool = typer.Option(False, "--json", help="A JSON list."),
 ) -> None:
     """The chains under DIRECTORIES, or the ones you submitted here: state, progress, rate, ETA."""
@@ -293,7 +376,7 @@ def shell_helpers() -> None:
     typer.echo(str(shell_helpers_dir({})))
 
 
-def _job_context(chain_dir: str) -> tuple["ChainDir", "Settings", "Backend", Path]:
+def _job_context(chain_dir: str) -> tuple[ChainDir, Settings, Backend, Path]:
     """Inside a job: the chain directory, its stored settings, the backend
     it was submitted with, and the app's working directory."""
     from chain import api
@@ -326,7 +409,7 @@ def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
 @app.command("_runner", hidden=True)
 def _runner(
     chain_dir: str = typer.Option(..., "--chain-dir"),
-    preflight_error: Optional[str] = typer.Option(None, "--preflight-error"),
+    preflight_error: str | None = typer.Option(None, "--preflight-error"),
 ) -> None:
     from chain.core.runner_rules import job_exit_code
     from chain.jobs import runner

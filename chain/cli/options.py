@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 
@@ -43,15 +44,15 @@ def _parameter(spec: FieldSpec) -> inspect.Parameter:
     if spec.metavar == "BOOL":
         off = spec.off_flag or "--no-" + spec.option.removeprefix("--")
         default = typer.Option(None, f"{spec.option}/{off}", help=help_text, show_default=False)
-        annotation = Optional[bool]
+        annotation = bool | None
     elif spec.metavar.endswith("..."):
         default = typer.Option(None, spec.option, help=help_text, metavar=spec.metavar.rstrip("."),
                                show_default=False)
-        annotation = Optional[list[str]]
+        annotation = list[str] | None
     else:
         # values stay text here: the settings layer validates every source alike
         default = typer.Option(None, spec.option, help=help_text, metavar=spec.metavar, show_default=False)
-        annotation = Optional[str]
+        annotation = str | None
     return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
