@@ -1,0 +1,164 @@
+"""Hugging Face ``Trainer`` adapter: a ``TrainerCallback`` that makes a
+``trainer.train()`` a chain app.
+
+Needs ``transformers`` (``pip install 'slurm-chain[hf]'``); nothing else in
+``chain`` imports this module.  Two lines in a training script::
+
+    cb = ChainTrainerCallback()
+    trainer = Trainer(model, args, train_dataset=..., callbacks=[cb])   # args.max_steps = MAX_ITER
+    trainer.train(resume_from_checkpoint=cb.resume_path())
+    sys.exit(cb.exit_code)
+
+What it does:
+
+* **resume**: :meth:`ChainTrainerCallback.resume_path` names the Trainer's
+  ``checkpoint-N`` directory that the progress counter ``CKPT_PATH`` points
+  to (the Trainer restores model, optimizer, scheduler, RNG states and the
+  data position from it); directories of steps beyond the counter are
+  incomplete saves of a killed runner and are removed first, so the Trainer's
+  rotation never keeps them in place of a good one;
+* **saves** every ``every`` steps (default ``CHECKPOINT_EVERY``), at the step
+  boundary after the stop signal, ``CHAIN_DEADLINE`` or a termination
+  warning, and at the last step; ``CKPT_PATH`` (the Trainer's
+  ``global_step``) is written only in ``on_save``, after the Trainer has
+  written the whole checkpoint;
+* **retention**: at least two checkpoints are kept (``save_total_limit`` is
+  raised to 2 when lower or unset), plus the Trainer's best one when
+  ``metric_for_best_model`` is set (the Trainer keeps it itself);
+* **stops**: the training ends at the step boundary after the save, and
+  :attr:`ChainTrainerCallback.exit_code` is the contract's code: 0 once
+  ``MAX_ITER`` steps are done, 99 after a stop, 75 after a termination warning.
+
+The stop signal's handler is installed when the callback is made, so a
+signal that arrives while the model loads still leads to a save at the first
+step boundary.  ``args.max_steps`` must be ``MAX_ITER`` (a warning says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from chain.app.atomic import read_counter, write_counter
+from chain.app.contract import AppEnv, ExitCode
+from chain.app.interval import CheckpointPolicy
+from chain.app.stepgate import StepGate
+from chain.app.stop import StopMonitor
+
+__all__ = ["ChainTrainerCallback"]
+
+log = logging.getLogger("chain.app.hf")
+
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")  # the Trainer's PREFIX_CHECKPOINT_DIR-<step>
+
+
+class ChainTrainerCallback(TrainerCallback):
+    """Resume, save and stop a ``transformers.Trainer`` as a chain runner's app.
+
+    ``env``: the contract's environment (default ``AppEnv.from_environ()``);
+    ``every`` / ``every_seconds``: save every N optimizer steps (default
+    ``CHECKPOINT_EVERY``; 0: only on a stop and at the end) and/or seconds;
+    ``margin_seconds``: added to the measured save and step times when
+    deciding how early before ``CHAIN_DEADLINE`` to stop; ``monitor``: the
+    :class:`StopMonitor` (tests inject one).
+    """
+
+    def __init__(self, env: AppEnv | None = None, *, every: int | None = None,
+                 every_seconds: float | None = None, margin_seconds: float = 5.0,
+                 monitor: StopMonitor | None = None) -> None:
+        self.env = env if env is not None else AppEnv.from_environ()
+        policy = CheckpointPolicy(every_steps=self.env.checkpoint_every if every is None else every,
+                                  every_seconds=every_seconds)
+        # installed now: a stop signal while the model loads still ends in a save
+        self.gate = StepGate((monitor if monitor is not None else StopMonitor()).install(), policy,
+                             margin_seconds=margin_seconds)
+        self.global_step = 0
+        self.stop_code: int | None = None
+        """The contract's code of the stop that ended the training (99 or 75), if one did."""
+        self._output_dir: Path | None = None
+        self._measuring: contextlib.AbstractContextManager[None] | None = None
+
+    # ------------------------------------------------------------ resume
+
+    def resume_path(self, output_dir: str | None = None) -> str | None:
+        """The checkpoint to pass to ``trainer.train(resume_from_checkpoint=...)``:
+        ``checkpoint-<counter>`` in the Trainer's ``output_dir``, or None when
+        the counter is absent or 0 (a fresh start).  ``FileNotFoundError``
+        when the counter names a checkpoint that is gone (starting afresh
+        would silently redo the work)."""
+        root = Path(output_dir) if output_dir is not None else self._output_dir
+        if root is None:
+            raise RuntimeError("resume_path() needs the Trainer made first (or output_dir=)")
+        counter = read_counter(self.env.ckpt_path) or 0
+        self._drop_incomplete(root, counter)
+        if counter == 0:
+            return None
+        path = root / f"checkpoint-{counter}"
+        if not path.is_dir():
+            raise FileNotFoundError(f"the counter {self.env.ckpt_path} says {counter} steps, but {path} is missing")
+        return str(path)
+
+    @staticmethod
+    def _drop_incomplete(root: Path, counter: int) -> None:
+        if not root.is_dir():
+            return
+        for child in root.iterdir():
+            match = _CHECKPOINT_DIR.match(child.name)
+            if match and int(match.group(1)) > counter and child.is_dir():
+                log.warning("removing %s: saved after the counter (%d), so incomplete", child, counter)
+                shutil.rmtree(child)
+
+    # --------------------------------------------------------- callbacks
+
+    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        self._output_dir = Path(args.output_dir or "trainer_output")  # the Trainer's own default
+        if args.save_total_limit is not None and args.save_total_limit < 2:
+            # one checkpoint would be deleted as its successor is written: a kill then leaves none
+            log.warning("save_total_limit %d raised to 2", args.save_total_limit)
+            args.save_total_limit = 2
+        if args.save_total_limit is None:
+            args.save_total_limit = 2
+        if args.max_steps != self.env.max_iter:
+            log.warning("TrainingArguments.max_steps is %s but MAX_ITER is %d: the chain counts steps up to "
+                        "MAX_ITER", args.max_steps, self.env.max_iter)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        self.global_step = state.global_step
+        save, code = self.gate.check(state.global_step)
+        if code is not None:
+            self.stop_code = code
+            control.should_training_stop = True
+        if save or code is not None or state.global_step >= self.env.max_iter:
+            control.should_save = True
+        if control.should_save and self._measuring is None:
+            # the Trainer saves between this call and on_save: that is the save's cost
+            self._measuring = self.gate.measure()
+            self._measuring.__enter__()
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> None:
+        # the Trainer calls this after the whole checkpoint-<step> directory is written
+        self.global_step = state.global_step
+        if self._measuring is not None:
+            self._measuring.__exit__(None, None, None)
+            self._measuring = None
+        if state.is_world_process_zero:
+            write_counter(self.env.ckpt_path, state.global_step)
+
+    # -------------------------------------------------------------- exit
+
+    @property
+    def exit_code(self) -> int:
+        """0 when ``MAX_ITER`` steps are done, 75 after a termination
+        warning, 99 after any other stop (the contract's codes)."""
+        if self.global_step >= self.env.max_iter:
+            return int(ExitCode.DONE)
+        return self.stop_code if self.stop_code is not None else int(ExitCode.STOPPED)
