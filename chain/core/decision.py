@@ -22,6 +22,7 @@ from chain.core.model import (
     ChainState,
     JobState,
 )
+from chain.core.runner_rules import STOPPED_ON_SIGNAL
 
 
 class Verdict(str, enum.Enum):
@@ -171,7 +172,7 @@ def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decisi
                                                                                JobState.FAILED))
             or (outcome.cancelled_by_chain and state is JobState.CANCELLED)):
         return None
-    why = _continue_reason(code, state)
+    why = _continue_reason(code, state, outcome.detail)
     if outcome.advanced:
         return Decision(Verdict.CONTINUE, f"{why}: counter {_counter(outcome)}", replace(progress, no_progress=0))
     stalled = progress.no_progress + 1
@@ -204,7 +205,11 @@ def _failure_reason(outcome: Outcome) -> str:
     return f"runner failed with exit code {code} (counter {counter})"
 
 
-def _continue_reason(code: int | None, state: JobState | None) -> str:
+def _continue_reason(code: int | None, state: JobState | None, detail: str = "") -> str:
+    on_signal = code == EXIT_TIMEOUT_ADVANCED and detail.startswith(STOPPED_ON_SIGNAL)
+    if on_signal and state in (None, JobState.COMPLETED):
+        # the app exited by itself after chain's signal (any code, 0 too): say so, not "stopped at the deadline"
+        return detail
     if state in CONTINUE_STATES and state is not None:
         return f"runner ended {state.value}"
     if state is JobState.CANCELLED:

@@ -21,6 +21,8 @@ EXIT_BAD_CHECKPOINT = 3  # the counter is not a plain integer
 EXIT_CANNOT_START = 127  # the app's command could not be started
 EXIT_APP_ALIVE = 5  # an earlier app of the chain still ran until the stop time: not started
 
+STOPPED_ON_SIGNAL = "app stopped on the signal"  # the account of an app that exited when asked to stop
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -100,7 +102,7 @@ def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, exter
         return f"{how} after {ran:.1f} s, before the stop signal"
     if exit_code is not None and not external and not killed:
         # it exited by itself once asked to stop: its counter judges it
-        return f"app stopped on the signal (exit {exit_code}) after SIG{stop_signal}"
+        return f"{STOPPED_ON_SIGNAL} (exit {exit_code}) after SIG{stop_signal}"
     text = f"{how} after SIG{stop_signal}"
     if external:  # a signal name as Python spells it: SIGTERM
         text += f" (runner got {external})"

@@ -183,3 +183,17 @@ def test_a_counter_file_that_is_gone_says_what_it_held() -> None:
 def test_a_counter_that_stayed_keeps_its_reason_without_the_file_being_named() -> None:
     stop = decide(outcome(99, 20, 20), POLICY, Progress(no_progress=1))
     assert stop.reason == "no progress: the counter stayed at 20 for 2 runners in a row"
+
+
+def test_an_app_that_exited_0_on_the_signal_is_said_to_have_stopped_on_it() -> None:
+    """Issue 27: the runner records 124 for an app that exited 0 after chain's
+    stop signal with its counter advanced; the reason says what happened, not
+    'stopped at the deadline'."""
+    detail = "app stopped on the signal (exit 0) after SIGTERM"
+    outcome = Outcome(exit_code=124, slurm_state=JobState.COMPLETED, iter_before=0, iter_after=75, detail=detail)
+    decision = decide(outcome, Policy(max_iter=150), Progress())
+    assert decision.verdict is Verdict.CONTINUE
+    assert decision.reason == "app stopped on the signal (exit 0) after SIGTERM: counter 0->75"
+    plain = decide(Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=75), Policy(max_iter=150),
+                   Progress())
+    assert plain.reason == "runner stopped the app at the deadline (124): counter 0->75"
