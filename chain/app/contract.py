@@ -9,6 +9,9 @@ The runner starts the app in the user's working directory with:
 ``CHAIN_STOP_SIGNAL``   ``TERM`` or ``INT``: the signal the runner will send
 ``CHAIN_SHELL_HELPERS`` directory holding ``chain.sh`` and ``chain.R`` (optional)
 ``SLURM_JOB_ID``        the runner's job (optional)
+``CHAIN_RESUMING``      ``1`` when the counter is above 0 at the runner's start (a checkpoint
+                        to resume from), unset otherwise
+``PYTHONUNBUFFERED``    ``1`` unless the user set it (the last lines reach the log)
 """
 
 from __future__ import annotations
