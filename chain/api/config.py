@@ -125,7 +125,11 @@ def check_app(settings: Settings, workdir: Path) -> None:
         return
     if settings.module_list or shutil.which(program):
         return
-    kind = subprocess.run(["bash", "-c", 'type -t -- "$1"', "_", program],
-                          capture_output=True, text=True, check=False).stdout.strip()
+    try:  # a shell builtin or keyword (`exec`, `time`) is an app command too
+        kind = subprocess.run(["bash", "-c", 'type -t -- "$1"', "_", program],
+                              capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:  # no bash here: the runner runs the app with bash -c, so it could not run either
+        raise ConfigError(f"app command {program!r} not found on PATH, and bash, which runs it, is not "
+                          "on PATH either") from None
     if kind not in ("builtin", "keyword", "function"):
         raise ConfigError(f"app command {program!r} not found on PATH")

@@ -209,3 +209,12 @@ def test_a_failed_submit_keeps_a_working_directory_that_was_there(tmp_path: Path
         Chain.submit(work, scheduler=FakeBackend(), **BASE)
     assert sorted(p.name for p in work.iterdir()) == ["data.txt", "state_iter.txt"]
     assert (work / "data.txt").read_text() == "precious"
+
+
+def test_an_unknown_program_without_bash_on_path_is_one_line(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app check asks bash whether an unknown word is a builtin: with no
+    bash on PATH that is a ConfigError, not an internal error."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(ConfigError, match="bash, which runs it, is not on PATH"):
+        Chain.submit(tmp_path / "w", scheduler=FakeBackend(), **{**BASE, "app_cmd": "no-such-program-xyz"})
