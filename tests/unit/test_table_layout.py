@@ -66,7 +66,8 @@ def _rich(width: int, print_it: Callable[[Console], None]) -> str:
 @pytest.fixture
 def long_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    return make_chain(tmp_path, 12, ChainState.RUNNING, reason=LONG_REASON, job_base=1_000_000)
+    chain_dir: Path = make_chain(tmp_path, 12, ChainState.RUNNING, reason=LONG_REASON, job_base=1_000_000)
+    return chain_dir
 
 
 @pytest.mark.parametrize("width", WIDTHS)
