@@ -1,7 +1,5 @@
-"""The ``chain`` command line: adapts library calls, maps errors to exit codes.
-
-Every ChainError becomes one line on stderr and its class's exit code
-(``chain.errors``); click's usage errors become one line and exit 2.
+"""The ``chain`` command line: adapts library calls; ``ChainGroup``
+(``chain.cli.group``) maps errors to one line and an exit code.
 """
 
 from __future__ import annotations
@@ -16,16 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-import typer.core
-
-try:  # typer >= 0.26 vendors its own click
-    from typer import _click as click
-except ImportError:  # pragma: no cover - older typer uses click itself
-    import click  # type: ignore[no-redef]
-# click >= 8.2 signals "no arguments, help shown" with this usage error.
-_NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
 
 from chain import __version__
+from chain.cli.group import ChainGroup
 from chain.cli.options import setting_flags, with_setting_options
 from chain.errors import ChainError
 
@@ -33,73 +24,6 @@ if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
     from chain.backends.base import Backend
     from chain.core.settings import Settings
     from chain.store import ChainDir
-
-def _silence_stdout() -> None:
-    """The reader of stdout went away (``chain status | head -n 1``): what is
-    left to print goes nowhere. The command then ends quietly with 0, so a
-    ``set -o pipefail`` script goes on (as after ``head`` of a file)."""
-    try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError):  # not a real file (CliRunner): nothing is flushed at exit
-        return
-    # Python flushes stdout at exit: into /dev/null, not into the closed pipe
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-
-
-class ChainGroup(typer.core.TyperGroup):
-    """Maps errors to one line and an exit code, for the console script and
-    for CliRunner alike (both go through ``main``)."""
-
-    # typer's main turns a closed stdout into exit 1 around these two (the
-    # group's own help is printed while its context is made): end with 0
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().make_context(*args, **kwargs)
-        except BrokenPipeError:
-            _silence_stdout()
-            raise typer.Exit(0) from None
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            _silence_stdout()
-            raise typer.Exit(0) from None
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["standalone_mode"] = False
-        try:
-            result = super().main(*args, **kwargs)
-            sys.stdout.flush()  # here, where a closed pipe is handled, not at exit
-        except BrokenPipeError:
-            _silence_stdout()
-            sys.exit(0)
-        except ChainError as exc:
-            typer.echo(f"chain: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except typer.Exit as exc:
-            sys.exit(exc.exit_code)
-        except typer.Abort:
-            typer.echo("chain: aborted", err=True)
-            sys.exit(130)
-        except click.exceptions.ClickException as exc:
-            if _NO_ARGS_HELP is not None and isinstance(exc, _NO_ARGS_HELP):
-                typer.echo(exc.format_message())
-                sys.exit(0)
-            typer.echo(f"chain: error: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            sys.exit(130)
-        except Exception as exc:  # a bug: still one line, the traceback on request
-            if os.environ.get("CHAIN_DEBUG"):
-                raise
-            typer.echo(f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)",
-                       err=True)
-            sys.exit(70)
-        sys.exit(result if isinstance(result, int) else 0)
-
 
 app = typer.Typer(
     cls=ChainGroup,
