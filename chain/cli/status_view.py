@@ -208,12 +208,8 @@ def _failure(report: StatusReport, failure: FailureOutput | None) -> list[Item]:
     """The failing runner's last output lines and where the rest is."""
     if failure is None:
         return []
-    # the record's seq when chain.api.status carries it, else the table's row of that job
-    seq = getattr(failure, "seq", None)
-    if seq is None:
-        seq = next((r.seq for r in reversed(report.runners) if r.job_id == failure.job_id), None)
     empty = "" if failure.tail else " (empty or missing)"
-    return [_line(f"{runner_name(seq, failure.job_id)} output: {failure.log}{empty}", "bold"),
+    return [_line(f"{runner_name(failure.seq, failure.job_id)} output: {failure.log}{empty}", "bold"),
             *(_line(f"  | {line}", fold=True) for line in failure.tail)]
 
 
