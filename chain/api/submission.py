@@ -108,17 +108,16 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     existing = chain.load_status() if chain.state_file.exists() else None
     settings = _checked_settings(chain, existing, flags, environ, config=config, workdir=workdir,
                                  resume=resume, new=new, notify=notify)
+    # on resume, settings.backend is the stored (resolved) one unless a flag changed it; chosen
+    # before --new moves the ended chain aside, so a refused backend leaves that chain where it was
+    name, why = (backend.name, "given by the caller") if backend else choose_backend(settings.backend.value)
     if new and existing is not None:
         kept = archive_chain_dir(chain_dir, existing)
         if notify:
             notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
         existing = None
-    # on resume, settings.backend is the stored (resolved) one unless a flag changed it
     if backend is None:
-        name, why = choose_backend(settings.backend.value)
-        backend = make_backend(name, chain_dir)
-    else:
-        name, why = backend.name, "given by the caller"
+        backend = make_backend(name, chain_dir)  # after the archive: the local backend's spool is in chain_dir
     relay = settings.mode is settings_mod.Mode.RELAY
     if resume and existing is not None:
         if relay:

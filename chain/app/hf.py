@@ -15,16 +15,17 @@ What it does:
   ``checkpoint-N`` directory that the progress counter ``CKPT_PATH`` points
   to (the Trainer restores model, optimizer, scheduler, RNG states and the
   data position from it); directories of steps beyond the counter are
-  incomplete saves of a killed runner and are removed first, so the Trainer's
-  rotation never keeps them in place of a good one;
+  saves a killed runner left unfinished and are moved to
+  ``chain-incomplete/`` first, so the Trainer's rotation never keeps one in
+  place of a good one; with no counter nothing is touched;
 * **saves** every ``every`` steps (default ``CHECKPOINT_EVERY``), at the step
   boundary after the stop signal, ``CHAIN_DEADLINE`` or a termination
   warning, and at the last step; ``CKPT_PATH`` (the Trainer's
   ``global_step``) is written only in ``on_save``, after the Trainer has
   written the whole checkpoint;
 * **retention**: at least two checkpoints are kept (``save_total_limit`` is
-  raised to 2 when lower or unset), plus the Trainer's best one when
-  ``metric_for_best_model`` is set (the Trainer keeps it itself);
+  raised to 2 when lower or unset, 3 when ``metric_for_best_model`` is set:
+  the Trainer's best one is kept besides);
 * **stops**: the training ends at the step boundary after the save, and
   :attr:`ChainTrainerCallback.exit_code` is the contract's code: 0 once
   ``MAX_ITER`` steps are done, 99 after a stop, 75 after a termination warning.
@@ -32,6 +33,10 @@ What it does:
 The stop signal's handler is installed when the callback is made, so a
 signal that arrives while the model loads still leads to a save at the first
 step boundary.  ``args.max_steps`` must be ``MAX_ITER`` (a warning says so).
+
+Limits: one process (a single device).  Under several processes only
+process 0 writes the counter and moves directories, but each process decides
+to stop by itself: an agreed stop across ranks is not there yet.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,8 @@ __all__ = ["ChainTrainerCallback"]
 log = logging.getLogger("chain.app.hf")
 
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")  # the Trainer's PREFIX_CHECKPOINT_DIR-<step>
+INCOMPLETE_DIR = "chain-incomplete"
+"""Where :meth:`ChainTrainerCallback.resume_path` sets aside checkpoints saved after the counter."""
 
 
 class ChainTrainerCallback(TrainerCallback):
@@ -82,6 +89,7 @@ class ChainTrainerCallback(TrainerCallback):
         self.stop_code: int | None = None
         """The contract's code of the stop that ended the training (99 or 75), if one did."""
         self._output_dir: Path | None = None
+        self._main_process = True  # the Trainer's process 0 (only it moves directories)
         self._measuring: contextlib.AbstractContextManager[None] | None = None
 
     # ------------------------------------------------------------ resume
@@ -89,42 +97,51 @@ class ChainTrainerCallback(TrainerCallback):
     def resume_path(self, output_dir: str | None = None) -> str | None:
         """The checkpoint to pass to ``trainer.train(resume_from_checkpoint=...)``:
         ``checkpoint-<counter>`` in the Trainer's ``output_dir``, or None when
-        the counter is absent or 0 (a fresh start).  ``FileNotFoundError``
-        when the counter names a checkpoint that is gone (starting afresh
-        would silently redo the work)."""
+        the counter is absent or 0 (a fresh start; nothing in ``output_dir``
+        is touched).  ``FileNotFoundError`` when the counter names a checkpoint
+        that is gone (starting afresh would silently redo the work)."""
         root = Path(output_dir) if output_dir is not None else self._output_dir
         if root is None:
             raise RuntimeError("resume_path() needs the Trainer made first (or output_dir=)")
         counter = read_counter(self.env.ckpt_path) or 0
-        self._drop_incomplete(root, counter)
         if counter == 0:
             return None
         path = root / f"checkpoint-{counter}"
         if not path.is_dir():
             raise FileNotFoundError(f"the counter {self.env.ckpt_path} says {counter} steps, but {path} is missing")
+        if self._main_process:
+            self._set_aside_incomplete(root, counter)
         return str(path)
 
     @staticmethod
-    def _drop_incomplete(root: Path, counter: int) -> None:
-        if not root.is_dir():
-            return
-        for child in root.iterdir():
+    def _set_aside_incomplete(root: Path, counter: int) -> None:
+        """Move ``checkpoint-N`` with N above the counter (written after the
+        last counted save: a runner killed in a save left it) into
+        ``<output_dir>/chain-incomplete/``, where the Trainer's rotation, which
+        would keep it as the newest, does not look."""
+        aside = root / INCOMPLETE_DIR
+        for child in sorted(root.iterdir()):
             match = _CHECKPOINT_DIR.match(child.name)
             if match and int(match.group(1)) > counter and child.is_dir():
-                log.warning("removing %s: saved after the counter (%d), so incomplete", child, counter)
-                shutil.rmtree(child)
+                aside.mkdir(exist_ok=True)
+                target = aside / f"{child.name}.{int(time.time())}"
+                log.warning("moving %s to %s: saved after the counter (%d), so not a complete save",
+                            child, target, counter)
+                child.rename(target)
 
     # --------------------------------------------------------- callbacks
 
     def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
         self._output_dir = Path(args.output_dir or "trainer_output")  # the Trainer's own default
-        if args.save_total_limit is not None and args.save_total_limit < 2:
-            # one checkpoint would be deleted as its successor is written: a kill then leaves none
-            log.warning("save_total_limit %d raised to 2", args.save_total_limit)
-            args.save_total_limit = 2
-        if args.save_total_limit is None:
-            args.save_total_limit = 2
+        self._main_process = args.process_index == 0
+        # the counted checkpoint must outlive the next save (rotation runs before on_save writes the
+        # counter): two kept, three when the Trainer also keeps its best one
+        least = 3 if args.metric_for_best_model else 2
+        if args.save_total_limit is None or args.save_total_limit < least:
+            if args.save_total_limit is not None:
+                log.warning("save_total_limit %d raised to %d", args.save_total_limit, least)
+            args.save_total_limit = least
         if args.max_steps != self.env.max_iter:
             log.warning("TrainingArguments.max_steps is %s but MAX_ITER is %d: the chain counts steps up to "
                         "MAX_ITER", args.max_steps, self.env.max_iter)

@@ -67,11 +67,12 @@ def classify_exit(app_rc: int, we_stopped: bool, advanced: bool, *, reached_max:
     was asked to, whatever its code (an app that saves on SIGTERM and exits 0
     had not finished early, as the seed's ``timeout`` knew: 124). So its
     counter judges it: MAX_ITER reached -> done; advanced -> 124; else 1 (the
-    no-progress rules). A crash while saving is told apart only by that
+    seed's "stopped without advance", a failure). A crash while saving is told apart only by that
     counter: it did not advance, or the counter file is unreadable (the
     runner's exit 3); its exit code stays in the record (``app_exit_code``).
-    A signal from outside (``we_stopped`` False) leaves the code as the app
-    gave it: Slurm's state tells the rest.
+    A signal from outside (``we_stopped`` False; the runner counts an exit 0
+    after one as stopped too) leaves the code as the app gave it: Slurm's
+    state tells the rest.
     """
     if we_stopped:
         if reached_max:

@@ -296,7 +296,9 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
         record.iter_after, counter_error = read_counter(ckpt), ""
     except CheckpointError as exc:
         record.iter_after, counter_error = before, str(exc)
-    we_stopped = end.stop_sent is not None and end.external is None
+    # the app saw a stop signal either way (an outside one is forwarded as the stop signal): an exit 0
+    # after it is a save-and-exit, judged by its counter, never "done" below MAX_ITER
+    we_stopped = end.stop_sent is not None and (end.external is None or end.app_exit_code == 0)
     code = EXIT_BAD_CHECKPOINT if counter_error else \
         classify_exit(end.app_exit_code, we_stopped, record.iter_after > before,
                       reached_max=record.iter_after >= settings.max_iter)

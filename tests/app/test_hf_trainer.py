@@ -73,28 +73,50 @@ def test_exit_0_at_max_iter_after_a_last_save(tmp_path: Path) -> None:
     assert cb.exit_code == 0 and (tmp_path / "state_iter.txt").read_text().strip() == "6"
 
 
-def test_retention_keeps_at_least_two(tmp_path: Path) -> None:
+def test_retention_keeps_at_least_two_and_three_beside_a_best_one(tmp_path: Path) -> None:
     cb, _ = _callback(tmp_path)
-    for limit, kept in ((None, 2), (1, 2), (5, 5)):
-        args = _args(tmp_path, max_steps=10, save_total_limit=limit)
+    for limit, metric, kept in ((None, None, 2), (1, None, 2), (5, None, 5), (None, "loss", 3), (2, "loss", 3)):
+        args = _args(tmp_path, max_steps=10, save_total_limit=limit, metric_for_best_model=metric)
         cb.on_init_end(args, TrainerState(), TrainerControl())
-        assert args.save_total_limit == kept
+        assert args.save_total_limit == kept, (limit, metric)
 
 
-def test_resume_path_follows_the_counter_and_drops_later_saves(tmp_path: Path) -> None:
+def test_resume_path_follows_the_counter_and_sets_later_saves_aside(tmp_path: Path) -> None:
     cb, _ = _callback(tmp_path)
     out = tmp_path / "out"
-    assert cb.resume_path(str(out)) is None  # no counter: a fresh start
     for step in (4, 8, 12):
         (out / f"checkpoint-{step}").mkdir(parents=True)
+    # no counter: a fresh start, and the user's existing checkpoints are left alone
+    assert cb.resume_path(str(out)) is None
+    (tmp_path / "state_iter.txt").write_text("0\n")
+    assert cb.resume_path(str(out)) is None
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-12", "checkpoint-4", "checkpoint-8"]
     (tmp_path / "state_iter.txt").write_text("8\n")
     assert cb.resume_path(str(out)) == str(out / "checkpoint-8")
-    # checkpoint-12 was being written when the runner was killed: not counted, removed
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-4", "checkpoint-8"]
+    # checkpoint-12 was being written when the runner was killed: set aside, out of the rotation's sight
+    assert sorted(p.name for p in out.iterdir()) == ["chain-incomplete", "checkpoint-4", "checkpoint-8"]
+    assert [p.name.split(".")[0] for p in (out / "chain-incomplete").iterdir()] == ["checkpoint-12"]
+
+
+def test_resume_path_names_a_missing_checkpoint_and_moves_nothing(tmp_path: Path) -> None:
+    cb, _ = _callback(tmp_path)
+    out = tmp_path / "out"
+    (out / "checkpoint-12").mkdir(parents=True)
     (tmp_path / "state_iter.txt").write_text("4\n")
-    (out / "checkpoint-4").rename(out / "moved")
     with pytest.raises(FileNotFoundError, match="checkpoint-4 is missing"):
         cb.resume_path(str(out))
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-12"]
+
+
+def test_only_the_main_process_moves_directories(tmp_path: Path) -> None:
+    cb, _ = _callback(tmp_path)
+    out = tmp_path / "out"
+    for step in (4, 8):
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+    (tmp_path / "state_iter.txt").write_text("4\n")
+    cb._main_process = False  # as on_init_end sets it for the Trainer's process 1, 2, ...
+    assert cb.resume_path(str(out)) == str(out / "checkpoint-4")
+    assert (out / "checkpoint-8").is_dir()
 
 
 def _losses(path: Path) -> list[dict[str, Any]]:

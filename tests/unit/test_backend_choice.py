@@ -116,3 +116,24 @@ def test_submit_refuses_in_one_line_and_leaves_nothing(tmp_path: Path, monkeypat
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr + result.stdout
     assert "its controller did not answer" in result.stderr and "--backend local runs it" in result.stderr
     assert not (tmp_path / ".chain").exists()
+
+
+def test_new_beside_a_silent_controller_leaves_the_ended_chain_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None) -> None:
+    """`chain submit --new` is refused before it moves the ended chain aside
+    (it was kept as .chain.<id> and then nothing was submitted: `chain status`
+    found no chain)."""
+    from chain.core.model import ChainState
+    from chain.store import ChainDir, ChainStatus
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CHAIN_BACKEND", raising=False)
+    ended = ChainDir(tmp_path / ".chain")
+    ended.create()
+    ended.save_status(ChainStatus(chain_id="chain-old001", workdir=str(tmp_path), state=ChainState.COMPLETED))
+    result = CliRunner().invoke(app, ["submit", "--new", "--app-cmd", "true", "--max-iter", "1"],
+                                env={"PATH": str(_bin(tmp_path, slurm=True))})
+    assert result.exit_code == 2 and "its controller did not answer" in result.stderr, result.stderr
+    status = ended.load_status()
+    assert status is not None and status.chain_id == "chain-old001"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".chain")) == [".chain"]

@@ -85,7 +85,7 @@ def test_an_app_that_exits_0_on_the_signal_at_max_iter_is_done(tmp_path: Path) -
 @pytest.mark.parametrize("exit_code", [0, 1])
 def test_an_app_that_exits_on_the_signal_without_saving_has_not_advanced(tmp_path: Path, exit_code: int) -> None:
     """Any code, 0 included, is judged by the counter: not advanced is the
-    runner's 1 (the no-progress rules), as a crash while saving is."""
+    runner's 1 (stopped without advance: a failure), as a crash while saving is."""
     chain, settings = _chain(tmp_path, SAVES_ON_TERM.format(saved=10, code=exit_code), counter=10)
     code, record = _run(tmp_path, chain, settings)
     assert (code, record.app_exit_code, record.iter_after) == (1, exit_code, 10)
@@ -153,3 +153,31 @@ def test_the_apps_python_is_unbuffered(tmp_path: Path, monkeypatch: pytest.Monke
     chain, settings = _chain(tmp_path, "echo \"$PYTHONUNBUFFERED\" > seen; echo 150 > state_iter.txt")
     _run(tmp_path, chain, settings, clock=time.time)
     assert (tmp_path / "seen").read_text().strip() == "1"
+
+
+def test_an_app_that_exits_0_after_a_signal_from_outside_is_judged_by_its_counter(tmp_path: Path) -> None:
+    """A SIGTERM from outside (scancel, a preemption's grace) reaches the app as
+    the stop signal: an app that saves and exits 0 then has not finished, and
+    is never judged 'done' below MAX_ITER (review of issue 27's change)."""
+    import os
+    import signal
+    import threading
+
+    chain, settings = _chain(tmp_path, SAVES_ON_TERM.format(saved=75, code=0))
+
+    def send_term_when_ready() -> None:
+        while not (tmp_path / "ready").exists():
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)  # to the runner, as Slurm would
+
+    previous = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=send_term_when_ready, daemon=True)
+    thread.start()
+    try:
+        code, record = _run(tmp_path, chain, settings, clock=time.time)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    thread.join(5)
+    assert record.external_signal == "SIGTERM" and record.app_exit_code == 0
+    assert (code, record.iter_after) == (124, 75)
+    assert _judge(tmp_path, chain, settings, record).verdict is Verdict.CONTINUE
