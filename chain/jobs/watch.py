@@ -128,7 +128,7 @@ class RunnerWatch:
             after = read_counter(self.ckpt)
         except CheckpointError:
             after = status.iter_before
-        return Outcome(exit_code=job_exit_code(info),
+        return Outcome(exit_code=slurm_exit_code(info),
                        slurm_state=info.state if info else JobState.UNKNOWN, iter_before=status.iter_before,
                        iter_after=after, recorded=False, cancelled_by_chain=cancelled, missing_counter_file=missing)
 
@@ -140,7 +140,7 @@ class RunnerWatch:
 _OWN_EXIT_STATES = frozenset({JobState.COMPLETED, JobState.FAILED})
 
 
-def job_exit_code(info: JobInfo | None) -> int | None:
+def slurm_exit_code(info: JobInfo | None) -> int | None:
     """Pure: Slurm's exit code for a runner that left no record, when it is
     the job's own; None (shown as no exit) when Slurm ended the job."""
     if info is None or info.state not in _OWN_EXIT_STATES:

@@ -30,10 +30,10 @@ from chain.store import ChainDir, ChainStatus, write_json_atomic
 ])
 def test_slurms_exit_code_counts_only_when_the_job_exited_itself(state: JobState, code: int, sig: int | None,
                                                                  expected: int | None) -> None:
-    from chain.jobs.watch import job_exit_code
+    from chain.jobs.watch import slurm_exit_code
 
-    assert job_exit_code(JobInfo("7", state, exit_code=code, signal=sig)) == expected
-    assert job_exit_code(None) is None
+    assert slurm_exit_code(JobInfo("7", state, exit_code=code, signal=sig)) == expected
+    assert slurm_exit_code(None) is None
 
 
 def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
