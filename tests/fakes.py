@@ -9,8 +9,9 @@ state (``set_state``) or cancels it (CANCELLED). Pass it to the library with
 from __future__ import annotations
 
 import dataclasses
+import signal
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from chain.backends.base import Backend, JobInfo, JobState
 
@@ -72,3 +73,10 @@ class FakeBackend(Backend):
     def end_time(self, job_id: str) -> float | None:
         self.end_time_calls += 1
         return self.job_end
+
+
+def sigint_default() -> None:
+    """In the child: SIGINT back to its default. A test run started in the
+    background by a non-interactive shell (as CI may be) inherits SIGINT
+    ignored, and Python then never turns ^C into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from e2e_helpers import wait_ended
+from fakes import sigint_default
 
 # two runners of about 3 s each: the chain is still running when ^C comes
 APP = ('c=$(cat "$CKPT_PATH" 2>/dev/null || echo 0); sleep 3; c=$((c + 1)); echo $c > "$CKPT_PATH"; '
@@ -22,7 +23,8 @@ def test_ctrl_c_in_submit_wait_leaves_the_chain_running(backend: str, tmp_path: 
         [sys.executable, "-m", "chain", "submit", "--backend", backend, "--max-iter", "2", "--app-cmd", APP,
          "--runner-time", "0:40", "--runner-margin", "10", "--poll-max", "5", "--wait"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)  # its own process group, as a shell's foreground job
+        start_new_session=True,  # its own process group, as a shell's foreground job
+        preexec_fn=sigint_default)  # noqa: PLW1509 (no threads yet)
     assert proc.stdout is not None
     try:
         lines = [proc.stdout.readline() for _ in range(2)]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import typer.main
 from _chains import make_chain
+from fakes import sigint_default
 from typer.testing import CliRunner
 
 import chain
@@ -188,7 +189,8 @@ def test_sigint_to_a_watching_process(tmp_path: Path) -> None:
     ends with the one line and 130."""
     make_chain(tmp_path, 2, ChainState.RUNNING)
     proc = subprocess.Popen([*CHAIN, "status", "--watch"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)  # noqa: PLW1509 (no threads yet)
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert "running" in first, first
