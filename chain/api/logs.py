@@ -10,15 +10,10 @@ from pathlib import Path
 
 from chain.api.config import stored_settings
 from chain.api.status import open_chain
+from chain.core.names import runner_name
 from chain.core.settings import Mode
 from chain.errors import ChainDirError
 from chain.store import ChainDir, ChainStatus
-
-
-def runner_name(seq: int | None, job_id: str) -> str:
-    """A runner as every view names it, by its sequence number and its job:
-    ``runner 2 (job 3)`` (its own log says ``chain runner 2 (job 3): ...``)."""
-    return f"runner {seq} (job {job_id})" if seq is not None else f"runner (job {job_id})"
 
 
 @dataclass(frozen=True)

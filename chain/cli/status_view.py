@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chain.api.listing import ChainRow
-from chain.api.logs import runner_name
 from chain.api.status import FailureOutput, StatusReport
 from chain.cli.table_layout import Column, plain_table
+from chain.core.names import runner_name
 from chain.core.timefmt import format_duration
 from chain.reporting.metrics import format_rate
 

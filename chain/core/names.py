@@ -24,6 +24,12 @@ def runner_job_name(chain_id: str, seq: int) -> str:
     return f"{chain_id}.r{seq}"
 
 
+def runner_name(seq: int | None, job_id: str) -> str:
+    """A runner as every view and its own log name it, by its sequence number
+    and its job: ``runner 2 (job 3)`` (its log lines: ``chain runner 2 (job 3): ...``)."""
+    return f"runner {seq} (job {job_id})" if seq is not None else f"runner (job {job_id})"
+
+
 def runner_seq(job_name: str) -> int | None:
     """Sequence number from a runner job name ``<chain_id>.r<seq>``."""
     head, sep, tail = job_name.rpartition(".r")

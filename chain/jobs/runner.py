@@ -22,7 +22,7 @@ from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
 from chain.core.clock import steady_clock
 from chain.core.decision import missing_counter
-from chain.core.names import runner_seq
+from chain.core.names import runner_name, runner_seq
 from chain.core.runner_rules import (
     EXIT_APP_ALIVE,
     EXIT_BAD_CHECKPOINT,
@@ -327,12 +327,6 @@ def _end(chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: 
     return code
 
 
-def runner_label(record: RunnerRecord) -> str:
-    """How the runner names itself in its log: its number in the chain, as
-    ``chain logs`` and ``chain status`` number it, with its job id beside it."""
-    seq = f"{record.seq} " if record.seq is not None else ""
-    return f"chain runner {seq}(job {record.job_id})"
-
-
 def _say(record: RunnerRecord, line: str) -> None:
-    print(f"{runner_label(record)}: {line}", flush=True)
+    """A line of the runner's log, the runner named as ``chain logs`` and ``chain status`` name it."""
+    print(f"chain {runner_name(record.seq, record.job_id)}: {line}", flush=True)
