@@ -96,17 +96,24 @@ def stored_settings(chain: ChainDir) -> Settings:
         raise ChainDirError(f"{chain.settings_file} is invalid: {exc}") from None
 
 
-def check_app(settings: Settings, workdir: Path) -> None:
+def check_app(settings: Settings, workdir: Path) -> int:
     """The app's program must exist (unless modules will provide it), and
     its counter file, if there, must be a file holding a plain integer
-    (refused here, before anything is queued: a job would only stop on it)."""
+    (refused here, before anything is queued: a job would only stop on it).
+    Returns the counter (0 without a file)."""
     ckpt = workdir / settings.ckpt_path
     if ckpt.exists() and not ckpt.is_file():
         raise ConfigError(f"checkpoint counter {ckpt} is not a regular file")
     try:
-        read_counter(ckpt)
+        counter = read_counter(ckpt)
     except CheckpointError as exc:
         raise CheckpointError(f"{exc}; {COUNTER_RULE}") from None
+    _check_program(settings, workdir)
+    return counter
+
+
+def _check_program(settings: Settings, workdir: Path) -> None:
+    """The app command's program exists and can run (or modules will provide it)."""
     try:
         words = shlex.split(settings.app_cmd)
     except ValueError as exc:

@@ -160,9 +160,9 @@ def _checked_settings(chain: ChainDir, existing: ChainStatus | None, flags: Mapp
     _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new,
                           cancelling=chain.cancel_file.exists())
     assert settings is not None  # resuming nothing was refused just above
-    check_app(settings, workdir)
+    counter = check_app(settings, workdir)
     if not resume:
-        _check_something_to_run(settings, workdir)
+        _check_something_to_run(settings, workdir, counter)
     return settings
 
 
@@ -273,12 +273,11 @@ def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: 
                             "or --chain-dir DIR")
 
 
-def _check_something_to_run(settings: Settings, workdir: Path) -> None:
+def _check_something_to_run(settings: Settings, workdir: Path, counter: int) -> None:
     """A new chain whose counter is already at MAX_ITER would complete at
     once without running the app: refused, saying how to go on (the counter
     of an earlier computation left behind, most likely)."""
     ckpt = workdir / settings.ckpt_path
-    counter = read_counter(ckpt)
     if counter >= settings.max_iter:
         raise ConfigError(f"checkpoint counter {ckpt} already holds {counter}, and --max-iter is "
                           f"{settings.max_iter}: a new chain would have nothing to run; raise --max-iter, or "
