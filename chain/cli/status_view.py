@@ -89,7 +89,7 @@ def print_status(report: StatusReport, *, history: int = 10, console: Console | 
     items: list[Item] = [*_header(report), *_jobs(report)]
     if report.runners and history:
         items.append(_runner_table(report, history))
-    items += [*_hooks(report), *_failure(report, report.failure)]
+    items += [*_hooks(report), *_failure(report.failure)]
     items += [_line(f"output: {path}") for path in report.outputs]
     items.append(_line(f"log: {report.log}"))
     show(items, console)
@@ -204,7 +204,7 @@ def _hooks(report: StatusReport) -> list[Item]:
     return items
 
 
-def _failure(report: StatusReport, failure: FailureOutput | None) -> list[Item]:
+def _failure(failure: FailureOutput | None) -> list[Item]:
     """The failing runner's last output lines and where the rest is."""
     if failure is None:
         return []
