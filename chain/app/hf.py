@@ -153,7 +153,7 @@ class ChainTrainerCallback(TrainerCallback):
         if code is not None:
             self.stop_code = code
             control.should_training_stop = True
-        if save or code is not None or state.global_step >= self.env.max_iter:
+        if save or state.global_step >= self.env.max_iter:  # a stop always wants its save (StepGate)
             control.should_save = True
         if control.should_save and self._measuring is None:
             # the Trainer saves between this call and on_save: that is the save's cost
