@@ -7,17 +7,16 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from _chains import make_chain
 from typer.testing import CliRunner
 
 from chain import __version__
 from chain.cli.commands import app
 from chain.core.model import ChainState
-from chain.core.settings import resolve
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir
 
 runner = CliRunner()
 
@@ -63,20 +62,8 @@ def test_render_takes_chain_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def _chain_dir(tmp_path: Path, runners: int, state: ChainState) -> Path:
-    chain = ChainDir(tmp_path / ".chain")
-    chain.create()
-    settings = resolve({"app_cmd": "x", "max_iter": "100", "backend": "local"}, {}, {})
-    write_json_atomic(chain.settings_file, settings.to_json())
-    now = time.time()
-    for i in range(runners):
-        chain.append_runner({"job_id": str(10 + i), "seq": i + 1, "state": "FAILED", "exit_code": 99,
-                             "iter_before": i * 10, "iter_after": i * 10 + 10, "verdict": "continue",
-                             "reason": "app checkpointed (99)", "start": now - 100 + i * 10,
-                             "end": now - 91 + i * 10})
-    chain.save_status(ChainStatus(chain_id="chain-abcdef", state=state, workdir=str(tmp_path), backend="local",
-                                  iteration=runners * 10, runner_seq=runners))
-    (tmp_path / "state_iter.txt").write_text(f"{runners * 10}\n")
-    return chain.root
+    made: Path = make_chain(tmp_path, runners, state, first=0, max_iter=100)  # _chains is untyped to mypy here
+    return made
 
 
 def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
