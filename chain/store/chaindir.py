@@ -256,4 +256,9 @@ def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exi
         "iter_before": iter_before, "iter_after": iter_after, "verdict": verdict, "reason": reason,
         "submitted": status.runner_submitted, "start": record.get("start"), "end": record.get("end"),
         "stop_to_exit": record.get("stop_to_exit"), "recorded": recorded,
+        # what the report needs to tell known from unknown redone work
+        **{key: record[key] for key in _LOST_WORK_FACTS if record.get(key) is not None},
     }
+
+
+_LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_reached", "saved_at")
