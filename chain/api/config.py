@@ -13,11 +13,8 @@ from typing import Any
 from chain.core import settings as settings_mod
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
-from chain.store import (
-    ChainDir,
-    read_counter,
-    read_json,
-)
+from chain.store import ChainDir, read_json
+from chain.store.counter import read_chain_counter
 
 CHAIN_DIR_NAME = ".chain"  # the chain directory in a working directory, by default
 
@@ -99,15 +96,19 @@ def stored_settings(chain: ChainDir) -> Settings:
 def check_app(settings: Settings, workdir: Path) -> int:
     """The app's program must exist (unless modules will provide it), and
     its counter file, if there, must be a file holding a plain integer
-    (refused here, before anything is queued: a job would only stop on it).
-    Returns the counter (0 without a file)."""
+    (refused here, before anything is queued: a job would only stop on it);
+    with ``--counter-cmd``, the app's checkpoint must be readable by it.
+    Returns the counter (0 without a checkpoint)."""
     ckpt = workdir / settings.ckpt_path
-    if ckpt.exists() and not ckpt.is_file():
-        raise ConfigError(f"checkpoint counter {ckpt} is not a regular file")
-    try:
-        counter = read_counter(ckpt)
-    except CheckpointError as exc:
-        raise CheckpointError(f"{exc}; {COUNTER_RULE}") from None
+    if settings.counter_cmd:  # read from the app's own checkpoint: its reader's error says it all
+        counter = read_chain_counter(settings, workdir)
+    else:
+        if ckpt.exists() and not ckpt.is_file():
+            raise ConfigError(f"checkpoint counter {ckpt} is not a regular file")
+        try:
+            counter = read_chain_counter(settings, workdir)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{exc}; {COUNTER_RULE}") from None
     _check_program(settings, workdir)
     return counter
 

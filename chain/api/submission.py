@@ -31,9 +31,9 @@ from chain.jobs.lookahead import drop_next, prequeue_next
 from chain.store import (
     ChainDir,
     ChainStatus,
-    read_counter,
     write_json_atomic,
 )
+from chain.store.counter import counter_source, read_chain_counter
 
 if TYPE_CHECKING:
     from chain.jobs.render import Scripts
@@ -277,9 +277,10 @@ def _check_something_to_run(settings: Settings, workdir: Path, counter: int) -> 
     """A new chain whose counter is already at MAX_ITER would complete at
     once without running the app: refused, saying how to go on (the counter
     of an earlier computation left behind, most likely)."""
-    ckpt = workdir / settings.ckpt_path
     if counter >= settings.max_iter:
-        raise ConfigError(f"checkpoint counter {ckpt} already holds {counter}, and --max-iter is "
+        source = f"checkpoint counter {workdir / settings.ckpt_path}" if not settings.counter_cmd \
+            else f"the app's checkpoint ({counter_source(settings)})"
+        raise ConfigError(f"{source} already holds {counter}, and --max-iter is "
                           f"{settings.max_iter}: a new chain would have nothing to run; raise --max-iter, or "
                           "remove the counter to start afresh")
 
@@ -309,7 +310,7 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     if status.runner_live:
         return  # a resumed chain whose runner is still to be judged
     try:
-        counter = read_counter(workdir / settings.ckpt_path)
+        counter = read_chain_counter(settings, workdir)
     except CheckpointError:
         return
     if counter >= settings.max_iter:

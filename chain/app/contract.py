@@ -12,6 +12,10 @@ The runner starts the app in the user's working directory with:
 ``CHAIN_RESUMING``      ``1`` when the counter is above 0 at the runner's start (a checkpoint
                         to resume from), unset otherwise
 ``PYTHONUNBUFFERED``    ``1`` unless the user set it (the last lines reach the log)
+
+A ``--counter-cmd`` shell command (the counter read from the app's own
+checkpoint) prints the counter, one integer, and exits 0; it exits
+``NO_CHECKPOINT_EXIT`` (100) to say there is no checkpoint yet (counter 0).
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-__all__ = ["AppEnv", "ExitCode", "shell_helpers_dir", "signal_named"]
+__all__ = ["NO_CHECKPOINT_EXIT", "AppEnv", "ExitCode", "shell_helpers_dir", "signal_named"]
+
+NO_CHECKPOINT_EXIT = 100
+"""A ``--counter-cmd`` command's exit status for "no checkpoint yet" (counter 0):
+any other non-zero status is an error, so a typo never reads as a fresh start."""
 
 
 class ExitCode(IntEnum):

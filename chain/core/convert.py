@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chain.app.contract import signal_named
+from chain.core.counterspec import SpecError, compile_progress_pattern, parse_counter_spec
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
 
@@ -177,3 +178,25 @@ def job_name(value: Any, what: str) -> str:
     if not given or any(c.isspace() for c in given) or len(given) > 64:
         raise ConfigError(f"{what} {value!r} must be 1-64 characters without spaces")
     return given
+
+
+def counter_cmd(value: Any, what: str) -> str:
+    """A ``--counter-cmd`` spec (``chain.core.counterspec``), kept as written
+    less outer blanks; empty: the counter file CKPT_PATH."""
+    given = text(value, what).strip()
+    try:
+        parse_counter_spec(given)
+    except SpecError as exc:
+        raise ConfigError(f"{what} {given!r}: {exc}") from None
+    return given
+
+
+def progress_pattern(value: Any, what: str) -> str:
+    """A ``--progress-pattern``: a regular expression with a group (empty: none)."""
+    given = text(value, what)
+    if given.strip():
+        try:
+            compile_progress_pattern(given)
+        except SpecError as exc:
+            raise ConfigError(f"{what} {given!r}: {exc}") from None
+    return given if given.strip() else ""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from chain.core import convert as cv
+from chain.core.counterspec import CounterSpec, parse_counter_spec
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
 
@@ -55,6 +56,8 @@ class Settings:
     app_cmd: str = ""
     max_iter: int = 500
     ckpt_path: str = "state_iter.txt"
+    counter_cmd: str = ""  # "": the counter is CKPT_PATH's (chain.core.counterspec)
+    progress_pattern: str = ""
     checkpoint_every: int = 20
     runner_time: str = "00:03:00"
     runner_margin: int = 60
@@ -101,6 +104,11 @@ class Settings:
     @property
     def submitter_seconds(self) -> int:
         return parse_slurm_time(self.submitter_time, what="submitter time")
+
+    @property
+    def counter_spec(self) -> CounterSpec:
+        """Where the chain reads its counter (validated when the settings were made)."""
+        return parse_counter_spec(self.counter_cmd)
 
     @property
     def module_list(self) -> list[str]:
@@ -158,6 +166,15 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("app_cmd", "APP_CMD", cv.text, "shell command that runs the app", metavar="CMD"),
     FieldSpec("max_iter", "MAX_ITER", cv.integer(1), "the chain completes when the app's counter reaches this (passed to the app as MAX_ITER)", metavar="INT"),
     FieldSpec("ckpt_path", "CKPT_PATH", cv.path, "the progress counter the app writes, a plain integer (passed to the app as CKPT_PATH)", metavar="PATH"),
+    FieldSpec("counter_cmd", "CHAIN_COUNTER_CMD", cv.counter_cmd,
+              "read the counter from the app's own checkpoint instead of CKPT_PATH: json:PATH:KEY.PATH (a JSON "
+              "key path), glob:PATTERN (the largest trailing number of the matching names, e.g. "
+              "glob:out/checkpoint-*), torch:PATH:KEY (a key of a torch.save dict, loaded with "
+              "weights_only=True), or a shell command printing the integer (exit 100: no checkpoint yet; "
+              "at most 120 s)", metavar="SPEC"),
+    FieldSpec("progress_pattern", "CHAIN_PROGRESS_PATTERN", cv.progress_pattern,
+              "a regular expression whose group captures the iteration in the app's output lines "
+              r"(e.g. '^iter (\d+):'): how far a killed app got, for the redone work", metavar="REGEX"),
     FieldSpec("checkpoint_every", "CHECKPOINT_EVERY", cv.integer(1), "passed to the app as CHECKPOINT_EVERY, for its own checkpoint interval (chain never checkpoints the app)", metavar="INT"),
     FieldSpec("runner_time", "RUNNER_TIME_LIMIT", cv.time, "runner wall time (Slurm --time syntax)", metavar="TIME"),
     FieldSpec("runner_margin", "RUNNER_MARGIN_SEC", cv.integer(0), "seconds before the runner's end to send the app the stop signal (the adaptive margin may raise it)", metavar="SECONDS"),

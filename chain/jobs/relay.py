@@ -29,7 +29,13 @@ from chain.errors import CheckpointError, SchedulerError
 from chain.jobs.ending import complete_chain, end_chain, record_judgment
 from chain.jobs.launch import submit_runner
 from chain.jobs.watch import RunnerWatch
-from chain.store import ChainDir, ChainStatus, read_counter
+from chain.store import ChainDir, ChainStatus
+from chain.store.counter import (
+    CounterReading,
+    counter_source,
+    read_chain_counter,
+    read_counter_state,
+)
 from chain.store.records import RunnerRecord
 
 QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge its predecessor
@@ -99,7 +105,8 @@ class Relay:
             return None  # judged already (a resumed chain, or it ended itself)
         job = status.runner_job_id
         watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
-                            clock=self.clock, sleep=self.sleep, ckpt_path=self.settings.ckpt_path)
+                            clock=self.clock, sleep=self.sleep, ckpt_path=counter_source(self.settings),
+                            read=self._read_counter)
         record = self.chain.runner_record(job)  # final: this job starts after its predecessor's end
         info = self._query(job, exit_codes=record is None or not record.ended)
         if info is not None and info.state.active:
@@ -121,7 +128,7 @@ class Relay:
     def _become_current(self, status: ChainStatus) -> TakeOver | None:
         status.next_job_id = ""
         try:
-            counter = read_counter(self.workdir / self.settings.ckpt_path)
+            counter = read_chain_counter(self.settings, self.workdir)
         except CheckpointError as exc:
             return TakeOver(Step.END, status, str(exc), ChainState.STOPPED)
         status.iteration = counter
@@ -129,6 +136,9 @@ class Relay:
             return TakeOver(Step.COMPLETE, status)
         submit_runner(self.chain, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
         return None
+
+    def _read_counter(self) -> CounterReading:
+        return read_counter_state(self.settings, self.workdir)
 
     def _decide(self, outcome: Outcome, status: ChainStatus) -> Decision:
         return decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
@@ -196,7 +206,8 @@ class Relay:
                     or not status.runner_live or record.external_signal:
                 return TakeOver(Step.LEAVE, status)
             outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
-                                  ckpt_path=self.settings.ckpt_path).outcome(status, record, None)
+                                  ckpt_path=counter_source(self.settings),
+                                  read=self._read_counter).outcome(status, record, None)
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more

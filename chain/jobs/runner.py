@@ -37,6 +37,7 @@ from chain.core.runner_rules import (
 from chain.core.settings import LaunchMode, Mode, Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.appenv import app_environ, app_umask, mark_resuming
+from chain.jobs.progress import iteration_reached, log_offset
 from chain.jobs.relay import Relay, Step
 from chain.jobs.supervise import (
     AppEnd,
@@ -47,7 +48,8 @@ from chain.jobs.supervise import (
     group_sender,
     supervise,
 )
-from chain.store import ChainDir, ChainStatus, read_counter
+from chain.store import ChainDir, ChainStatus
+from chain.store.counter import counter_source, read_chain_counter, read_counter_state, saved_at
 from chain.store.records import RunnerPhase, RunnerRecord
 
 PROMOTION_PATIENCE = 120.0  # seconds a pre-queued runner waits to become the current one
@@ -159,9 +161,8 @@ def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: 
     """The chain's current runner: read the counter, run the app, record the
     end. ``slurm_end``: this job's end as the scheduler gave it (None: it
     could not say; the configured limit bounds the schedule)."""
-    ckpt = workdir / settings.ckpt_path
     try:
-        record.iter_before = read_counter(ckpt)
+        record.iter_before = read_chain_counter(settings, workdir)
     except CheckpointError as exc:
         return _end(chain, record, EXIT_BAD_CHECKPOINT, clock(), str(exc))
     if preflight_error:
@@ -214,6 +215,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     signals = Signals()
     signals.install()
     stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
+    offset = log_offset() if settings.progress_pattern else None  # the app's output starts here
     try:
         # the app holds the lock (an inherited descriptor) for as long as it
         # lives, and gets the stop signal if this runner dies (preexec_fn:
@@ -235,7 +237,9 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
                     signals=signals, clock=clock, say=lambda line: _say(record, line))
     if guard is not None:
         os.close(guard)  # the app has ended: its guard finds nothing to stop
-    return _record_end(chain, settings, record, end, workdir / settings.ckpt_path)
+    if settings.progress_pattern:
+        record.iter_reached = iteration_reached(settings.progress_pattern, offset)
+    return _record_end(chain, settings, record, end, workdir)
 
 
 def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: RunnerRecord) -> int | None:
@@ -290,10 +294,12 @@ def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: Runner
     return deliver
 
 
-def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: AppEnd, ckpt: Path) -> int:
-    before = record.iter_before or 0
+def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: AppEnd, workdir: Path) -> int:
+    before, present = record.iter_before or 0, True
     try:
-        record.iter_after, counter_error = read_counter(ckpt), ""
+        reading = read_counter_state(settings, workdir)
+        record.iter_after, counter_error, present = reading.value, "", reading.present
+        record.saved_at = saved_at(reading)
     except CheckpointError as exc:
         record.iter_after, counter_error = before, str(exc)
     # the app saw a stop signal either way (an outside one is forwarded as the stop signal): an exit 0
@@ -308,9 +314,9 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
     detail = counter_error or describe_exit(end.how, end.ended - (record.app_start or end.ended),
                                             settings.stop_signal, end.stop_sent is not None, end.external,
                                             end.killed, exit_code=end.returncode if end.returncode >= 0 else None)
-    if not counter_error and not ckpt.exists():
+    if not counter_error and not present:
         # read as 0, the chain would only see "no advance": name the file the app never wrote
-        detail += f"; {missing_counter(settings.ckpt_path, before)}"
+        detail += f"; {missing_counter(counter_source(settings), before)}"
     _end(chain, record, code, end.ended, detail)
     _say(record, f"{detail}; counter {before}->{record.iter_after}; exit {code}")
     return code

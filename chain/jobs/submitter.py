@@ -38,7 +38,8 @@ from chain.jobs.ending import complete_chain, end_chain, record_judgment
 from chain.jobs.launch import submit_runner
 from chain.jobs.lookahead import drop_next, prequeue_next
 from chain.jobs.watch import HandOver, RunnerWatch
-from chain.store import ChainDir, ChainStatus, read_counter
+from chain.store import ChainDir, ChainStatus
+from chain.store.counter import counter_source, read_chain_counter, read_counter_state
 
 T = TypeVar("T")
 
@@ -63,7 +64,8 @@ class Submitter:
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
         self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
                                  self.clock, self.sleep, on_running=self._prequeue,
-                                 ckpt_path=self.settings.ckpt_path)
+                                 ckpt_path=counter_source(self.settings),
+                                 read=lambda: read_counter_state(self.settings, self.workdir))
 
     # --- entry -----------------------------------------------------------------
     def run(self) -> int:
@@ -145,7 +147,7 @@ class Submitter:
                     return self.stop_chain(status, decision.state, decision.reason)
                 continue
             try:
-                counter = read_counter(self.workdir / self.settings.ckpt_path)
+                counter = read_chain_counter(self.settings, self.workdir)
             except CheckpointError as exc:
                 return self.stop_chain(status, ChainState.STOPPED, str(exc))
             status.iteration = counter
@@ -199,7 +201,7 @@ class Submitter:
                 self.chain.log(f"runner {status.runner_seq} was never submitted; submitting it now")
                 status.runner_live = False
                 status.runner_seq -= 1
-                self._submit_runner(status, read_counter(self.workdir / self.settings.ckpt_path))
+                self._submit_runner(status, read_chain_counter(self.settings, self.workdir))
                 return self._wait(status)
             status.runner_job_id = found[-1]
             self.chain.save_status(status)

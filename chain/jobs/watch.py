@@ -19,6 +19,7 @@ from chain.core.model import JobState
 from chain.core.poll import PollPolicy
 from chain.errors import CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter
+from chain.store.counter import CounterReading
 from chain.store.records import RunnerPhase, RunnerRecord
 
 
@@ -39,6 +40,8 @@ class RunnerWatch:
     deadline: float = float("inf")
     on_running: Callable[[ChainStatus], None] = lambda status: None  # lookahead's pre-queue
     ckpt_path: str = ""  # CKPT_PATH as configured, for a reason that names it ("": the file's name)
+    # the counter with its facts (store.counter.read_counter_state), when not the file ckpt
+    read: Callable[[], CounterReading] | None = None
 
     def outcome_of(self, status: ChainStatus) -> Outcome:
         """Wait until the current runner has ended; its outcome."""
@@ -113,7 +116,8 @@ class RunnerWatch:
         cancelled = self.chain.cancel_file.exists()
         # judged after the runner's app and before the next one's: a counter
         # file missing now is one the app never wrote (or removed)
-        missing = "" if self.ckpt.exists() else (self.ckpt_path or self.ckpt.name)
+        reading = self._reading()
+        missing = "" if reading is None or reading.present else (self.ckpt_path or self.ckpt.name)
         if record is not None and record.ended:
             return Outcome(
                 exit_code=record.exit_code,
@@ -124,13 +128,20 @@ class RunnerWatch:
                 stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
                 missing_counter_file=missing,
             )
-        try:
-            after = read_counter(self.ckpt)
-        except CheckpointError:
-            after = status.iter_before
+        after = status.iter_before if reading is None else reading.value
         return Outcome(exit_code=slurm_exit_code(info),
                        slurm_state=info.state if info else JobState.UNKNOWN, iter_before=status.iter_before,
                        iter_after=after, recorded=False, cancelled_by_chain=cancelled, missing_counter_file=missing)
+
+    def _reading(self) -> CounterReading | None:
+        """The counter as it is now; None when it cannot be read (the
+        runner's record, or the next reading, tells why)."""
+        try:
+            if self.read is not None:
+                return self.read()
+            return CounterReading(read_counter(self.ckpt), self.ckpt.exists(), self.ckpt)
+        except CheckpointError:
+            return None
 
 
 # The states in which the batch script itself exited: only then is Slurm's

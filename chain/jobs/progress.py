@@ -1,0 +1,59 @@
+"""``--progress-pattern``: how far the app got, from what it printed.
+
+The runner's stdout (fd 1) is the job's log file on every backend, and the
+app inherits it: the runner notes the file's size when the app starts and,
+after the app has ended, scans what was written since (at most the last
+``SCAN_BYTES``) for the last line the pattern matches
+(``core.counterspec.last_iteration``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+from chain.core.counterspec import last_iteration
+
+SCAN_BYTES = 4 << 20  # the app's last output scanned: a match is near the end, and the log may be huge
+
+
+def log_offset(fd: int = 1) -> int | None:
+    """The size of the file on ``fd`` (the job's log) now; None when ``fd``
+    is not a regular file (a terminal, a pipe: nothing to scan later)."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def written_since(offset: int, fd: int = 1, *, limit: int = SCAN_BYTES) -> str:
+    """What was written to the file on ``fd`` after ``offset``: its last
+    ``limit`` bytes at most, a line cut at that limit dropped. The file is
+    opened again for reading (fd 1 is open for writing only); "" when it
+    cannot be, or is not the same file."""
+    try:
+        info = os.fstat(fd)
+        with open(f"/proc/self/fd/{fd}", "rb") as fh:
+            again = os.fstat(fh.fileno())
+            if (again.st_dev, again.st_ino) != (info.st_dev, info.st_ino):
+                return ""
+            end = again.st_size
+            start = max(offset, end - limit)
+            fh.seek(start)
+            data = fh.read(end - start)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if start > offset:
+        text = text.partition("\n")[2]
+    return text
+
+
+def iteration_reached(pattern: str, offset: int | None, fd: int = 1) -> int | None:
+    """The last iteration the app printed since ``offset``, by ``pattern``;
+    None without a pattern, an offset, or a matching line."""
+    if not pattern or offset is None:
+        return None
+    return last_iteration(written_since(offset, fd), re.compile(pattern))

@@ -1,0 +1,185 @@
+"""Reading the chain's counter: the one place that does (I/O allowed here).
+
+Without ``--counter-cmd`` the counter is the contract's file CKPT_PATH (a
+plain integer, ``store.jsonio.read_counter``). With one it comes from the
+app's own checkpoint (``chain.core.counterspec``): a JSON key path, the
+newest ``…-N`` name, a key of a ``torch.save`` dict (loaded by
+``chain.store.torch_counter`` in a subprocess, so the chain never imports
+torch), or a shell command bounded by ``COUNTER_CMD_TIMEOUT``.
+
+Every reader says 0 when there is no checkpoint yet, and raises a one-line
+``CheckpointError`` for anything it cannot read.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from chain.app.atomic import CounterFormatError, parse_counter
+from chain.app.contract import NO_CHECKPOINT_EXIT
+from chain.core.counterspec import (
+    CounterKind,
+    CounterSpec,
+    as_counter,
+    key_path_value,
+    trailing_integer,
+)
+from chain.core.decision import COUNTER_CMD_LABEL
+from chain.core.settings import Settings
+from chain.errors import CheckpointError
+from chain.store.jsonio import read_counter
+
+COUNTER_CMD_TIMEOUT = 120.0  # seconds a --counter-cmd command (or the torch reader) may take
+
+
+@dataclass(frozen=True)
+class CounterReading:
+    """The counter, whether a checkpoint is there at all (False: none yet,
+    read as 0), and the file holding it when it is one (its mtime is when
+    the app last saved)."""
+
+    value: int
+    present: bool
+    file: Path | None = None
+
+
+def counter_source(settings: Settings) -> str:
+    """How a message names where the counter comes from: CKPT_PATH as
+    configured, or ``--counter-cmd SPEC`` (``core.decision.missing_counter``
+    words both)."""
+    spec = settings.counter_spec
+    return settings.ckpt_path if spec.kind is CounterKind.FILE else f"{COUNTER_CMD_LABEL}{spec.text}"
+
+
+def read_chain_counter(settings: Settings, workdir: Path) -> int:
+    """The chain's counter (0: no checkpoint yet). Raises ``CheckpointError``."""
+    return read_counter_state(settings, workdir).value
+
+
+def read_chain_counter_cheap(settings: Settings, workdir: Path) -> int | None:
+    """The counter when reading it runs no program (CKPT_PATH, json:, glob:);
+    None for a shell command or torch: (``chain status`` on a login node
+    then shows the last recorded counter). Raises ``CheckpointError``."""
+    if settings.counter_spec.runs_code:
+        return None
+    return read_chain_counter(settings, workdir)
+
+
+def read_counter_state(settings: Settings, workdir: Path, *,
+                       timeout: float = COUNTER_CMD_TIMEOUT) -> CounterReading:
+    """The counter with its facts (``CounterReading``). Raises ``CheckpointError``."""
+    spec = settings.counter_spec
+    if spec.kind is CounterKind.FILE:
+        path = workdir / settings.ckpt_path
+        return CounterReading(read_counter(path), path.exists(), path)
+    if spec.kind is CounterKind.JSON:
+        return _read_json(spec, workdir / spec.path)
+    if spec.kind is CounterKind.GLOB:
+        return _read_glob(spec, workdir)
+    if spec.kind is CounterKind.TORCH:
+        return _read_torch(spec, workdir / spec.path, timeout)
+    return read_cmd(spec.command, workdir, timeout=timeout)
+
+
+def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
+    what = f"--counter-cmd {spec.text}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return CounterReading(0, False, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{what}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{what}: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    try:
+        value = key_path_value(data, spec.key)
+    except KeyError as exc:
+        raise CheckpointError(f"{what}: {path} has no key {exc.args[0]}") from None
+    counter = as_counter(value)
+    if counter is None:
+        raise CheckpointError(f"{what}: key {'.'.join(spec.key)} of {path} is {str(value)[:40]!r}, "
+                              "not a non-negative integer")
+    return CounterReading(counter, True, path)
+
+
+def _read_glob(spec: CounterSpec, workdir: Path) -> CounterReading:
+    best: tuple[int, str] | None = None
+    for name in glob.glob(os.path.join(workdir, spec.path)):
+        number = trailing_integer(name)
+        if number is not None and (best is None or number > best[0]):
+            best = (number, name)
+    if best is None:
+        return CounterReading(0, False, None)
+    return CounterReading(best[0], True, Path(best[1]))
+
+
+def _read_torch(spec: CounterSpec, path: Path, timeout: float) -> CounterReading:
+    if not path.exists():
+        return CounterReading(0, False, path)
+    argv = [sys.executable, "-m", "chain.store.torch_counter", str(path), spec.key[0]]
+    reading = _run_reader(argv, f"--counter-cmd {spec.text}", path.parent, timeout)
+    return CounterReading(reading.value, True, path)
+
+
+def read_cmd(command: str, workdir: Path, *, timeout: float = COUNTER_CMD_TIMEOUT) -> CounterReading:
+    """A shell command's counter: run with ``bash -c`` in ``workdir``, at most
+    ``timeout`` seconds; exit 0 with one integer on stdout, or
+    ``NO_CHECKPOINT_EXIT``: none yet (0)."""
+    return _run_reader(["bash", "-c", command], f"--counter-cmd {command!r}", workdir, timeout)
+
+
+def _run_reader(argv: list[str], what: str, cwd: Path, timeout: float) -> CounterReading:
+    try:
+        # its own session: a timeout ends the command's children too (they hold the pipes)
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        raise CheckpointError(f"{what}: cannot run it: {exc.strerror}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise CheckpointError(f"{what} timed out after {timeout:g} s") from None
+    if proc.returncode == NO_CHECKPOINT_EXIT:
+        return CounterReading(0, False, None)
+    stderr = err.decode("utf-8", "replace").strip().splitlines()
+    last = f": {stderr[-1].strip()[:200]}" if stderr else ""
+    if proc.returncode != 0:
+        raise CheckpointError(f"{what} exited {proc.returncode}{last}")
+    text = out.decode("utf-8", "replace")
+    try:
+        return CounterReading(parse_counter(text, what), True, None)
+    except CounterFormatError as exc:
+        raise CheckpointError(f"{what} printed {exc.text!r}, not one integer (exit 0), "
+                              f"nor exited {NO_CHECKPOINT_EXIT} for no checkpoint") from None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):  # not read: a child that left the group may hold them
+        if pipe is not None:
+            pipe.close()
+
+
+def saved_at(reading: CounterReading) -> float | None:
+    """When the app last saved: the mtime of the file holding the counter
+    (None when the counter is not in a file, or the file is not there)."""
+    if reading.file is None:
+        return None
+    try:
+        return reading.file.stat().st_mtime
+    except OSError:
+        return None
