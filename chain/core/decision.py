@@ -105,21 +105,18 @@ def _counter(outcome: Outcome) -> str:
     return f"{outcome.iter_before}->{outcome.iter_after}"
 
 
-COUNTER_CMD_LABEL = "--counter-cmd "  # the start of a counter named by its spec (store.counter.counter_source)
+COUNTER_CMD_LABEL = "(--counter-cmd "  # in a counter named by its spec (store.counter.counter_source)
 
 
 def missing_counter(ckpt_path: str, before: int) -> str:
     """The words for a counter file that is not there after the app: never
     written (the counter was 0 before it), or gone. ``ckpt_path`` is CKPT_PATH
-    as configured, or ``--counter-cmd SPEC`` when the counter is read from the
-    app's own checkpoint."""
-    if ckpt_path.startswith(COUNTER_CMD_LABEL):
-        if before == 0:
-            return f"the app never wrote its checkpoint ({ckpt_path} found none)"
-        return f"the app's checkpoint was gone after the app ({ckpt_path} found none; the counter was {before})"
+    as configured, or, when the counter is read from the app's own checkpoint,
+    that checkpoint named with its ``--counter-cmd`` spec."""
+    named = ckpt_path if COUNTER_CMD_LABEL in ckpt_path else f"{ckpt_path} (CKPT_PATH)"
     if before == 0:
-        return f"the app never wrote its counter file {ckpt_path} (CKPT_PATH)"
-    return f"the counter file {ckpt_path} (CKPT_PATH) was gone after the app (it held {before})"
+        return f"the app never wrote its counter file {named}"
+    return f"the counter file {named} was gone after the app (it held {before})"
 
 
 def _no_advance(outcome: Outcome) -> str:

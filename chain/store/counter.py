@@ -52,10 +52,15 @@ class CounterReading:
 
 def counter_source(settings: Settings) -> str:
     """How a message names where the counter comes from: CKPT_PATH as
-    configured, or ``--counter-cmd SPEC`` (``core.decision.missing_counter``
-    words both)."""
+    configured, or the app's checkpoint with its spec
+    (``out/ckpt.json (--counter-cmd json:out/ckpt.json:iter_num)``;
+    ``core.decision.missing_counter`` words both)."""
     spec = settings.counter_spec
-    return settings.ckpt_path if spec.kind is CounterKind.FILE else f"{COUNTER_CMD_LABEL}{spec.text}"
+    if spec.kind is CounterKind.FILE:
+        return settings.ckpt_path
+    if spec.kind is CounterKind.CMD:
+        return f"{COUNTER_CMD_LABEL}{spec.command!r} exited {NO_CHECKPOINT_EXIT}: none yet)"
+    return f"{spec.path} {COUNTER_CMD_LABEL}{spec.text})"
 
 
 def read_chain_counter(settings: Settings, workdir: Path) -> int:

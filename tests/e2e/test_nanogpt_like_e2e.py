@@ -77,6 +77,7 @@ def test_a_nanogpt_shaped_script_runs_unchanged_as_a_chain(backend: str, pattern
 
 
 @pytest.mark.local
+@pytest.mark.heavy  # torch starts in every runner, against the runner's deadline
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 def test_the_torch_reader_follows_a_torch_save_checkpoint(tmp_path: Path) -> None:
     """The same script saving with ``torch.save`` (``out/ckpt.pt``), read by

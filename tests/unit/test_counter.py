@@ -54,7 +54,9 @@ def test_json_key_paths(tmp_path: Path) -> None:
     path.write_text(json.dumps({"state": {"log": [{"step": 5}, {"step": 500}]}}))
     assert read_counter_state(s, tmp_path) == CounterReading(500, True, path)
     assert read_chain_counter_cheap(s, tmp_path) == 500
-    assert counter_source(s) == "--counter-cmd json:out/trainer_state.json:state.log.1.step"
+    assert counter_source(s) == "out/trainer_state.json (--counter-cmd json:out/trainer_state.json:state.log.1.step)"
+    assert counter_source(_settings("glob:out/checkpoint-*")) == "out/checkpoint-* (--counter-cmd glob:out/checkpoint-*)"
+    assert counter_source(_settings("cat n")) == "(--counter-cmd 'cat n' exited 100: none yet)"
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -17,7 +17,7 @@ import pytest
 from fakes import FakeBackend
 
 from chain import api
-from chain.core.decision import Policy, Progress, decide
+from chain.core.decision import Policy, Progress, decide, missing_counter
 from chain.core.runner_rules import EXIT_BAD_CHECKPOINT
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
@@ -26,6 +26,7 @@ from chain.store.counter import counter_source, read_counter_state
 from chain.store.records import RunnerRecord
 
 JSON_SPEC = "json:out/ckpt.json:iter_num"
+NAMED = f"out/ckpt.json (--counter-cmd {JSON_SPEC})"
 WRITE_150 = "mkdir -p out; echo '{\"iter_num\": 150}' > out/ckpt.json"
 
 
@@ -68,18 +69,18 @@ def test_saved_at_is_the_checkpoints_mtime_at_the_apps_exit(tmp_path: Path) -> N
 def test_a_checkpoint_never_written_is_named_by_its_spec(tmp_path: Path) -> None:
     chain, settings = _chain(tmp_path, "exit 3", None)
     _, record = _run(tmp_path, chain, settings)
-    assert f"the app never wrote its checkpoint (--counter-cmd {JSON_SPEC} found none)" in record.detail
+    assert f"the app never wrote its counter file {NAMED}" in record.detail
     assert "CKPT_PATH" not in record.detail and "state_iter.txt" not in record.detail
     status = chain.load_status()
     assert status is not None
     watch = RunnerWatch(chain, FakeBackend(), tmp_path / settings.ckpt_path, ckpt_path=counter_source(settings),
                         read=lambda: read_counter_state(settings, tmp_path))
     outcome = watch.outcome(status, record, None)
-    assert outcome.missing_counter_file == f"--counter-cmd {JSON_SPEC}"
+    assert outcome.missing_counter_file == NAMED
     no_record = watch.outcome(status, None, None)  # a runner that died: the checkpoint is read as it is
-    assert (no_record.iter_after, no_record.missing_counter_file) == (0, f"--counter-cmd {JSON_SPEC}")
+    assert (no_record.iter_after, no_record.missing_counter_file) == (0, NAMED)
     reason = decide(outcome, Policy(settings.max_iter), Progress()).reason
-    assert f"--counter-cmd {JSON_SPEC}" in reason and "CKPT_PATH" not in reason, reason
+    assert NAMED in reason and "CKPT_PATH" not in reason, reason
 
 
 def test_a_failing_counter_command_stops_the_runner_with_its_reason(tmp_path: Path) -> None:
@@ -120,3 +121,9 @@ def test_without_a_pattern_nothing_is_claimed(tmp_path: Path) -> None:
     with stdout_to_file(tmp_path):
         _, record = _run(tmp_path, chain, settings)
     assert record.iter_reached is None
+
+
+def test_the_missing_counter_words_name_the_spec_not_ckpt_path() -> None:
+    assert missing_counter(NAMED, 0) == f"the app never wrote its counter file {NAMED}"
+    assert missing_counter(NAMED, 30) == f"the counter file {NAMED} was gone after the app (it held 30)"
+    assert missing_counter("state_iter.txt", 0) == "the app never wrote its counter file state_iter.txt (CKPT_PATH)"
