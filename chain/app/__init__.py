@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         overhead_interval,
         young_daly_interval,
     )
-    from chain.app.runlog import RunLog, configure_logging
+    from chain.app.runlog import RunLog, configure_logging, log_iteration
     from chain.app.serial import BytesSerializer, JsonSerializer, Serializer
     from chain.app.stop import StopMonitor, StopReason, StopStatus, parse_instant
     from chain.app.store import (
@@ -98,6 +98,7 @@ _WHERE = {
     "young_daly_interval": "chain.app.interval",
     "RunLog": "chain.app.runlog",
     "configure_logging": "chain.app.runlog",
+    "log_iteration": "chain.app.runlog",
     "BytesSerializer": "chain.app.serial",
     "JsonSerializer": "chain.app.serial",
     "Serializer": "chain.app.serial",
@@ -156,6 +157,7 @@ __all__ = [
     "fsync_dir",
     "is_complete_dir",
     "lead_seconds",
+    "log_iteration",
     "overhead_interval",
     "parse_instant",
     "publish_dir",

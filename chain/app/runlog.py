@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["RunLog", "configure_logging"]
+__all__ = ["ITER_EVENTS", "RunLog", "configure_logging", "log_iteration"]
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03dZ %(name)s %(levelname)s %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
@@ -108,3 +108,27 @@ class RunLog:
     def stop(self, step: int, exit_code: int, reason: str, **fields: object) -> str:
         """The run is exiting with ``exit_code`` after committing ``step``."""
         return self.event("exit", step=step, code=exit_code, reason=reason, **fields)
+
+
+ITER_EVENTS = ("start", "iter", "ckpt", "exit")
+
+
+def log_iteration(event: str, iteration: int, code: int | None = None, *,
+                  path: str | os.PathLike[str] | None = None) -> None:
+    """Append one line to the chain's iteration log: ``<epoch> <event>
+    <iteration> <job|-> <pid> [code]``, in ``path`` (default
+    ``$CHAIN_ITER_LOG``, else ``iterations.log`` in the working directory).
+
+    ``event`` is ``start`` (the app began at ``iteration``), ``iter`` (it
+    computed ``iteration``), ``ckpt`` (it saved ``iteration``) or ``exit``
+    (with its exit ``code``). ``chain report`` reads the log to count the
+    work redone after a kill and draws it in the progress plot. One write on
+    a file opened to append, so a killed app leaves whole lines.
+    """
+    if event not in ITER_EVENTS:
+        raise ValueError(f"event must be one of {', '.join(ITER_EVENTS)}, not {event!r}")
+    fields = [f"{time.time():.3f}", event, str(int(iteration)), os.environ.get("SLURM_JOB_ID") or "-",
+              str(os.getpid())] + ([] if code is None else [str(int(code))])
+    with open(path if path is not None else os.environ.get("CHAIN_ITER_LOG", "iterations.log"),
+              "a", encoding="utf-8") as fh:
+        fh.write(" ".join(fields) + "\n")

@@ -143,6 +143,8 @@ def _header(report: StatusReport) -> list[Item]:
         parts.append(f"ETA {format_duration(metrics['eta_seconds'])}")
     if metrics.get("efficiency") is not None:
         parts.append(f"efficiency {100 * metrics['efficiency']:.0f}%")
+    elif metrics.get("redone_unknown"):  # a killed app lost work nobody saw: no efficiency claimed
+        parts.append("redone work unknown")
     if parts:
         items.append(_line("  ".join(parts)))
     return items

@@ -139,12 +139,20 @@ def compile_progress_pattern(text: str) -> re.Pattern[str]:
     return pattern
 
 
+def _matched(line: str, pattern: re.Pattern[str]) -> int | None:
+    match = pattern.search(line)
+    if match is not None and match.group(1) is not None and re.fullmatch(r"[0-9]+", match.group(1).strip()):
+        return int(match.group(1).strip())
+    return None
+
+
 def last_iteration(text: str, pattern: re.Pattern[str]) -> int | None:
     """The iteration of the last line of ``text`` that ``pattern`` matches
     (searched line by line, so ``^`` is a line's start) with an integer in
     its first group; None when no line does."""
-    for line in reversed(text.splitlines()):
-        match = pattern.search(line)
-        if match is not None and match.group(1) is not None and re.fullmatch(r"[0-9]+", match.group(1).strip()):
-            return int(match.group(1).strip())
-    return None
+    return next((n for line in reversed(text.splitlines()) if (n := _matched(line, pattern)) is not None), None)
+
+
+def first_iteration(text: str, pattern: re.Pattern[str]) -> int | None:
+    """As ``last_iteration``, for the first matching line of ``text``."""
+    return next((n for line in text.splitlines() if (n := _matched(line, pattern)) is not None), None)

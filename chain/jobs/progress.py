@@ -2,9 +2,10 @@
 
 The runner's stdout (fd 1) is the job's log file on every backend, and the
 app inherits it: the runner notes the file's size when the app starts and,
-after the app has ended, scans what was written since (at most the last
-``SCAN_BYTES``) for the last line the pattern matches
-(``core.counterspec.last_iteration``).
+after the app has ended, scans what was written since for the first and the last line the pattern
+matches (``core.counterspec``): the first in the first ``SCAN_BYTES``, the
+last in the last ``SCAN_BYTES``. From the two, the report tells how many
+iterations the app computed, and so how many it lost when it was killed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import re
 import stat
 
-from chain.core.counterspec import last_iteration
+from chain.core.counterspec import first_iteration, last_iteration
 
 SCAN_BYTES = 4 << 20  # the app's last output scanned: a match is near the end, and the log may be huge
 
@@ -33,6 +34,16 @@ def written_since(offset: int, fd: int = 1, *, limit: int = SCAN_BYTES) -> str:
     ``limit`` bytes at most, a line cut at that limit dropped. The file is
     opened again for reading (fd 1 is open for writing only); "" when it
     cannot be, or is not the same file."""
+    return _read(offset, fd, limit, head=False)
+
+
+def written_after(offset: int, fd: int = 1, *, limit: int = SCAN_BYTES) -> str:
+    """As ``written_since``, but the first ``limit`` bytes after ``offset``
+    (a line cut at the end dropped)."""
+    return _read(offset, fd, limit, head=True)
+
+
+def _read(offset: int, fd: int, limit: int, *, head: bool) -> str:
     try:
         info = os.fstat(fd)
         with open(f"/proc/self/fd/{fd}", "rb") as fh:
@@ -40,20 +51,24 @@ def written_since(offset: int, fd: int = 1, *, limit: int = SCAN_BYTES) -> str:
             if (again.st_dev, again.st_ino) != (info.st_dev, info.st_ino):
                 return ""
             end = again.st_size
-            start = max(offset, end - limit)
+            start = offset if head else max(offset, end - limit)
             fh.seek(start)
-            data = fh.read(end - start)
+            data = fh.read(min(end, start + limit) - start)
     except OSError:
         return ""
     text = data.decode("utf-8", "replace")
-    if start > offset:
-        text = text.partition("\n")[2]
-    return text
+    if head:
+        return text if start + len(data) >= end else text.rpartition("\n")[0]
+    return text.partition("\n")[2] if start > offset else text
 
 
-def iteration_reached(pattern: str, offset: int | None, fd: int = 1) -> int | None:
-    """The last iteration the app printed since ``offset``, by ``pattern``;
-    None without a pattern, an offset, or a matching line."""
+def iterations_printed(pattern: str, offset: int | None, fd: int = 1) -> tuple[int | None, int | None]:
+    """(first, last) iteration the app printed since ``offset``, by
+    ``pattern``; (None, None) without a pattern, an offset or a match."""
     if not pattern or offset is None:
-        return None
-    return last_iteration(written_since(offset, fd), re.compile(pattern))
+        return None, None
+    compiled = re.compile(pattern)
+    last = last_iteration(written_since(offset, fd), compiled)
+    if last is None:
+        return None, None
+    return first_iteration(written_after(offset, fd), compiled), last

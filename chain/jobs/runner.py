@@ -37,7 +37,7 @@ from chain.core.runner_rules import (
 from chain.core.settings import LaunchMode, Mode, Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.appenv import app_environ, app_umask, mark_resuming
-from chain.jobs.progress import iteration_reached, log_offset
+from chain.jobs.progress import iterations_printed, log_offset
 from chain.jobs.relay import Relay, Step
 from chain.jobs.supervise import (
     AppEnd,
@@ -238,7 +238,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     if guard is not None:
         os.close(guard)  # the app has ended: its guard finds nothing to stop
     if settings.progress_pattern:
-        record.iter_reached = iteration_reached(settings.progress_pattern, offset)
+        record.iter_first, record.iter_reached = iterations_printed(settings.progress_pattern, offset)
     return _record_end(chain, settings, record, end, workdir)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import pairwise
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,19 +129,24 @@ def _live_progress(runners: list[dict[str, Any]], iteration: int, now: float) ->
     return iteration - before, _num(current.get("submitted")) or float(current["start"])
 
 
-def efficiency(runners: list[dict[str, Any]]) -> float | None:
+def efficiency(runners: list[dict[str, Any]], redone: Redone | None = None) -> float | None:
     """Useful compute / allocated time (runner wall time) over all finished
-    runners: 0.0 when nothing was useful, None only when nothing was allocated."""
+    runners: 0.0 when nothing was useful; None when nothing was allocated or
+    when ``redone`` (default: ``redone_from_runners``) cannot tell the work a
+    killed app lost, so a rework nobody saw is never counted as useful."""
     allocated = sum(runner_wall(r) or 0.0 for r in runners)
-    if allocated <= 0:
+    redone = redone_from_runners(runners) if redone is None else redone
+    if allocated <= 0 or redone.unknown:
         return None
     useful = sum(min(useful_seconds(r), runner_wall(r) or 0.0) for r in runners)
-    return useful / allocated
+    return max(0.0, useful - redone.seconds) / allocated
 
 
 def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float, *,
                   ended: bool = False) -> dict[str, Any]:
-    """``rate_per_hour``, ``eta_seconds``, ``efficiency`` for ``chain status``.
+    """``rate_per_hour``, ``eta_seconds``, ``efficiency`` and ``redone_unknown``
+    (the runners whose lost work nothing tells, ``redone_from_runners``) for
+    ``chain status``.
 
     ``runners``: runner records or runners.jsonl entries (or both merged, as
     ``chain.reporting.usage.load_runners`` returns them); ``iteration``: the current
@@ -149,8 +155,10 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
     failed, stopped, cancelled) has no rate and no ETA: nothing runs, and a
     failed chain's ETA would promise an end that will not come.
     """
+    redone = redone_from_runners(runners)
+    known = {"efficiency": efficiency(runners, redone), "redone_unknown": list(redone.unknown)}
     if ended:
-        return {"rate_per_hour": None, "eta_seconds": None, "efficiency": efficiency(runners)}
+        return {"rate_per_hour": None, "eta_seconds": None, **known}
     rate = rate_per_hour(runners, iteration, now)
     remaining = max(0, max_iter - iteration)
     if remaining == 0:
@@ -159,7 +167,7 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
         eta = remaining * 3600.0 / rate
     else:
         eta = None
-    return {"rate_per_hour": rate, "eta_seconds": eta, "efficiency": efficiency(runners)}
+    return {"rate_per_hour": rate, "eta_seconds": eta, **known}
 
 
 def format_rate(per_hour: float | None) -> str:
@@ -213,6 +221,10 @@ class Redone:
     seconds: float  # time those computations took (gap to the process's previous event)
     by_job: dict[str, int]  # redone iterations per job id (the job that redid them)
     restarts: int  # app starts that went back behind what had been computed
+    source: str = "iterations.log"  # or "runner records"
+    # the runners (seq, else job id) whose lost work nothing tells: the figures above are then
+    # a lower bound, and no efficiency is claimed
+    unknown: tuple[str, ...] = ()
 
 
 def work_redone(events: Iterable[IterEvent]) -> Redone:
@@ -244,3 +256,63 @@ def work_redone(events: Iterable[IterEvent]) -> Redone:
         seen.add(ev.iteration)
         highest = max(highest, ev.iteration)
     return Redone(iterations=count, seconds=seconds, by_job=by_job, restarts=restarts)
+
+
+# --- work redone, from the runner records --------------------------------------------
+
+SAVED_EXITS = (0, 99)  # an app that exited so by itself had saved its progress (the contract)
+
+
+def lost_iterations(runner: Mapping[str, Any]) -> int | None:
+    """Pure: the iterations this runner's app computed beyond the checkpoint
+    it left, which the next runner computes again; None when nothing tells.
+
+    Known from ``--progress-pattern`` (``iter_first`` .. ``iter_reached``
+    computed, ``iter_after - iter_before`` kept: however the app numbers its
+    iterations), or 0 for an app that saved and exited by itself (0 or 99,
+    not killed), and for a runner that never ran the app. An app killed, dead
+    of a signal, or failed lost what it computed since its last save: unknown.
+    """
+    before, after = _int(runner.get("iter_before")), _int(runner.get("iter_after"))
+    first, reached = _int(runner.get("iter_first")), _int(runner.get("iter_reached"))
+    if runner.get("superseded") or before is None:
+        return 0
+    if after is not None and first is not None and reached is not None:
+        return max(0, (reached - first + 1) - (after - before))
+    code = _int(runner.get("app_exit_code"))
+    if code in SAVED_EXITS and not runner.get("killed"):
+        return 0
+    return None
+
+
+def _ran(runner: Mapping[str, Any]) -> bool:
+    return not runner.get("superseded") and _int(runner.get("iter_before")) is not None
+
+
+def redone_from_runners(runners: list[dict[str, Any]]) -> Redone:
+    """Pure: the work redone in a chain with no iteration log, from its runner
+    records (in order): what each runner's app lost (``lost_iterations``) is
+    redone by the next runner that ran the app, and counted for that job.
+    Seconds at the losing runner's pace (its useful time per iteration
+    computed). A runner whose counter did not advance is left out: its
+    whole time already counts as lost. The last runner redoes, it loses nothing."""
+    ran = [r for r in runners if _ran(r) and r.get("iter_after") is not None]
+    by_job: dict[str, int] = {}
+    unknown: list[str] = []
+    count, seconds = 0, 0.0
+    for loser, redoer in pairwise(ran):
+        if _stalled(loser):
+            continue
+        lost = lost_iterations(loser)
+        if lost is None:
+            unknown.append(str(loser.get("seq") if loser.get("seq") is not None else loser.get("job_id")))
+            continue
+        if lost == 0:
+            continue
+        count += lost
+        job = str(redoer.get("job_id", ""))
+        by_job[job] = by_job.get(job, 0) + lost
+        computed = advance(loser) + lost
+        seconds += useful_seconds(loser) * lost / computed
+    return Redone(iterations=count, seconds=seconds, by_job=by_job, restarts=0,
+                  source="runner records", unknown=tuple(unknown))

@@ -19,7 +19,14 @@ matplotlib.use("Agg")  # no display: the report runs inside a batch job
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from chain.reporting.metrics import IterEvent, advance, format_rate, rate_per_hour, runner_wall
+from chain.reporting.metrics import (
+    IterEvent,
+    advance,
+    format_rate,
+    lost_iterations,
+    rate_per_hour,
+    runner_wall,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class ProgressData:
     checkpoints: list[tuple[float, int]] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)  # runner allocations
     gaps: list[tuple[float, float]] = field(default_factory=list)  # no runner running
+    # what a killed app computed past its last save, lost and redone: (from, to) in time and iteration
+    redone: list[tuple[float, float, int, int]] = field(default_factory=list)
     rate_per_hour: float | None = None
 
     @property
@@ -88,7 +97,10 @@ def progress_data(events: list[IterEvent], runners: list[dict[str, Any]], *, max
 
     With an iteration log: one segment per app process (its ``start`` event,
     then each ``iter`` event, in log order) and the ``ckpt`` events. Without
-    one: a segment per runner from (start, iter_before) to (end, iter_after).
+    one: a staircase per runner, the counter at ``iter_before`` until its
+    checkpoint file was last written (``saved_at``, else the runner's end),
+    then at ``iter_after``; and, where ``--progress-pattern`` told how far a
+    killed app got, the stretch it computed past that save and lost.
     """
     spans = _spans(runners)
     data = ProgressData(chain_id=chain_id, max_iter=max_iter, spans=spans, gaps=_gaps(spans, runners),
@@ -97,6 +109,7 @@ def progress_data(events: list[IterEvent], runners: list[dict[str, Any]], *, max
         data.segments, data.checkpoints = _log_series(events)
     else:
         data.segments = _record_segments(runners)
+        data.redone = _record_redone(runners)
     data.rate_per_hour = _rate(data, runners, now)
     return data
 
@@ -118,15 +131,34 @@ def _log_series(events: list[IterEvent]) -> tuple[list[Segment], list[tuple[floa
     return segments, checkpoints
 
 
+def _finished(runners: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((r for r in runners if runner_wall(r) is not None and isinstance(r.get("iter_before"), int)
+                   and isinstance(r.get("iter_after"), int)), key=lambda r: float(r["start"]))
+
+
+def _saved(runner: dict[str, Any]) -> float:
+    """When the runner's counter moved to ``iter_after``: its checkpoint file's
+    mtime when that fell inside the runner, else its end (all that is known)."""
+    start, end, saved = float(runner["start"]), float(runner["end"]), runner.get("saved_at")
+    return float(saved) if isinstance(saved, (int, float)) and start <= saved <= end else end
+
+
 def _record_segments(runners: list[dict[str, Any]]) -> list[Segment]:
-    """Without a log: each finished runner from (start, iter_before) to (end, iter_after)."""
-    segments = []
-    for r in sorted((r for r in runners if runner_wall(r) is not None), key=lambda r: float(r["start"])):
-        before, after = r.get("iter_before"), r.get("iter_after")
-        if isinstance(before, int) and isinstance(after, int):
-            segments.append(Segment(str(r.get("job_id", "")), [float(r["start"]), float(r["end"])],
-                                    [before, after]))
-    return segments
+    """Without a log: each finished runner's counter as a staircase."""
+    return [Segment(str(r.get("job_id", "")), [float(r["start"]), _saved(r), float(r["end"])],
+                    [r["iter_before"], r["iter_after"], r["iter_after"]]) for r in _finished(runners)]
+
+
+def _record_redone(runners: list[dict[str, Any]]) -> list[tuple[float, float, int, int]]:
+    """The stretches killed apps computed past their last save, as far as they printed."""
+    stretches = []
+    for r in _finished(runners):
+        lost = lost_iterations(r)
+        if lost:
+            stop = r.get("stop_sent")
+            until = float(stop) if isinstance(stop, (int, float)) else float(r["end"])
+            stretches.append((_saved(r), max(_saved(r), until), r["iter_after"], r["iter_after"] + lost))
+    return stretches
 
 
 def _rate(data: ProgressData, runners: list[dict[str, Any]], now: float | None) -> float | None:
@@ -203,8 +235,10 @@ def _draw_progress(ax: Axes, data: ProgressData, x: Callable[[float], float]) ->
     """The iteration curve of each segment and the checkpoints."""
     for i, seg in enumerate(data.segments):
         ax.plot([x(t) for t in seg.times], seg.iterations, color="tab:green", linewidth=1.4,
-                drawstyle="steps-post" if data.source == "iterations.log" else "default",
-                label="iteration" if i == 0 else None)
+                drawstyle="steps-post", label="iteration" if i == 0 else None)
+    for i, (t0, t1, lo, hi) in enumerate(data.redone):
+        ax.plot([x(t0), x(t1)], [lo, hi], color="tab:red", linewidth=1.4, linestyle=":",
+                label="computed past the last save, lost and redone" if i == 0 else None)
     if data.checkpoints:
         ax.plot([x(t) for t, _ in data.checkpoints], [i for _, i in data.checkpoints], linestyle="none",
                 marker=".", markersize=4, color="black", label="checkpoint")

@@ -41,6 +41,7 @@ from chain.reporting.metrics import (
     chain_metrics,
     format_rate,
     parse_iteration_log,
+    redone_from_runners,
     work_redone,
 )
 from chain.reporting.usage import (
@@ -116,7 +117,7 @@ class _Chain:
     runners: list[dict[str, Any]]
     submitters: list[str]
     events: list[IterEvent]
-    redone: Redone | None
+    redone: Redone  # from the iteration log when there is one, else from the runner records
 
     @classmethod
     def read(cls, chain_dir: Path) -> _Chain:
@@ -129,7 +130,7 @@ class _Chain:
         events = _read_events(workdir)
         return cls(chain, status, workdir, _max_iter(chain), iteration, runners,
                    load_submitter_ids(chain, status.submitter_job_id if status else ""), events,
-                   work_redone(events) if events else None)
+                   work_redone(events) if events else redone_from_runners(runners))
 
     @property
     def runner_ids(self) -> list[str]:
@@ -212,17 +213,16 @@ def _plot(chain: _Chain, chain_id: str, notes: list[str]) -> Path | None:
         return None
 
 
-def _redone_json(redone: Redone | None) -> dict[str, Any] | None:
-    if redone is None:
-        return None
+def _redone_json(redone: Redone) -> dict[str, Any]:
+    """``work_redone``: the figures are a lower bound when ``unknown`` names runners."""
     return {"iterations": redone.iterations, "seconds": round(redone.seconds, 3),
-            "restarts_behind": redone.restarts, "by_job": redone.by_job}
+            "restarts_behind": redone.restarts, "by_job": redone.by_job, "source": redone.source,
+            "unknown": list(redone.unknown)}
 
 
 def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]], now: float,
              environ: Mapping[str, str]) -> dict[str, Any]:
     state, reason = final_state(chain.status, environ)
-    redone = chain.redone
     return {
         "chain_id": chain.status.chain_id if chain.status else chain.dir.root.name,
         "backend": chain.status.backend if chain.status else "",
@@ -232,10 +232,10 @@ def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]],
         "max_iter": chain.max_iter,
         "accounting": accounting.trusted,
         "notes": accounting.notes,
-        "totals": usage_totals(rows, redone.iterations if redone else None, redone.seconds if redone else None),
+        "totals": usage_totals(rows, chain.redone),
         "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records,
                                accounting.source).to_json(),
-        "work_redone": _redone_json(redone),
+        "work_redone": _redone_json(chain.redone),
         **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended),
         "iteration_log": str(chain.workdir / ITER_LOG) if chain.events else None,
         "generated": now,
@@ -275,7 +275,7 @@ def make_report(chain_dir: Path, *, echo: bool = True, backends: BackendFactory 
     now = time.time()
     accounting = _accounting(chain, backends or report_backend, settle)
     rows = build_rows(chain.runners, accounting.records if accounting.trusted else {},
-                      chain.redone.by_job if chain.redone else None, now=now)
+                      None if chain.redone.unknown else chain.redone.by_job, now=now)
     summary = _summary(chain, accounting, rows, now, os.environ if environ is None else environ)
     paths = _write_files(chain, rows, summary)
     if echo:
@@ -347,20 +347,31 @@ def _table(summary: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def redone_line(redone: dict[str, Any], totals: dict[str, Any]) -> str:
+    """Pure: the printed line for ``summary["work_redone"]``: known, or why not."""
+    unknown = redone.get("unknown") or []
+    if unknown:
+        at_least = f" (≥ {redone['iterations']} it)" if redone.get("iterations") else ""
+        who = ", ".join(unknown) if len(unknown) <= 3 else f"{unknown[0]}, … {unknown[-1]} ({len(unknown)})"
+        # an app killed (or failed) lost what it computed since its last save: nothing says how much
+        return f"redone unknown{at_least}: runner {who} killed or failed; see --progress-pattern"
+    return (f"redone {totals['redone_iterations']} it ({_dur(totals['redone_s'])}), "
+            f"from the {redone.get('source') or 'iterations.log'}")
+
+
 def _lines(summary: dict[str, Any]) -> list[str]:
     t, m = summary["totals"], summary["metrics"]
     eff = t["efficiency"]
     rss = t["max_rss_bytes"]
-    redone = t["redone_iterations"]
     state = summary["state"] or "?"
     lines = [
         f"state {state}" + (f" ({summary['reason']})" if summary.get("reason") else "")
         + f"; counter {summary['iteration']}/{summary['max_iter']}",
         f"allocated {_dur(t['allocated_s'])} = useful {_dur(t['useful_s'])} + lost {_dur(t['lost_s'])}"
-        + (f" (efficiency {_percent(eff)})" if eff is not None else ""),
+        + (f" (efficiency {_percent(eff)})" if eff is not None else " (efficiency unknown)"),
         f"queue wait {_dur(t['queue_wait_s'])}; cpu {_dur(t['cpu_s'])}; max RSS "
-        + (f"{rss / 2**20:.0f} MiB" if rss else "-") + f"; stop→exit {_dur(t['stop_to_exit_s'])}"
-        + "; redone " + ("-" if redone is None else f"{redone} it ({_dur(t['redone_s'])})"),
+        + (f"{rss / 2**20:.0f} MiB" if rss else "-") + f"; stop→exit {_dur(t['stop_to_exit_s'])}",
+        redone_line(summary["work_redone"], t),
         driver_line(summary["driver"]),
     ]
     if m.get("rate_per_hour") is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from chain.backends.base import Backend, JobUsage
 from chain.errors import SchedulerError
-from chain.reporting.metrics import runner_wall, useful_seconds
+from chain.reporting.metrics import Redone, runner_wall, useful_seconds
 from chain.store import ChainDir
 
 COLUMNS = (
@@ -230,7 +230,7 @@ def _counters(runner: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _redone(redone_by_job: Mapping[str, int] | None, job_id: str) -> int | None:
-    """Redone iterations of this job: 0 when it redid none, None without an iteration log."""
+    """Redone iterations of this job: 0 when it redid none, None when nothing tells."""
     return None if redone_by_job is None else redone_by_job.get(job_id, 0)
 
 
@@ -272,12 +272,16 @@ def _sum(rows: list[dict[str, Any]], key: str) -> float:
     return round(sum(float(r[key]) for r in rows if isinstance(r.get(key), (int, float))), 3)
 
 
-def usage_totals(rows: list[dict[str, Any]], redone_iterations: int | None = None,
-                 redone_seconds: float | None = None) -> dict[str, Any]:
-    """Totals over the rows; allocated_s == useful_s + lost_s (each is a row sum)."""
+def usage_totals(rows: list[dict[str, Any]], redone: Redone | None = None) -> dict[str, Any]:
+    """Totals over the rows; allocated_s == useful_s + lost_s (each is a row sum).
+
+    The efficiency is (useful - redone) / allocated: None when ``redone``
+    (the chain's work redone) is missing or cannot tell what a killed app lost.
+    """
     rss = [int(r["max_rss_bytes"]) for r in rows if isinstance(r.get("max_rss_bytes"), int)]
     allocated = _sum(rows, "allocated_s")
     useful = _sum(rows, "useful_s")
+    known = redone is not None and not redone.unknown
     return {
         "runners": len(rows),
         "allocated_s": allocated,
@@ -288,7 +292,8 @@ def usage_totals(rows: list[dict[str, Any]], redone_iterations: int | None = Non
         "max_rss_bytes": max(rss) if rss else None,
         "stop_to_exit_s": _sum(rows, "stop_to_exit_s"),
         "iterations": int(_sum(rows, "iterations")),
-        "redone_iterations": redone_iterations,
-        "redone_s": None if redone_seconds is None else round(redone_seconds, 3),
-        "efficiency": round(useful / allocated, 4) if allocated > 0 else None,
+        "redone_iterations": redone.iterations if redone is not None and known else None,
+        "redone_s": round(redone.seconds, 3) if redone is not None and known else None,
+        "efficiency": round(max(0.0, useful - redone.seconds) / allocated, 4)
+        if redone is not None and known and allocated > 0 else None,
     }

@@ -20,6 +20,9 @@
 #                                     CHAIN_WARNING_MARGIN (default 60) seconds
 #   chain_stop_expected(lead)         chain_stop_status(lead)$expected
 #   chain_now()                       epoch seconds with 3 decimals, as a string
+#   chain_log_iteration(event, n, code = NULL)
+#                                     append to the iteration log (CHAIN_ITER_LOG, default
+#                                     iterations.log): event start, iter, ckpt or exit
 
 CHAIN_EXIT_DONE <- 0L
 CHAIN_EXIT_TEMPFAIL <- 75L  # EX_TEMPFAIL: stopped on a termination warning
@@ -138,3 +141,13 @@ chain_stop_status <- function(lead = 0) {
 }
 
 chain_stop_expected <- function(lead = 0) chain_stop_status(lead)$expected
+
+# One line of the iteration log (CHAIN_ITER_LOG, default iterations.log):
+# "<epoch> <event> <iteration> <job|-> <pid> [code]"; event: start, iter, ckpt or exit.
+# `chain report` counts the work redone from it.
+chain_log_iteration <- function(event, iteration, code = NULL) {
+  job <- Sys.getenv("SLURM_JOB_ID", "-")
+  if (!nzchar(job)) job <- "-"
+  line <- paste(chain_now(), event, format(iteration, scientific = FALSE), job, Sys.getpid(), code)
+  cat(trimws(line), "\n", sep = "", file = Sys.getenv("CHAIN_ITER_LOG", "iterations.log"), append = TRUE)
+}

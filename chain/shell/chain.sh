@@ -20,6 +20,10 @@
 #                                  CHAIN_STOP_EXIT (99, 75 or empty: save and go
 #                                  on) and CHAIN_WARNING_PRESENT (0/1)
 #   chain_now                      epoch seconds with 3 decimals
+#   chain_log_iteration EVENT N [CODE]
+#                                  append to the iteration log ($CHAIN_ITER_LOG, default
+#                                  iterations.log): EVENT is start, iter, ckpt or exit;
+#                                  `chain report` counts the work redone from it
 #
 # Works under `set -euo pipefail`.  A trap runs only after the foreground
 # command returns, so sleep or compute with `cmd & wait $!` (chain_sleep does)
@@ -183,4 +187,10 @@ chain_stop_expected() {
         CHAIN_STOP_REASON="${CHAIN_STOP_REASON:+$CHAIN_STOP_REASON }guarantee-ending"
     fi
     [[ -n "$CHAIN_STOP_REASON" ]]
+}
+
+# One line of the iteration log: `<epoch> <event> <iteration> <job|-> <pid> [code]`.
+chain_log_iteration() {  # EVENT ITERATION [EXIT_CODE]
+    printf '%s %s %s %s %s%s\n' "$(chain_now)" "$1" "$2" "${SLURM_JOB_ID:--}" "$$" "${3:+ $3}" \
+        >> "${CHAIN_ITER_LOG:-iterations.log}"
 }

@@ -261,4 +261,5 @@ def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exi
     }
 
 
-_LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_reached", "saved_at")
+_LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_first", "iter_reached",
+                   "saved_at")

@@ -44,8 +44,9 @@ class RunnerRecord:
     stop_to_exit: float | None = None
     external_signal: str | None = None  # a signal the runner got from outside (scancel, preemption)
     killed: bool = False  # the app outlived the grace after the stop signal
-    # how far the app got, when something tells (its iteration log, --progress-pattern):
-    # above iter_after, the difference is work to be redone
+    # how far the app got, when something tells (--progress-pattern): the first and the
+    # last iteration it printed; what it computed beyond its checkpoint is work to be redone
+    iter_first: int | None = None
     iter_reached: int | None = None
     saved_at: float | None = None  # the checkpoint file's mtime at the app's exit, when it is a file
     argv: list[str] = field(default_factory=list)

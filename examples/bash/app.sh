@@ -15,35 +15,29 @@ MAX_ITER=${MAX_ITER:-60}
 CKPT_PATH=${CKPT_PATH:-state_iter.txt}
 CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-5}
 ITER_SECONDS=${ITER_SECONDS:-1.0}
-ITER_LOG=${CHAIN_ITER_LOG:-iterations.log}
-JOB=${SLURM_JOB_ID:--}
 
 # Stop early enough for one more iteration and a save before the signal.
 iter_ms=$(_chain_to_ms "$ITER_SECONDS") || { echo "bad ITER_SECONDS=$ITER_SECONDS" >&2; exit 2; }
 lead_ms=$(( iter_ms + 1000 ))
 LEAD=$(printf '%d.%03d' $(( lead_ms / 1000 )) $(( lead_ms % 1000 )))
 
-log_event() {  # EVENT ITERATION [EXIT_CODE]
-    printf '%s %s %s %s %s%s\n' "$(chain_now)" "$1" "$2" "$JOB" "$$" "${3:+ $3}" >> "$ITER_LOG"
-}
-
 i=$(chain_read_counter "$CKPT_PATH") || exit 1
 committed=$i
 urgent=0
 chain_install_traps
-log_event start "$i"
+chain_log_iteration start "$i"
 
 commit() {
     chain_write_counter "$i" "$CKPT_PATH"
     committed=$i
-    log_event ckpt "$i"
+    chain_log_iteration ckpt "$i"
 }
 
 finish() {  # EXIT_CODE
     if (( i != committed )); then
         commit
     fi
-    log_event exit "$committed" "$1"
+    chain_log_iteration exit "$committed" "$1"
     exit "$1"
 }
 
@@ -65,7 +59,7 @@ while (( i < MAX_ITER )); do
         continue                    # interrupted: iteration i+1 is not done
     fi
     i=$(( i + 1 ))
-    log_event iter "$i"
+    chain_log_iteration iter "$i"
     if (( i % CHECKPOINT_EVERY == 0 )); then
         commit
     fi

@@ -15,47 +15,31 @@ import time
 from pathlib import Path
 
 try:
-    from chain.app import AppEnv, ExitCode, StopMonitor, read_counter, write_counter
+    from chain.app import AppEnv, ExitCode, StopMonitor, log_iteration, read_counter, write_counter
 except ImportError:  # run from a checkout without installing slurm-chain
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from chain.app import AppEnv, ExitCode, StopMonitor, read_counter, write_counter
-
-
-class IterLog:
-    """``<epoch> <event> <iteration> <job> <pid> [code]`` lines, appended."""
-
-    def __init__(self, path: str, job: str | None) -> None:
-        self.path = path
-        self.job = job or "-"
-
-    def __call__(self, event: str, iteration: int, code: int | None = None) -> None:
-        fields = [f"{time.time():.3f}", event, str(iteration), self.job, str(os.getpid())]
-        if code is not None:
-            fields.append(str(code))
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(" ".join(fields) + "\n")
+    from chain.app import AppEnv, ExitCode, StopMonitor, log_iteration, read_counter, write_counter
 
 
 def main() -> int:
     env = AppEnv.from_environ(max_iter=60, checkpoint_every=5)
     iter_seconds = float(os.environ.get("ITER_SECONDS", "1.0"))
     lead = iter_seconds + 1.0  # room for one more iteration and a save
-    log = IterLog(os.environ.get("CHAIN_ITER_LOG", "iterations.log"), env.job_id)
 
     i = read_counter(env.ckpt_path) or 0
     committed = i
-    log("start", i)
+    log_iteration("start", i)
 
     def commit() -> None:
         nonlocal committed
         write_counter(env.ckpt_path, i)
         committed = i
-        log("ckpt", i)
+        log_iteration("ckpt", i)
 
     def finish(code: int) -> int:
         if i != committed:
             commit()
-        log("exit", committed, code)
+        log_iteration("exit", committed, code)
         return code
 
     with StopMonitor() as monitor:
@@ -72,7 +56,7 @@ def main() -> int:
             # complete and counts; the stop is acted on at the next boundary.
             time.sleep(iter_seconds)
             i += 1
-            log("iter", i)
+            log_iteration("iter", i)
             if i % env.checkpoint_every == 0:
                 commit()
         return finish(ExitCode.DONE)

@@ -23,31 +23,23 @@ max_iter <- env_num("MAX_ITER", 60)
 every <- env_num("CHECKPOINT_EVERY", 5)
 iter_seconds <- env_num("ITER_SECONDS", 1.0)
 ckpt_path <- Sys.getenv("CKPT_PATH", "state_iter.txt")
-iter_log <- Sys.getenv("CHAIN_ITER_LOG", "iterations.log")
-job <- Sys.getenv("SLURM_JOB_ID", "-")
-if (!nzchar(job)) job <- "-"
 lead <- iter_seconds + 1  # room for one more iteration and a save
-
-log_event <- function(event, iteration, code = NULL) {
-  line <- paste(chain_now(), event, format(iteration, scientific = FALSE), job, Sys.getpid(), code)
-  cat(trimws(line), "\n", sep = "", file = iter_log, append = TRUE)
-}
 
 i <- chain_read_counter(ckpt_path)
 committed <- i
 urgent <- FALSE
-log_event("start", i)
+chain_log_iteration("start", i)
 
 commit <- function() {
   chain_write_counter(i, ckpt_path)
   committed <<- i
-  log_event("ckpt", i)
+  chain_log_iteration("ckpt", i)
 }
 
 finish <- function(code) {
   suspendInterrupts({
     if (i != committed) commit()
-    log_event("exit", committed, code)
+    chain_log_iteration("exit", committed, code)
   })
   quit(save = "no", status = code)
 }
@@ -67,7 +59,7 @@ while (i < max_iter) {
     # Reached only if not interrupted: count the iteration and save atomically.
     suspendInterrupts({
       i <- i + 1
-      log_event("iter", i)
+      chain_log_iteration("iter", i)
       if (i %% every == 0) commit()
     })
   })

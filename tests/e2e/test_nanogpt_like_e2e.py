@@ -61,6 +61,12 @@ def _run_chain(workdir: Path, backend: str, *extra: str, app_args: str = "",
     return runners
 
 
+def _redone_in_the_apps_own_log(workdir: Path, runners: list[dict[str, Any]]) -> int:
+    """Iterations the app printed more than once across the runners' logs: its own account."""
+    printed = [i for runner in runners for i in _printed(workdir, runner["job_id"])[1]]
+    return len(printed) - len(set(printed))
+
+
 @pytest.mark.parametrize("pattern", [False, True], ids=["counter-cmd", "progress-pattern"])
 def test_a_nanogpt_shaped_script_runs_unchanged_as_a_chain(backend: str, pattern: bool, tmp_path: Path) -> None:
     extra = ["--counter-cmd", "json:out/ckpt.json:iter_num"]
@@ -70,11 +76,24 @@ def test_a_nanogpt_shaped_script_runs_unchanged_as_a_chain(backend: str, pattern
     for runner in runners:
         _, iters = _printed(tmp_path, runner["job_id"])
         if pattern:
-            assert runner["iter_reached"] == iters[-1], (runner, iters[-3:])
+            assert (runner["iter_first"], runner["iter_reached"]) == (iters[0], iters[-1]), (runner, iters[-3:])
         else:
             assert "iter_reached" not in runner, runner
-    # killed at the stop: the iterations after its last save are done again by the next runner
-    assert any(r["iter_reached"] > r["iter_after"] for r in runners[:-1]) if pattern else True
+    printed = chain_cmd("report", cwd=tmp_path).stdout
+    summary = json.loads((tmp_path / ".chain" / "report" / "summary.json").read_text())
+    redone, totals = summary["work_redone"], summary["totals"]
+    killed = [str(r["seq"]) for r in runners[:-1]]  # no signal handler: TERM killed every runner but the last
+    assert all(r["app_exit_code"] == 128 + 15 for r in runners[:-1]), runners
+    if pattern:  # the report's redone work is the app's own log's
+        assert redone["unknown"] == [] and redone["source"] == "runner records", redone
+        assert redone["iterations"] == totals["redone_iterations"] == _redone_in_the_apps_own_log(tmp_path, runners)
+        assert redone["iterations"] > 0 and totals["efficiency"] is not None
+        assert f"redone {redone['iterations']} it" in printed
+    else:  # nothing tells what the killed app lost: said so, and no efficiency claimed
+        assert redone["unknown"] == killed and totals["redone_iterations"] is None, redone
+        assert totals["efficiency"] is None and "(efficiency unknown)" in printed
+        assert "redone unknown" in printed and "--progress-pattern" in printed
+        assert "redone work unknown" in chain_cmd("status", cwd=tmp_path).stdout
 
 
 @pytest.mark.local

@@ -41,9 +41,9 @@ ACCOUNTING_DISABLED = "Slurm accounting storage is disabled\n"
 
 # runners.jsonl of that chain (chain-effb11), as the submitter wrote it.
 RUNNERS_JSONL = """\
-{"end": 1795938881.5052211, "exit_code": 99, "iter_after": 11, "iter_before": 0, "job_id": "36", "reason": "app checkpointed (99) (0->11)", "recorded": true, "seq": 1, "start": 1795938875.6853447, "state": "FAILED", "stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}
-{"end": 1795938888.7277374, "exit_code": 99, "iter_after": 22, "iter_before": 11, "job_id": "37", "reason": "app checkpointed (99) (11->22)", "recorded": true, "seq": 2, "start": 1795938882.8722122, "state": "FAILED", "stop_to_exit": null, "submitted": 1795938882.1257625, "verdict": "continue"}
-{"end": 1795938896.3823469, "exit_code": 0, "iter_after": 30, "iter_before": 22, "job_id": "38", "reason": "app finished at 30", "recorded": true, "seq": 3, "start": 1795938892.0808673, "state": "COMPLETED", "stop_to_exit": null, "submitted": 1795938889.1779118, "verdict": "complete"}
+{"app_exit_code": 99, "end": 1795938881.5052211, "exit_code": 99, "iter_after": 11, "iter_before": 0, "job_id": "36", "reason": "app checkpointed (99) (0->11)", "recorded": true, "seq": 1, "start": 1795938875.6853447, "state": "FAILED", "stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}
+{"app_exit_code": 99, "end": 1795938888.7277374, "exit_code": 99, "iter_after": 22, "iter_before": 11, "job_id": "37", "reason": "app checkpointed (99) (11->22)", "recorded": true, "seq": 2, "start": 1795938882.8722122, "state": "FAILED", "stop_to_exit": null, "submitted": 1795938882.1257625, "verdict": "continue"}
+{"app_exit_code": 0, "end": 1795938896.3823469, "exit_code": 0, "iter_after": 30, "iter_before": 22, "job_id": "38", "reason": "app finished at 30", "recorded": true, "seq": 3, "start": 1795938892.0808673, "state": "COMPLETED", "stop_to_exit": null, "submitted": 1795938889.1779118, "verdict": "complete"}
 """
 
 # runners/<id>.json (argv dropped).
@@ -197,9 +197,9 @@ SACCT_LONG = """\
 41234560|RUNNING|0:0|2026-11-20T07:59:00|2026-11-20T07:59:30|Unknown|230430|00:10:00|node0007||1
 """
 RUNNERS_LONG = """\
-{"end": 1795253330.0, "exit_code": 124, "iter_after": 100480, "iter_before": 100000, "job_id": "41234567", "reason": "stopped at the deadline (100000->100480)", "recorded": true, "seq": 101, "start": 1795167005.0, "state": "TIMEOUT", "stop_to_exit": 42.5, "submitted": 1795161600.0, "verdict": "continue"}
-{"end": 1795312790.0, "exit_code": 1, "iter_after": 100700, "iter_before": 100480, "job_id": "41234568", "reason": "cancelled", "recorded": true, "seq": 102, "start": 1795262405.0, "state": "CANCELLED", "stop_to_exit": 3.0, "submitted": 1795253370.0, "verdict": "continue"}
-{"end": 1795377890.0, "exit_code": 0, "iter_after": 101000, "iter_before": 100700, "job_id": "41234569", "reason": "app finished at 101000", "recorded": true, "seq": 103, "start": 1795313105.0, "state": "COMPLETED", "stop_to_exit": null, "submitted": 1795312860.0, "verdict": "complete"}
+{"app_exit_code": 0, "end": 1795253330.0, "exit_code": 124, "iter_after": 100480, "iter_before": 100000, "job_id": "41234567", "reason": "stopped at the deadline (100000->100480)", "recorded": true, "seq": 101, "start": 1795167005.0, "state": "TIMEOUT", "stop_to_exit": 42.5, "submitted": 1795161600.0, "verdict": "continue"}
+{"app_exit_code": 99, "end": 1795312790.0, "exit_code": 1, "iter_after": 100700, "iter_before": 100480, "job_id": "41234568", "reason": "cancelled", "recorded": true, "seq": 102, "start": 1795262405.0, "state": "CANCELLED", "stop_to_exit": 3.0, "submitted": 1795253370.0, "verdict": "continue"}
+{"app_exit_code": 0, "end": 1795377890.0, "exit_code": 0, "iter_after": 101000, "iter_before": 100700, "job_id": "41234569", "reason": "app finished at 101000", "recorded": true, "seq": 103, "start": 1795313105.0, "state": "COMPLETED", "stop_to_exit": null, "submitted": 1795312860.0, "verdict": "complete"}
 """
 LONG_HOST = "node0123.cluster.example.org"  # os.uname().nodename in the runner records
 

@@ -30,7 +30,7 @@ from chain.backends.local.backend import local_usage
 from chain.backends.local.spool import JobRecord
 from chain.backends.slurm.parse import parse_sacct_usage
 from chain.core.model import ChainState
-from chain.reporting.metrics import chain_metrics, efficiency
+from chain.reporting.metrics import chain_metrics, efficiency, redone_from_runners
 from chain.reporting.report import driver_line, final_state, make_report
 from chain.reporting.usage import build_rows, driver_usage, usage_totals
 from chain.store import ChainStatus
@@ -82,12 +82,13 @@ def test_no_progress_is_zero_efficiency() -> None:
     rows = build_rows(runners, {})
     assert [r["useful_s"] for r in rows] == [0.0, 0.0]
     assert [r["lost_s"] for r in rows] == [r["allocated_s"] for r in rows] == [600.0, 600.0]
-    t = usage_totals(rows)
+    t = usage_totals(rows, redone_from_runners(runners))
     assert t["efficiency"] is not None and t["efficiency"] == 0.0
 
 
 def test_efficiency_counts_only_the_runners_that_advanced() -> None:
-    advanced = {"start": 0.0, "end": 100.0, "stop_to_exit": 10.0, "iter_before": 0, "iter_after": 20}
+    advanced = {"start": 0.0, "end": 100.0, "stop_to_exit": 10.0, "iter_before": 0, "iter_after": 20,
+                "app_exit_code": 99}
     assert efficiency([advanced, *_stalled()]) == pytest.approx(90 / 1300)
 
 

@@ -28,6 +28,7 @@ from chain.backends.slurm.parse import (
     parse_slurm_timestamp,
 )
 from chain.core.retry import RetryPolicy
+from chain.reporting.metrics import Redone
 from chain.reporting.report import make_report
 from chain.reporting.usage import (
     COLUMNS,
@@ -171,7 +172,7 @@ def test_rows_and_totals_add_up(tmp_path: Path) -> None:
     assert (r1["iter_before"], r1["iter_after"], r1["iterations"], r1["runner_exit_code"]) == (0, 11, 11, 99)
     assert r1["useful_s"] == pytest.approx(1795938881.5052211 - 1795938875.6853447, abs=1e-3)
     assert rows[0]["redone_iterations"] == 0
-    t = usage_totals(rows, 0, 0.0)
+    t = usage_totals(rows, Redone(iterations=0, seconds=0.0, by_job={}, restarts=0))
     assert t["allocated_s"] == 17.0 and t["queue_wait_s"] == 5.0 and t["iterations"] == 30
     assert t["allocated_s"] == pytest.approx(t["useful_s"] + t["lost_s"])
     assert t["useful_s"] == pytest.approx(sum(r["useful_s"] for r in rows))
@@ -268,7 +269,9 @@ def test_make_report_without_iteration_log(tmp_path: Path) -> None:
     paths = make_report(write_chain(tmp_path, log=None), echo=False,
                         backends=backends(FakeSacct((0, SACCT_CHAIN, ""))), settle=0)
     summary = json.loads(paths[1].read_text())
-    assert summary["work_redone"] is None and summary["totals"]["redone_iterations"] is None
+    # no log: from the runner records, whose apps all saved and exited by themselves
+    assert summary["work_redone"]["source"] == "runner records" and summary["work_redone"]["unknown"] == []
+    assert summary["totals"]["redone_iterations"] == 0 and summary["totals"]["efficiency"] is not None
     assert (tmp_path / ".chain" / "report" / "progress.png").stat().st_size > 1000
 
 

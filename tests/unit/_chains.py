@@ -20,7 +20,7 @@ def make_chain(tmp_path: Path, runners: int, state: ChainState, *, reason: str =
     write_json_atomic(chain_dir.settings_file, settings.to_json())
     now = time.time()
     for i in range(runners):
-        chain_dir.append_runner({"job_id": str(job_base + i), "seq": i + 1, "state": "FAILED", "exit_code": 99,
+        chain_dir.append_runner({"job_id": str(job_base + i), "seq": i + 1, "state": "FAILED", "exit_code": 99, "app_exit_code": 99,
                                  "iter_before": first + i * 10, "iter_after": first + i * 10 + 10,
                                  "verdict": "continue", "reason": reason, "start": now - 100 + i * 10,
                                  "end": now - 91 + i * 10})

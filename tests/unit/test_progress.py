@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.jobs.progress import iteration_reached, log_offset, written_since
+from chain.jobs.progress import iterations_printed, log_offset, written_after, written_since
 
 
 @pytest.fixture
@@ -25,15 +25,15 @@ def test_only_what_was_written_after_the_offset_is_scanned(log_fd: int) -> None:
     assert offset == 32
     os.write(log_fd, b"iter 1: loss 2.0\niter 2: loss 1.9\nchain runner 1 (job 3): app killed\n")
     assert written_since(offset, log_fd).startswith("iter 1: loss")
-    assert iteration_reached(r"^iter (\d+):", offset, log_fd) == 2
+    assert iterations_printed(r"^iter (\d+):", offset, log_fd) == (1, 2)
 
 
 def test_nothing_matched_or_no_pattern_is_none(log_fd: int) -> None:
     offset = log_offset(log_fd)
     os.write(log_fd, b"starting\n")
-    assert iteration_reached(r"^iter (\d+):", offset, log_fd) is None
-    assert iteration_reached("", offset, log_fd) is None
-    assert iteration_reached(r"^iter (\d+):", None, log_fd) is None
+    assert iterations_printed(r"^iter (\d+):", offset, log_fd) == (None, None)
+    assert iterations_printed("", offset, log_fd) == (None, None)
+    assert iterations_printed(r"^iter (\d+):", None, log_fd) == (None, None)
 
 
 def test_the_read_is_bounded_and_drops_the_cut_line(log_fd: int) -> None:
@@ -42,6 +42,16 @@ def test_the_read_is_bounded_and_drops_the_cut_line(log_fd: int) -> None:
     os.write(log_fd, b"".join(f"iter {i}: loss\n".encode() for i in range(1, 2001)))
     tail = written_since(offset, log_fd, limit=100)
     assert len(tail) < 100 and tail.startswith("iter ") and tail.endswith("iter 2000: loss\n")
+    head = written_after(offset, log_fd, limit=100)
+    assert len(head) < 100 and head.startswith("iter 1: loss\n") and head.endswith(": loss")
+
+
+def test_the_first_and_the_last_printed_iteration_since_the_offset(log_fd: int) -> None:
+    """A resumed app: the first iteration it printed is where it resumed, not the runner before's."""
+    os.write(log_fd, b"iter 7: from the runner before\n")
+    offset = log_offset(log_fd)
+    os.write(log_fd, b"Resuming\n" + b"".join(f"iter {i}: loss\n".encode() for i in range(40, 300)))
+    assert iterations_printed(r"^iter (\d+):", offset, log_fd) == (40, 299)
 
 
 def test_a_log_that_is_not_a_regular_file_gives_no_offset() -> None:
