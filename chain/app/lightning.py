@@ -15,7 +15,10 @@ What it does:
   is quarantined) for ``trainer.fit(ckpt_path=...)``; the callback's own
   state in it restores the RNGs of Python, NumPy, torch and CUDA (at the first
   training batch, after Lightning has built its data iterator) and positions
-  a :class:`~chain.app.torch.ResumableSampler` mid-epoch;
+  a :class:`~chain.app.torch.ResumableSampler` mid-epoch.  A fit given no
+  ``ckpt_path`` (the callback given by LightningCLI's config) resumes the
+  same way by itself.  A train loader that a mid-epoch resume would restart
+  (any other sampler) is warned about once, on stderr and in the chain's log;
 * **saves** every ``every`` steps or epochs (default ``CHECKPOINT_EVERY``)
   and/or ``every_seconds``, on a new termination warning, and at the end;
   each one a directory holding ``lightning.ckpt`` (``trainer.save_checkpoint``)
@@ -64,12 +67,13 @@ from lightning.pytorch.callbacks import Checkpoint
 from chain.app.atomic import CounterFormatError, read_counter, write_counter
 from chain.app.contract import AppEnv, ExitCode
 from chain.app.interval import CheckpointPolicy
+from chain.app.lightning_resume import resume_gap, warn_resume_gap
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
 from chain.app.torch_rng import ResumableSampler, rng_state, set_rng_state
 
-__all__ = ["CKPT_FILE", "ChainCallback", "disable_slurm_requeue"]
+__all__ = ["CKPT_FILE", "ChainCallback", "ResumableSampler", "disable_slurm_requeue", "resume_gap"]
 
 log = logging.getLogger("chain.app.lightning")
 
@@ -147,6 +151,8 @@ class ChainCallback(Checkpoint):
         self._signals = tuple(dict.fromkeys([*self.gate.monitor.signals, signal.SIGUSR1]))
         self._saved_handlers: dict[signal.Signals, Any] = {}
         self._resume_asked = False
+        self._resumed_unasked = False
+        self._warned_resume_gap = False
         self._pending_rng: Mapping[str, Any] | None = None
         self._committed: tuple[int, int] | None = None  # (global step, counter)
         self._position = (0, 0, False)  # (epoch, samples done, at its end) for the next save
@@ -224,28 +230,54 @@ class ChainCallback(Checkpoint):
     # ------------------------------------------------------------------ hooks
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        """Turn Lightning's requeue off (before fit registers its handlers)."""
+        """Resume when the fit was not told to; turn Lightning's requeue off
+        (before fit registers its handlers)."""
         if stage != "fit":
             return
-        if not self._resume_asked and self.store.latest() is not None:
-            raise RuntimeError(
-                f"{self.store.root} holds checkpoints but the fit does not resume: call "
-                "trainer.fit(..., ckpt_path=callback.resume_path())"
-            )
+        if not self._resume_asked:
+            self._resume_unasked(trainer)
         disable_slurm_requeue(trainer)
         if self.sampler is not None:
             # Lightning warns that a mid-epoch resume repeats data unless the
             # loader is stateful; the sampler's position makes it exact here.
             warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
 
+    def _resume_unasked(self, trainer: pl.Trainer) -> None:
+        """A fit given no ``ckpt_path=resume_path()`` (LightningCLI, whose
+        ``ckpt_path`` a config cannot compute) resumes all the same.  Lightning
+        picks its checkpoint before any hook: ours goes into its checkpoint
+        connector now, where the restore right after ``setup`` reads it (with
+        no path of its own given, that restore loads nothing over it)."""
+        path = self.resume_path()
+        if path is not None:
+            log.info("resuming from %s (the fit was given no ckpt_path)", path)
+            trainer._checkpoint_connector.resume_start(path)
+            self._resumed_unasked = True
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Refuse a ``ckpt_path`` of the user's that replaced ours unasked."""
+        if self._resumed_unasked and trainer.ckpt_path is not None:
+            raise RuntimeError(
+                f"fit(ckpt_path={str(trainer.ckpt_path)!r}) replaced the newest checkpoint of "
+                f"{self.store.root}: give ckpt_path=callback.resume_path(), or none"
+            )
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Take the stop signals over from Lightning, whose SIGTERM handler
         would end the fit with exit 0 and no save.  Only now, after fit
         registered its handlers: installed earlier, ours would be what
-        Lightning restores when the fit ends, leaving them behind."""
+        Lightning restores when the fit ends, leaving them behind.  Warn
+        about a train loader a mid-epoch resume cannot continue: the loaders
+        exist from now on, and a stop saves mid-epoch in either unit."""
         if trainer.received_sigterm:  # arrived between Lightning's registration and now
             self.gate.monitor.request_stop(signal.SIGTERM)
         self._take_signals()
+        combined = getattr(trainer.fit_loop, "_combined_loader", None)
+        loaders = getattr(combined, "flattened", None) or [trainer.train_dataloader]
+        gaps = [gap for loader in loaders if (gap := resume_gap(loader, self.sampler))]
+        if gaps and trainer.is_global_zero and not self._warned_resume_gap:
+            self._warned_resume_gap = True  # once per fit: a fit's loaders do not change
+            warn_resume_gap("; ".join(dict.fromkeys(gaps)))
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
