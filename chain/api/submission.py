@@ -16,6 +16,7 @@ from chain.app import atomic as app_atomic
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
+from chain.core.launchers import torchrun_signal_warning
 from chain.core.model import ChainState
 from chain.core.names import (
     MAIL_SCRIPT,
@@ -56,11 +57,20 @@ def render_chain(flags: Mapping[str, Any], environ: Mapping[str, str], *, config
     existing = chain.load_status() if chain.state_file.is_file() else None
     if existing is None:
         settings = load_settings(flags, environ, config, cwd)
+        _warn_about_launcher(settings, notify)
         return render(settings, f"{settings.job_name}-xxxxxx", chain_dir, cwd)
     if notify:
         notify(f"rendering the stored settings of chain {existing.chain_id} in {chain_dir}")
     settings = load_settings(flags, environ, config, cwd, stored_settings(chain), notify)
+    _warn_about_launcher(settings, notify)
     return render(settings, existing.chain_id, chain_dir, Path(existing.workdir or cwd))
+
+
+def _warn_about_launcher(settings: Settings, notify: Callable[[str], None] | None) -> None:
+    """A stop signal the app's launcher would not pass on: said, not refused."""
+    warning = torchrun_signal_warning(settings.app_cmd, settings.stop_signal)
+    if warning and notify:
+        notify(warning)
 
 
 @dataclass(frozen=True)
@@ -161,6 +171,7 @@ def _checked_settings(chain: ChainDir, existing: ChainStatus | None, flags: Mapp
                           cancelling=chain.cancel_file.exists())
     assert settings is not None  # resuming nothing was refused just above
     counter = check_app(settings, workdir)
+    _warn_about_launcher(settings, notify)
     if not resume:
         _check_something_to_run(settings, workdir, counter)
     return settings
