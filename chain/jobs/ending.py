@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome
-from chain.core.margin import MarginState, measured_stop, next_margin
+from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.jobs.hooks import run_hooks
@@ -47,15 +47,20 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
     if record is not None and record.superseded:
         return  # it ran no app (a pre-queued runner that left): nothing to learn, even if killed after
     r = record or RunnerRecord(status.runner_job_id)
-    measured, killed = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
-                                     external_signal=r.external_signal, killed=r.killed,
-                                     timed_out=outcome.slurm_state is JobState.TIMEOUT)
-    before = MarginState(max(status.margin, settings.runner_margin), status.worst_stop_to_exit)
-    after, why = next_margin(before, floor=settings.runner_margin,
-                             runner_seconds=settings.runner_seconds, stop_to_exit=measured, killed=killed)
-    if after.margin != before.margin:
-        chain.log(f"runner margin {before.margin}s -> {after.margin}s ({why})")
-    status.margin, status.worst_stop_to_exit = after.margin, after.worst_stop_to_exit
+    stop = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
+                         external_signal=r.external_signal, killed=r.killed,
+                         timed_out=outcome.slurm_state is JobState.TIMEOUT, saved_at=r.saved_at,
+                         advanced=outcome.advanced)
+    before = MarginState(max(status.margin, settings.runner_margin), status.worst_stop_to_exit, status.worst_startup)
+    step = next_margin(before, floor=settings.runner_margin, runner_seconds=settings.runner_seconds, stop=stop,
+                       startup=startup_seconds(r.start, r.app_start))
+    if step.state.margin != before.margin:
+        chain.log(f"runner margin {before.margin}s -> {step.state.margin}s ({step.why})")
+    if step.warning:  # at every runner, and in `chain status` (its reason) while the chain runs
+        status.reason = f"margin does not fit: {step.warning}"
+        chain.log(f"runner {status.runner_seq}: {status.reason}")
+    status.margin, status.worst_stop_to_exit, status.worst_startup = (
+        step.state.margin, step.state.worst_stop_to_exit, step.state.worst_startup)
 
 
 def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,

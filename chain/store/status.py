@@ -43,7 +43,8 @@ class ChainStatus:
     next_job_id: str = ""  # lookahead / relay: the next runner, queued behind the current one
     relay_broken: str = ""  # relay: why the successor could not be queued (the chain stalls)
     margin: int = 0  # adaptive runner margin (0: the configured one)
-    worst_stop_to_exit: float = 0.0  # slowest stop-signal-to-exit of the app seen
+    worst_stop_to_exit: float = 0.0  # slowest stop signal -> checkpoint complete (its save, else its exit) seen
+    worst_startup: float = 0.0  # slowest runner start -> app start seen: it bounds the adaptive margin
     hooks: list[dict[str, Any]] = field(default_factory=list)
     end_announced: bool = False  # --notify / --mail-user ran for this end (reset on resume)
     completed_at: float = 0.0
