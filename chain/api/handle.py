@@ -85,12 +85,17 @@ class Chain:
              sleep: Callable[[float], None] = time.sleep,
              clock: Callable[[], float] = time.monotonic) -> StatusReport:
         """Wait until the chain has ended; its final status. A ``ChainError``
-        after ``timeout`` seconds (the chain goes on)."""
+        after ``timeout`` seconds (the chain goes on), or at once when its
+        jobs were cancelled outside chain (``scancel``) with none left to
+        end it (``chain cancel`` closes it, ``resume()`` continues it)."""
         give_up = None if timeout is None else clock() + timeout
         while True:
             report = self.status(history=0)
             if report.state.ended:
                 return report
+            if report.cancelled_outside:
+                raise ChainError(f"chain {report.chain_id}: {report.cancelled_outside}, and nothing of it runs: "
+                                 "chain cancel closes it, chain submit --resume continues it")
             if give_up is not None and clock() >= give_up:
                 raise ChainError(f"chain {report.chain_id} still {report.state.value} after {timeout:.0f}s")
             sleep(poll)

@@ -13,8 +13,9 @@ from typing import Any
 from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState
+from chain.core.decision import cancelled_outside
 from chain.core.model import ChainState
-from chain.core.settings import Mode, Settings
+from chain.core.settings import Mode
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter, tail_lines
 from chain.store.codec import RecordError, decode, encode
@@ -96,6 +97,9 @@ class StatusReport:
     log: str = ""
     scheduler_error: str = ""
     nothing_driving: bool = False  # not over, yet no job of it is alive
+    # relay: its runner or queued successor was scancelled and nothing of it is left (why, or ""):
+    # said, never settled here (chain status only reads; chain cancel closes it)
+    cancelled_outside: str = ""
     failure: FailureOutput | None = None
 
     @property
@@ -150,8 +154,6 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
     settings = stored_settings(chain)
     relay = settings.mode is Mode.RELAY
     slurm, scheduler_error, asked = _ask_scheduler(status, chain_dir, backend) if live else ({}, "", None)
-    if relay and asked is not None:  # the scheduler answered: settle with the same backend
-        status = settle_relay(chain, status, slurm, backend=asked, settings=settings)
     if history is None:
         runners = list(chain.iter_runners())
         total, recent = len(runners), runners[-METRICS_WINDOW:]
@@ -181,7 +183,8 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
         hooks=status.hooks, metrics=metrics, outputs=_outputs(chain), created=status.created,
         updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,
         chain_dir=str(chain.root), log=str(chain.log_file), scheduler_error=scheduler_error,
-        nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error, relay=relay))
+        nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error, relay=relay),
+        cancelled_outside=_cancelled_outside(status, slurm) if relay and asked is not None else "")
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
         report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
     return report
@@ -232,28 +235,15 @@ def _relay_alive(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> bool:
     return any(slurm[i].state.active for i in ids if i in slurm)
 
 
-def settle_relay(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobInfo], *, backend: Backend,
-                 settings: Settings) -> ChainStatus:
-    """A relay chain whose last runner or queued successor the user
-    scancelled, with nothing of it left running or queued: nobody else will
-    say so, so the chain ends here as cancelled (under the chain's lock, as
-    ``chain cancel``). Anything else is left as it is (stalled, shown)."""
+def _cancelled_outside(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> str:
+    """A relay chain not over whose last runner or queued successor someone
+    scancelled, with nothing of it left running or queued: the reason to show
+    (``chain cancel`` closes it, ``chain submit --resume`` goes on), else ""."""
     if status.state.ended or _relay_alive(status, slurm):
-        return status
+        return ""
     gone = [i for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
             if i and i in slurm and slurm[i].state is JobState.CANCELLED]
-    if not gone:
-        return status
-    from chain.jobs.ending import mark_cancelled
-
-    with chain.locked():
-        fresh = chain.load_status()
-        if fresh is None or fresh.state.ended or (fresh.next_job_id, fresh.runner_job_id, fresh.runner_live) != (
-                status.next_job_id, status.runner_job_id, status.runner_live):
-            return fresh or status  # a runner or a command moved on meanwhile
-        mark_cancelled(chain, fresh, f"runner job {gone[0]} was cancelled outside chain (scancel)",
-                       backend=backend, settings=settings)
-        return fresh
+    return cancelled_outside(gone[0]) if gone else ""
 
 
 def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> FailureOutput | None:

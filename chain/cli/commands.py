@@ -197,6 +197,7 @@ def _stopped_watching(directory: Path, again: str) -> int:
 def _watch_until_ended(directory: Path, interval: float, history: int | None) -> int:
     from chain import api
     from chain.cli.status_view import print_status, progress_line
+    from chain.core.model import ChainState
 
     rows = 10 if history is None else history
     rows_on_screen = 5 if history is None else history  # the view must fit a terminal
@@ -216,6 +217,10 @@ def _watch_until_ended(directory: Path, interval: float, history: int | None) ->
                 print_status(report, history=rows)
         if ended:
             return report.state.exit_code
+        if report.cancelled_outside:  # nothing of it runs: no end would ever come to watch
+            if not sys.stdout.isatty():
+                print_status(report, history=rows)
+            return ChainState.CANCELLED.exit_code
         _sleep(interval)
 
 

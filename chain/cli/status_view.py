@@ -158,7 +158,11 @@ def _jobs(report: StatusReport) -> list[Item]:
         items.append(_line(f"mode: relay (no submitter job); next runner: {queued}"))
         if report.relay_broken:
             items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))
-        if report.stalled:
+        if report.cancelled_outside:
+            items.append(_line(f"cancelled outside chain: {report.cancelled_outside}; nothing of it runs. "
+                               "Close it with: chain cancel, or continue it with: chain submit --resume",
+                               "bold yellow"))
+        elif report.stalled:
             items.append(_line("stalled: nothing queued; continue it with: chain submit --resume", "bold yellow"))
     else:
         sub_state = f" ({report.submitter_state})" if report.submitter_state else ""

@@ -131,6 +131,12 @@ def _no_advance(outcome: Outcome) -> str:
     return f"the counter did not advance ({before}->{after})"
 
 
+def cancelled_outside(job_id: str) -> str:
+    """The reason of a relay chain whose queued or running runner job was
+    cancelled by someone (``scancel``), not by ``chain cancel``."""
+    return f"runner job {job_id} was cancelled outside chain (scancel)"
+
+
 def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
     if outcome.slurm_state is JobState.CANCELLED and not outcome.cancelled_by_chain:
         return Decision(Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED)

@@ -19,8 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.backends.base import Backend, JobInfo, submit_idempotently
-from chain.core.decision import Decision, Outcome, Policy, Progress, Verdict, decide
+from chain.backends.base import Backend, JobInfo, JobState, submit_idempotently
+from chain.core.decision import (
+    Decision,
+    Outcome,
+    Policy,
+    Progress,
+    Verdict,
+    cancelled_outside,
+    decide,
+)
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, runner_job_name
 from chain.core.retry import RetryPolicy
@@ -212,11 +220,26 @@ class Relay:
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more
                     self.queue_successor(status)
+                elif self._successor_cancelled(status.next_job_id):
+                    # the user's scancel of the queued successor: no job of the chain would judge
+                    # this runner, and `chain status` only reads; the chain ends here, cancelled
+                    record_judgment(self.chain, self.settings, status, outcome, decision)
+                    return TakeOver(Step.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
                 return TakeOver(Step.LEAVE, status)
             record_judgment(self.chain, self.settings, status, outcome, decision)
             if decision.verdict is Verdict.STOP:
                 return TakeOver(Step.END, status, decision.reason, decision.state)
             return TakeOver(Step.COMPLETE, status)
+
+    def _successor_cancelled(self, job: str) -> bool:
+        """The queued successor was cancelled outside chain (one query; a
+        scheduler that does not answer leaves the handoff as it is)."""
+        try:
+            info = self.backend.query([job], exit_codes=False).get(job)
+        except SchedulerError as exc:
+            self.chain.log(f"relay: could not ask the scheduler about the queued runner job {job}: {exc}")
+            return False
+        return info is not None and info.state is JobState.CANCELLED
 
     # --- endings -------------------------------------------------------------------------
     def finish(self, take: TakeOver) -> None:

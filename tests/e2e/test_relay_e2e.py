@@ -132,8 +132,8 @@ def test_relay_user_scancel_of_the_running_runner_cancels_the_chain(backend: str
 
 
 def test_relay_user_scancel_of_the_queued_successor_cancels_the_chain(backend: str, tmp_path: Path) -> None:
-    """The running runner finishes its work; with nothing left running or
-    queued, `chain status` ends the chain as cancelled."""
+    """The running runner finishes its work, finds its successor gone and
+    ends the chain as cancelled itself (`chain status` only reads)."""
     copy_example("python", tmp_path)
     _submit(tmp_path, backend, "python3 app.py", max_iter="200")
     report = _wait_app_running(tmp_path)

@@ -221,15 +221,32 @@ def test_a_handoff_or_an_outside_signal_is_left_to_the_successor(tmp_path: Path,
     assert status is not None and status.runner_live and list(chain.iter_runners()) == []
 
 
-def test_status_settles_a_relay_whose_queued_successor_was_scancelled(tmp_path: Path) -> None:
+def test_the_runner_ends_the_chain_when_its_queued_successor_was_scancelled(tmp_path: Path) -> None:
+    """No job of the chain would judge runner 1 once its successor is gone:
+    it judges itself (its work kept) and ends the chain cancelled."""
     fake = FakeBackend()
-    _relay_chain(tmp_path, fake)
-    fake.set_state("101", JobState.RUNNING)
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
     fake.cancel("102")  # the user's scancel of the queued successor
-    assert not status_report(tmp_path / ".chain", backend=fake).state.ended  # runner 1 still works
-    fake.set_state("101", JobState.COMPLETED, 0)
-    report = status_report(tmp_path / ".chain", backend=fake)
-    assert report.state is ChainState.CANCELLED and "102" in report.reason and not report.stalled
+    take = relay.after_app(_ended(chain, "101", 1, 99, 0, 4))
+    assert take.step is Step.END and take.state is ChainState.CANCELLED and "102" in take.why
+    relay.finish(take)
+    status = chain.load_status()
+    assert status is not None and status.state is ChainState.CANCELLED
+    assert status.reason == "runner job 102 was cancelled outside chain (scancel)" and status.iteration == 4
+    [judged] = chain.iter_runners()
+    assert (judged["job_id"], judged["verdict"], judged["iter_after"]) == ("101", "continue", 4)
+
+
+def test_a_live_successor_is_left_to_judge(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Step.LEAVE  # 102 PENDING
+    status = chain.load_status()
+    assert status is not None and status.runner_live and not status.state.ended
 
 
 def test_chain_logs_submitter_says_a_relay_has_none(tmp_path: Path) -> None:

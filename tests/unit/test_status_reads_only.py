@@ -1,0 +1,91 @@
+"""``chain status`` and ``Chain.status()`` only read (issue 28): the chain
+directory is byte-identical after them, for a running relay chain, an ended
+one and one whose jobs were scancelled outside chain; the last is reported
+("cancelled outside chain"), never settled, and watchers stop on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import FakeBackend
+from typer.testing import CliRunner
+
+from chain import Chain, api
+from chain.cli import app
+from chain.core.model import ChainState, JobState
+from chain.errors import ChainError
+from chain.jobs.relay import Relay
+from chain.store import ChainDir
+from chain.store.records import RunnerPhase, RunnerRecord
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _relay_chain(tmp_path: Path, fake: FakeBackend) -> ChainDir:
+    settings = {"app_cmd": "true", "max_iter": 10, "mode": "relay"}
+    api.submit(settings, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    return ChainDir(tmp_path / ".chain")
+
+
+def _running(tmp_path: Path, fake: FakeBackend) -> ChainDir:
+    chain = _relay_chain(tmp_path, fake)
+    Relay(chain, api.stored_settings(chain), fake, tmp_path, "101", 1, sleep=lambda s: None).take_over()
+    chain.write_runner_record(RunnerRecord("101", "x.r1", seq=1, status=RunnerPhase.RUNNING, start=1.0))
+    fake.set_state("101", JobState.RUNNING)
+    return chain
+
+
+def _scancelled(tmp_path: Path, fake: FakeBackend) -> ChainDir:
+    chain = _running(tmp_path, fake)
+    fake.cancel("102")  # the queued successor, then the runner: nothing of the chain is left
+    fake.set_state("101", JobState.CANCELLED)
+    return chain
+
+
+def _ended(tmp_path: Path, fake: FakeBackend) -> ChainDir:
+    chain = _running(tmp_path, fake)
+    api.cancel(tmp_path / ".chain", backend=fake, wait=0)
+    return chain
+
+
+def _status_both_ways(tmp_path: Path, fake: FakeBackend) -> None:
+    api.status_report(tmp_path / ".chain", backend=fake)
+    Chain.open(tmp_path, scheduler=fake).status()
+
+
+@pytest.mark.parametrize("make", [_running, _ended, _scancelled], ids=["running", "ended", "scancelled"])
+def test_status_leaves_the_chain_directory_byte_identical(tmp_path: Path, make: object) -> None:
+    fake = FakeBackend()
+    chain = make(tmp_path, fake)  # type: ignore[operator]
+    before = _snapshot(chain.root)
+    cancelled = list(fake.cancelled)
+    _status_both_ways(tmp_path, fake)
+    assert _snapshot(chain.root) == before
+    assert fake.cancelled == cancelled and len(fake.submitted) == 2  # no job cancelled or submitted
+
+
+def test_a_scancelled_relay_is_reported_not_settled(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    _scancelled(tmp_path, fake)
+    report = api.status_report(tmp_path / ".chain", backend=fake)
+    assert report.state is ChainState.RUNNING and report.cancelled_outside == (
+        "runner job 102 was cancelled outside chain (scancel)")
+    with pytest.raises(ChainError, match="cancelled outside chain.*chain cancel closes it"):
+        Chain.open(tmp_path, scheduler=fake).wait(sleep=lambda s: pytest.fail("waited on a chain nothing drives"))
+
+
+def test_the_watch_ends_on_a_scancelled_relay_and_chain_cancel_closes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeBackend()
+    _scancelled(tmp_path, fake)
+    monkeypatch.setattr("chain.api.status._ask_scheduler", lambda status, chain_dir, backend: (
+        fake.query([j for j in (status.runner_job_id, status.next_job_id) if j]), "", fake))
+    result = CliRunner().invoke(app, ["status", "--watch", "--chain-dir", str(tmp_path / ".chain")])
+    assert result.exit_code == ChainState.CANCELLED.exit_code, result.output
+    assert "cancelled outside chain: runner job 102" in result.output and "chain cancel" in result.output
+    api.cancel(tmp_path / ".chain", backend=fake, wait=0)
+    report = api.status_report(tmp_path / ".chain", backend=fake)
+    assert report.state is ChainState.CANCELLED and report.cancelled_outside == ""
