@@ -119,19 +119,58 @@ def _is_chain_dir(path: Path) -> bool:
         return False
 
 
-def list_rows(chain_dirs: Iterable[Path]) -> list[ChainRow]:
-    """One row per chain, from its own files only (no scheduler call); a
-    chain that cannot be read is shown with its error as the reason."""
-    from chain.api.status import status_report
+def list_rows(chain_dirs: Iterable[Path], *, now: float | None = None) -> list[ChainRow]:
+    """One row per chain, from its own files only (no scheduler call, no
+    counter command): its state file, two keys of its settings and its last
+    few runners, so a thousand chains list in well under a second. A chain
+    that cannot be read is shown with its error as the reason."""
+    import time
 
+    when = time.time() if now is None else now
     rows = []
     for directory in chain_dirs:
         try:
-            report = status_report(directory, live=False, history=0)
+            rows.append(_row(Path(directory), when))
         except ChainError as exc:
             rows.append(ChainRow(str(directory), "?", "?", "unreadable", 0, 0, None, None, str(exc)))
-            continue
-        rows.append(ChainRow(str(directory), report.chain_id, report.mode, report.state.value, report.iteration,
-                             report.max_iter, report.metrics.get("rate_per_hour"),
-                             report.metrics.get("eta_seconds"), report.reason))
     return rows
+
+
+def _row(directory: Path, now: float) -> ChainRow:
+    from chain.api.status import open_chain
+    from chain.reporting.metrics import RECENT_RUNNERS, progress_metrics
+    from chain.store.jsonio import read_json
+
+    chain, status = open_chain(directory)
+    try:
+        stored = read_json(chain.settings_file, "settings")  # corrupt: a ChainDirError, the row says so
+    except FileNotFoundError:
+        stored = None
+    settings = stored if isinstance(stored, dict) else {}
+    max_iter = settings.get("max_iter") if isinstance(settings.get("max_iter"), int) else 0
+    mode = settings.get("mode") if isinstance(settings.get("mode"), str) else "submitter"
+    metrics: Mapping[str, float | None] = {"rate_per_hour": None, "eta_seconds": None}
+    iteration = status.iteration
+    if not status.state.ended:
+        iteration = _live_counter(settings, status.workdir, iteration)
+        runners, _ = chain.recent_runners(RECENT_RUNNERS + 1)
+        current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
+        runners += [current.to_json()] if current else []
+        metrics = progress_metrics(runners, iteration, max_iter, now)
+    return ChainRow(str(directory), status.chain_id, mode, status.state.value, iteration, max_iter,
+                    metrics["rate_per_hour"], metrics["eta_seconds"], status.reason)
+
+
+def _live_counter(settings: Mapping[str, Any], workdir: str, recorded: int) -> int:
+    """A running chain's counter as its file holds it now (a plain file only:
+    a ``--counter-cmd`` may be costly, so its chains show the recorded one)."""
+    from chain.errors import CheckpointError
+    from chain.store import read_counter
+
+    ckpt = settings.get("ckpt_path")
+    if settings.get("counter_cmd") or not isinstance(ckpt, str) or not workdir:
+        return recorded
+    try:
+        return read_counter(Path(workdir) / ckpt)
+    except CheckpointError:
+        return recorded

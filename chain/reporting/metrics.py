@@ -157,8 +157,15 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
     """
     redone = redone_from_runners(runners)
     known = {"efficiency": efficiency(runners, redone), "redone_unknown": list(redone.unknown)}
+    return {**progress_metrics(runners, iteration, max_iter, now, ended=ended), **known}
+
+
+def progress_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float, *,
+                     ended: bool = False) -> dict[str, float | None]:
+    """``rate_per_hour`` and ``eta_seconds`` alone (``chain_metrics``'s):
+    the last ``RECENT_RUNNERS`` runners (and a live one) are all it reads."""
     if ended:
-        return {"rate_per_hour": None, "eta_seconds": None, **known}
+        return {"rate_per_hour": None, "eta_seconds": None}
     rate = rate_per_hour(runners, iteration, now)
     remaining = max(0, max_iter - iteration)
     if remaining == 0:
@@ -167,7 +174,7 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
         eta = remaining * 3600.0 / rate
     else:
         eta = None
-    return {"rate_per_hour": rate, "eta_seconds": eta, **known}
+    return {"rate_per_hour": rate, "eta_seconds": eta}
 
 
 def format_rate(per_hour: float | None) -> str:

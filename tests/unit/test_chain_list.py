@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chain.api import listing
+from chain.api.status import status_report
 from chain.cli import app
 from chain.core.model import ChainState
 from chain.core.settings import resolve
@@ -60,3 +61,38 @@ def test_list_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "empty").mkdir()
     none = CliRunner().invoke(app, ["list", str(tmp_path / "empty"), "--json"])
     assert none.exit_code == 0 and json.loads(none.stdout) == []
+
+
+def _with(path: Path, **settings: str) -> Path:
+    chain = ChainDir(path)
+    write_json_atomic(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50", **settings}, {}, {}).to_json())
+    return path
+
+
+def test_a_row_reads_the_live_counter_file_but_never_runs_a_counter_command(tmp_path: Path) -> None:
+    """Issue 29: a thousand chains list fast and without side effects: a plain counter file
+    is read (a running chain moves between judgments), a --counter-cmd is not run."""
+    plain = _chain(tmp_path / "plain" / ".chain", "chain-plain0", ChainState.RUNNING)
+    (tmp_path / "plain" / "state_iter.txt").write_text("17\n")
+    marker = tmp_path / "ran"
+    command = _with(_chain(tmp_path / "cmd" / ".chain", "chain-cmd000", ChainState.RUNNING),
+                    counter_cmd=f"touch {marker}; echo 33")
+    ended = _chain(tmp_path / "ended" / ".chain", "chain-ended0", ChainState.COMPLETED)
+    (tmp_path / "ended" / "state_iter.txt").write_text("40\n")  # an ended chain keeps its final record
+    rows = {r.chain_id: r.iteration for r in listing.list_rows([plain, command, ended])}
+    assert rows == {"chain-plain0": 17, "chain-cmd000": 10, "chain-ended0": 10}
+    assert not marker.exists()
+
+
+def test_the_rate_is_chain_status_s_from_the_last_runners_alone(tmp_path: Path) -> None:
+    chain_dir = _chain(tmp_path / "r" / ".chain", "chain-rate00", ChainState.RUNNING)
+    chain = ChainDir(chain_dir)
+    for i in range(30):  # one iteration a runner: 360 s each for 25 runners, then 36 s
+        chain.append_runner({"job_id": str(i), "seq": i + 1, "iter_before": i, "iter_after": i + 1,
+                             "start": 3600.0 * i, "end": 3600.0 * i + (360.0 if i < 25 else 36.0)})
+    [row] = listing.list_rows([chain_dir], now=3600.0 * 30)
+    # the last 5 runners: from runner 25's predecessor's end to runner 30's end
+    window = (3600.0 * 29 + 36.0) - (3600.0 * 24 + 360.0)
+    assert row.rate_per_hour == pytest.approx(5 * 3600 / window)
+    assert row.eta_seconds == pytest.approx((50 - 10) * 3600 / row.rate_per_hour)
+    assert row.rate_per_hour == pytest.approx(status_report(chain_dir, live=False).metrics["rate_per_hour"])
