@@ -37,3 +37,25 @@ class PollPolicy:
     def handoff_delays(self) -> list[float]:
         """Backoff while waiting for an ended runner's job to leave the queue."""
         return [0.1, 0.2, 0.3, 0.5, 1.0, 1.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 15.0]
+
+
+@dataclass(frozen=True)
+class StepAside:
+    """Submitter mode: when a submitter whose runner still waits for
+    resources hands over to a successor that starts with the runner (Slurm's
+    ``after:``), so no submitter holds a slot its own runner waits for (a
+    sweep larger than the cluster, a per-user job limit). ``patience``
+    seconds of PENDING seen by the scheduler; 0: never."""
+
+    patience: float = 60.0
+
+    def due(self, pending_since: float | None, now: float) -> bool:
+        """Time to step aside: the runner has been seen pending for ``patience``."""
+        return bool(self.patience) and pending_since is not None and now - pending_since >= self.patience
+
+    def next_query(self, pending_since: float | None, planned: float) -> float:
+        """The next scheduler query while the runner is pending: no later
+        than when stepping aside would be due."""
+        if not self.patience or pending_since is None:
+            return planned
+        return min(planned, pending_since + self.patience)

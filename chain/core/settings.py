@@ -81,6 +81,7 @@ class Settings:
     retries: int = 0
     adaptive_margin: bool = True
     lookahead: bool = False
+    step_aside_after: int = 60
     hooks: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()
     mail_user: str = ""
@@ -202,6 +203,10 @@ FIELDS: tuple[FieldSpec, ...] = (
               "raise the runner margin to 2x the app's worst measured stop time + 5 s (at most half the runner time)", metavar="BOOL", off_flag="--fixed-margin"),
     FieldSpec("lookahead", "CHAIN_LOOKAHEAD", cv.boolean,
               "pre-queue the next runner behind the running one (its queue wait overlaps the compute)", metavar="BOOL"),
+    FieldSpec("step_aside_after", "CHAIN_STEP_ASIDE_AFTER_SEC", cv.integer(0),
+              "submitter mode: when its runner has waited this long for resources, the submitter hands over to "
+              "a successor that starts with the runner, so it never holds a slot its runner waits for "
+              "(0: it waits)", metavar="SECONDS"),
     FieldSpec("hooks", "CHAIN_HOOKS", cv.commands, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
     FieldSpec("notify", "CHAIN_NOTIFY", cv.commands,
               "commands run once when the chain ends (completed, failed, stopped, cancelled), with CHAIN_ID, "

@@ -30,14 +30,14 @@ from chain.core.decision import (
 )
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
-from chain.core.poll import PollPolicy
+from chain.core.poll import PollPolicy, StepAside
 from chain.core.retry import RetryPolicy
 from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.ending import complete_chain, end_chain, record_judgment
 from chain.jobs.launch import submit_runner
 from chain.jobs.lookahead import drop_next, prequeue_next
-from chain.jobs.watch import HandOver, RunnerWatch
+from chain.jobs.watch import HandOver, RunnerWatch, StepAsideNow
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_chain_counter, read_counter_state
 
@@ -64,6 +64,7 @@ class Submitter:
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
         self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
                                  self.clock, self.sleep, on_running=self._prequeue,
+                                 step_aside=StepAside(float(self.settings.step_aside_after)),
                                  ckpt_path=counter_source(self.settings),
                                  read=lambda: read_counter_state(self.settings, self.workdir))
 
@@ -91,9 +92,9 @@ class Submitter:
         self.watch.deadline = self.deadline
         try:
             return self._loop(status)
-        except HandOver:
+        except HandOver as handover:
             try:
-                self._restart(status)
+                self._restart(status, handover)
             except SchedulerError as exc:
                 return self.stop_chain(status, ChainState.STOPPED,
                                   f"could not submit the next submitter ({exc}); "
@@ -236,21 +237,31 @@ class Submitter:
             self.backend.cancel(status.runner_job_id)
         return self.stop_chain(status, ChainState.CANCELLED, "cancelled by chain cancel")
 
-    def _restart(self, status: ChainStatus) -> None:
+    def _restart(self, status: ChainStatus, handover: HandOver) -> None:
+        """Queue the successor submitter: behind this job (never two at once)
+        and, stepping aside, behind its pending runner's start too (Slurm's
+        ``after:``, also satisfied by a cancel), so meanwhile the chain holds
+        no slot at all."""
         status.submitter_cycle += 1
         self.chain.save_status(status)
         name = submitter_job_name(status.chain_id, status.submitter_cycle)
+        aside = handover.runner_job_id if isinstance(handover, StepAsideNow) else ""
+        dependency = f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
 
         def submit() -> str:
             found = [j for j in self.backend.find_by_name(name) if j != self.job_id]
             return found[-1] if found else self.backend.submit(
-                self.chain.scripts / SUBMITTER_SCRIPT, job_name=name,
-                dependency=f"afterany:{self.job_id}", cwd=self.workdir)
+                self.chain.scripts / SUBMITTER_SCRIPT, job_name=name, dependency=dependency, cwd=self.workdir)
 
         new_id = self._persist("submitting the next submitter", submit)
         status.submitter_job_id = new_id
         self.chain.save_status(status)
         self.chain.add_submitter_id(new_id)
+        if aside:
+            self.chain.log(f"submitter {self.job_id} steps aside: runner job {aside} still waits for resources "
+                           f"after {self.settings.step_aside_after}s; successor {new_id} (cycle "
+                           f"{status.submitter_cycle}) starts when it does")
+            return
         live = f"; it adopts runner job {status.runner_job_id}" if status.runner_live else ""
         self.chain.log(f"submitter {self.job_id} near its margin: submitted successor {new_id} "
                        f"(cycle {status.submitter_cycle}){live}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from chain.backends.base import Backend, JobInfo
 from chain.core.decision import Outcome
 from chain.core.model import JobState
-from chain.core.poll import PollPolicy
+from chain.core.poll import PollPolicy, StepAside
 from chain.errors import CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter
 from chain.store.counter import CounterReading
@@ -25,6 +25,14 @@ from chain.store.records import RunnerPhase, RunnerRecord
 
 class HandOver(Exception):
     """The submitter reached its margin while waiting: a successor takes over."""
+
+
+class StepAsideNow(HandOver):
+    """The runner waits for resources: a successor takes over when it starts."""
+
+    def __init__(self, runner_job_id: str) -> None:
+        super().__init__(runner_job_id)
+        self.runner_job_id = runner_job_id
 
 
 @dataclass
@@ -39,6 +47,7 @@ class RunnerWatch:
     sleep: Callable[[float], None] = time.sleep
     deadline: float = float("inf")
     on_running: Callable[[ChainStatus], None] = lambda status: None  # lookahead's pre-queue
+    step_aside: StepAside = field(default_factory=lambda: StepAside(patience=0))  # never, unless the submitter says
     ckpt_path: str = ""  # CKPT_PATH as configured, for a reason that names it ("": the file's name)
     # the counter with its facts (store.counter.read_counter_state), when not the file ckpt
     read: Callable[[], CounterReading] | None = None
@@ -48,6 +57,7 @@ class RunnerWatch:
         job_id = status.runner_job_id
         self.chain.log(f"waiting for runner {status.runner_seq} (job {job_id})")
         next_query = self.clock()  # ask once at adoption: the runner may be long gone
+        pending_since: float | None = None  # when the scheduler first said PENDING
         while True:
             record = self.chain.runner_record(job_id)
             if record is not None and record.ended:
@@ -69,7 +79,12 @@ class RunnerWatch:
                     if record is not None and record.ended:
                         continue
                     return self.outcome(status, record, info)
-                next_query = self.poll.next_slurm_query(now, record.end_planned if record else None)
+                waiting = record is None and info.state is JobState.PENDING
+                pending_since = (now if pending_since is None else pending_since) if waiting else None
+                if self.step_aside.due(pending_since, now):
+                    raise StepAsideNow(job_id)
+                next_query = self.step_aside.next_query(
+                    pending_since, self.poll.next_slurm_query(now, record.end_planned if record else None))
             if now >= self.deadline:
                 raise HandOver()
             self.sleep(self.poll.file_interval)
