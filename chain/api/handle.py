@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,29 @@ class Chain:
         """The chain in ``path``: a chain directory, or a working directory
         holding one in ``.chain``."""
         return cls(resolve_chain_dir(Path(path)), scheduler=scheduler)
+
+    @staticmethod
+    def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
+                    scheduler: Backend | None = None) -> list[Chain]:
+        """Submit a sweep: ``Chain.submit(**spec)`` for each spec, at most
+        ``parallel`` at once (``chain.api.sweep.submit_many``)."""
+        from chain.api.sweep import submit_many
+
+        return submit_many(specs, parallel=parallel, scheduler=scheduler)
+
+    @staticmethod
+    def wait_all(chains: Sequence[Chain], timeout: float | None = None, poll: float = 10.0, *,
+                 check: float = 120.0, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> list[StatusReport]:
+        """Wait for a sweep: the chains' own files every ``poll`` seconds, and
+        one scheduler query for all of them every ``check`` seconds
+        (``chain.api.sweep.wait_all``); their final status reports."""
+        from chain.api.sweep import wait_all
+
+        schedulers = {id(c._backend) for c in chains}
+        scheduler = chains[0]._backend if chains and len(schedulers) == 1 else None
+        return wait_all(chains, timeout=timeout, poll=poll, check=check, sleep=sleep, clock=clock,
+                        scheduler=scheduler)
 
     @property
     def chain_id(self) -> str:

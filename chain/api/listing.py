@@ -147,8 +147,9 @@ def _row(directory: Path, now: float) -> ChainRow:
     except FileNotFoundError:
         stored = None
     settings = stored if isinstance(stored, dict) else {}
-    max_iter = settings.get("max_iter") if isinstance(settings.get("max_iter"), int) else 0
-    mode = settings.get("mode") if isinstance(settings.get("mode"), str) else "submitter"
+    raw_max, raw_mode = settings.get("max_iter"), settings.get("mode")
+    max_iter = raw_max if isinstance(raw_max, int) else 0
+    mode = raw_mode if isinstance(raw_mode, str) else "submitter"
     metrics: Mapping[str, float | None] = {"rate_per_hour": None, "eta_seconds": None}
     iteration = status.iteration
     if not status.state.ended:

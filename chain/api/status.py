@@ -197,13 +197,30 @@ def _ask_scheduler(status: ChainStatus, chain_dir: Path,
     chain's own; None on an error or when the chain has ended)."""
     if status.state.ended:
         return {}, "", None
-    ids = [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "",
-                       status.next_job_id) if i]
+    ids = live_job_ids(status)
     try:
         backend = backend or make_backend(status.backend or "slurm", chain_dir)
         return backend.query(ids), "", backend
     except SchedulerError as exc:
         return {}, str(exc), None
+
+
+def live_job_ids(status: ChainStatus) -> list[str]:
+    """The jobs that drive the chain as its state file names them: its
+    submitter, its live runner, the runner queued behind it."""
+    return [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "",
+                        status.next_job_id) if i]
+
+
+def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, relay: bool) -> str:
+    """Why no job of a chain that is not over can move it (``slurm``: the
+    scheduler's answer about ``live_job_ids``), or "": what ``chain status``
+    shows as "nothing drives it", "stalled" or "cancelled outside chain"."""
+    if relay and (why := _cancelled_outside(status, slurm)):
+        return why
+    if _nothing_driving(status, slurm, True, relay=relay):
+        return "nothing of it runs or is queued" if relay else "its submitter job has ended"
+    return ""
 
 
 def _job_state(slurm: Mapping[str, JobInfo], job_id: str) -> str:

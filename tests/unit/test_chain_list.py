@@ -93,6 +93,6 @@ def test_the_rate_is_chain_status_s_from_the_last_runners_alone(tmp_path: Path) 
     [row] = listing.list_rows([chain_dir], now=3600.0 * 30)
     # the last 5 runners: from runner 25's predecessor's end to runner 30's end
     window = (3600.0 * 29 + 36.0) - (3600.0 * 24 + 360.0)
-    assert row.rate_per_hour == pytest.approx(5 * 3600 / window)
+    assert row.rate_per_hour is not None and row.rate_per_hour == pytest.approx(5 * 3600 / window)
     assert row.eta_seconds == pytest.approx((50 - 10) * 3600 / row.rate_per_hour)
     assert row.rate_per_hour == pytest.approx(status_report(chain_dir, live=False).metrics["rate_per_hour"])

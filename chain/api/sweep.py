@@ -1,0 +1,116 @@
+"""Sweeps: many chains submitted and waited on at a cost to the scheduler
+that does not grow with their number (issue 29).
+
+``submit_many`` runs at most ``parallel`` submissions (each an ``sbatch``)
+at once. ``wait_all`` watches the chains' own state files, which their jobs
+write (a local read, no scheduler call), and asks the scheduler about all
+the chains still running in one batched query every ``check`` seconds, only
+to find a chain that nothing drives any more (its submitter preempted or
+scancelled, a relay scancelled): 40 or 4 000 chains cost the controller one
+request every two minutes by default, where a ``wait()`` per chain asks once
+per chain per poll.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chain.errors import ChainError
+from chain.store import ChainDir, ChainStatus
+
+if TYPE_CHECKING:
+    from chain.api.handle import Chain
+    from chain.api.status import StatusReport
+    from chain.backends.base import Backend
+
+CHECK_EVERY = 120.0  # seconds between the batched scheduler queries of wait_all
+
+
+def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
+                scheduler: Backend | None = None) -> list[Chain]:
+    """``Chain.submit(**spec)`` for each spec, at most ``parallel`` at once;
+    the chains in the specs' order. A ``ChainError`` naming every spec that
+    failed (after the others were submitted: those run)."""
+    from chain.api.handle import Chain
+
+    if parallel < 1:
+        raise ChainError(f"parallel must be at least 1, got {parallel}")
+    specs = [dict(spec) for spec in specs]
+
+    def one(spec: dict[str, Any]) -> Chain | ChainError:
+        try:
+            return Chain.submit(scheduler=scheduler, **spec)
+        except ChainError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        results = list(pool.map(one, specs))
+    failed = [f"{spec.get('workdir', '.')}: {r}" for spec, r in zip(specs, results) if isinstance(r, ChainError)]
+    if failed:
+        raise ChainError(f"{len(failed)} of {len(specs)} chains were not submitted ({'; '.join(failed[:3])}"
+                         + ("; ..." if len(failed) > 3 else "") + "); the others run")
+    return [r for r in results if not isinstance(r, ChainError)]
+
+
+def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: float = 10.0,
+             check: float = CHECK_EVERY, sleep: Callable[[float], None] = time.sleep,
+             clock: Callable[[], float] = time.monotonic,
+             scheduler: Backend | None = None) -> list[StatusReport]:
+    """Wait until every chain has ended; their final status reports, in order.
+
+    The state files are read every ``poll`` seconds; the scheduler is asked
+    once every ``check`` seconds, in one query for all chains not ended, and
+    a chain that nothing drives on two such checks in a row ends the wait with
+    a ``ChainError`` naming it (``chain submit --resume`` continues it), as
+    does ``timeout`` (the chains go on)."""
+    give_up = None if timeout is None else clock() + timeout
+    waiting = {chain.chain_dir: chain for chain in chains}
+    next_check, suspects = clock() + check, set[Path]()
+    while waiting:
+        statuses = {d: ChainDir(d).load_status() for d in waiting}
+        for directory, status in statuses.items():
+            if status is None or status.state.ended:
+                del waiting[directory]
+        if not waiting:
+            break
+        if clock() >= next_check:
+            stuck = _stranded({d: s for d, s in statuses.items() if d in waiting and s is not None}, scheduler)
+            if lost := [f"{d}: {why}" for d, why in stuck.items() if d in suspects]:
+                raise ChainError(f"{len(lost)} chain(s) not over with nothing to drive them ({'; '.join(lost[:3])}"
+                                 + ("; ..." if len(lost) > 3 else "") + "): chain submit --resume continues one")
+            suspects, next_check = set(stuck), clock() + check
+        if give_up is not None and clock() >= give_up:
+            raise ChainError(f"{len(waiting)} of {len(chains)} chains still running after {timeout:.0f}s")
+        sleep(poll)
+    return [chain.status(history=0) for chain in chains]
+
+
+def _stranded(statuses: Mapping[Path, ChainStatus], scheduler: Backend | None) -> dict[Path, str]:
+    """Which chains nothing drives: one query per backend kind, for all of them."""
+    from chain.api.config import stored_settings
+    from chain.api.status import live_job_ids, stranded
+    from chain.backends import make_backend
+    from chain.core.settings import Mode
+    from chain.errors import SchedulerError
+
+    by_backend: dict[tuple[str, str], list[Path]] = {}
+    for directory, status in statuses.items():
+        name = status.backend or "slurm"
+        # the local backend keeps each chain's jobs in its own directory: one query each
+        by_backend.setdefault((name, str(directory) if name == "local" else ""), []).append(directory)
+    found: dict[Path, str] = {}
+    for (name, _), directories in by_backend.items():
+        try:
+            backend = scheduler or make_backend(name, directories[0])
+            slurm = backend.query([j for d in directories for j in live_job_ids(statuses[d])])
+        except (SchedulerError, ChainError):  # no answer: nothing is judged stranded on it
+            continue
+        for directory in directories:
+            relay = stored_settings(ChainDir(directory)).mode is Mode.RELAY
+            if why := stranded(statuses[directory], slurm, relay=relay):
+                found[directory] = why
+    return found

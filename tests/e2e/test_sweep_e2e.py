@@ -1,0 +1,47 @@
+"""Issue 29 on the real cluster: a sweep of 2.5 x the cluster's job slots
+in submitter mode completes. Without stepping aside, the submitters took
+every slot while their runners waited PENDING (Resources) until the
+submitters' own time limits; with it, a submitter whose runner waits hands
+over to a successor that starts with the runner. Submitted with
+``Chain.submit_many`` and waited on with ``Chain.wait_all`` (one scheduler
+query per check for all chains)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from chain import Chain
+from chain.core.model import ChainState
+
+APP = "sleep 3; echo 3 > state_iter.txt"  # one runner's work: three iterations, saved
+
+
+def _slots() -> int:
+    out = subprocess.run(["sinfo", "-h", "-o", "%C"], capture_output=True, text=True, check=True, timeout=30)
+    return int(out.stdout.split("/")[-1])  # allocated/idle/other/total CPUs, one CPU a job
+
+
+@pytest.mark.slurm
+@pytest.mark.alone  # 100 jobs on every slot of the shared cluster: nothing else beside it
+def test_a_submitter_mode_sweep_larger_than_the_cluster_completes(slurm_cluster: object, tmp_path: Path) -> None:
+    n = int(2.5 * _slots())
+    started = time.monotonic()
+    runs = Chain.submit_many([
+        {"workdir": tmp_path / f"run{i:02d}", "app_cmd": APP, "max_iter": 3, "backend": "slurm",
+         "runner_time": "2:00", "runner_margin": 10, "submitter_time": "10:00", "step_aside_after": 10,
+         "poll_max": 10} for i in range(n)], parallel=4)
+    finals = Chain.wait_all(runs, timeout=540, poll=5, check=30)
+    took = time.monotonic() - started
+    assert [f.state for f in finals] == [ChainState.COMPLETED] * n, [(f.chain_id, f.state, f.reason) for f in finals]
+    logs = [(run.chain_dir / "chain.log").read_text() for run in runs]
+    stepped = sum("steps aside" in log for log in logs)
+    assert stepped > 0, "no submitter had to step aside: the sweep did not fill the cluster"
+    for run in runs:
+        runners = [json.loads(line) for line in (run.chain_dir / "runners.jsonl").read_text().splitlines()]
+        assert [(r["iter_before"], r["iter_after"]) for r in runners] == [(0, 3)], runners
+    print(f"{n} chains on {_slots()} slots: {took:.0f} s, {stepped} stepped aside")
