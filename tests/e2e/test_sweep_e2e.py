@@ -18,7 +18,10 @@ import pytest
 from chain import Chain
 from chain.core.model import ChainState
 
-APP = "sleep 3; echo 3 > state_iter.txt"  # one runner's work: three iterations, saved
+# one runner's work: three iterations, saved, then a voluntary checkpoint (99) until MAX_ITER (0): each
+# chain needs two runners, and its submitter queues the second behind every other chain's jobs
+APP = ("i=$(cat state_iter.txt 2>/dev/null || echo 0); sleep 3; i=$((i + 3)); echo $i > state_iter.txt.tmp; "
+       "mv state_iter.txt.tmp state_iter.txt; [ $i -ge $MAX_ITER ] && exit 0; exit 99")
 
 
 def _slots() -> int:
@@ -32,7 +35,7 @@ def test_a_submitter_mode_sweep_larger_than_the_cluster_completes(slurm_cluster:
     n = int(2.5 * _slots())
     started = time.monotonic()
     runs = Chain.submit_many([
-        {"workdir": tmp_path / f"run{i:02d}", "app_cmd": APP, "max_iter": 3, "backend": "slurm",
+        {"workdir": tmp_path / f"run{i:02d}", "app_cmd": APP, "max_iter": 6, "backend": "slurm",
          "runner_time": "2:00", "runner_margin": 10, "submitter_time": "10:00", "step_aside_after": 10,
          "poll_max": 10} for i in range(n)], parallel=4)
     finals = Chain.wait_all(runs, timeout=540, poll=5, check=30)
@@ -43,5 +46,5 @@ def test_a_submitter_mode_sweep_larger_than_the_cluster_completes(slurm_cluster:
     assert stepped > 0, "no submitter had to step aside: the sweep did not fill the cluster"
     for run in runs:
         runners = [json.loads(line) for line in (run.chain_dir / "runners.jsonl").read_text().splitlines()]
-        assert [(r["iter_before"], r["iter_after"]) for r in runners] == [(0, 3)], runners
+        assert [(r["iter_before"], r["iter_after"]) for r in runners] == [(0, 3), (3, 6)], runners
     print(f"{n} chains on {_slots()} slots: {took:.0f} s, {stepped} stepped aside")
