@@ -81,7 +81,7 @@ def next_margin(state: MarginState, *, floor: int, runner_seconds: int, stop: St
     worst = max(state.worst_stop_to_exit, stop.checkpointed or 0.0)
     startup = max(state.worst_startup, startup or 0.0)
     need, why = _save_need(state, floor, worst, stop)
-    exit_need, exit_why = _exit_need(stop)
+    exit_need, exit_why = _exit_need(state, floor, stop)
     if exit_why and exit_need >= need:
         why = exit_why
     elif exit_why and stop.killed:
@@ -90,8 +90,10 @@ def next_margin(state: MarginState, *, floor: int, runner_seconds: int, stop: St
     wanted = max(state.margin, need, exit_need)
     cap = margin_cap(floor, runner_seconds, startup)
     if wanted > cap:
-        wanted = cap
-        why += (f"; capped at {cap}s: start-up {startup:.1f}s + margin leave half the "
+        # the cap never takes back a margin already given: a slow start-up
+        # (a relay take-over riding out an outage) must not shrink it
+        wanted = max(cap, state.margin)
+        why += (f"; capped at {wanted}s: start-up {startup:.1f}s + margin leave half the "
                 f"{runner_seconds}s runner for work")
     # killed before its checkpoint with the most a runner can give: it needs more than that
     cut = stop.killed_mid_save and state.margin >= cap
@@ -111,13 +113,16 @@ def _save_need(state: MarginState, floor: int, worst: float, stop: StopTimes) ->
     return need, why
 
 
-def _exit_need(stop: StopTimes) -> tuple[int, str]:
+def _exit_need(state: MarginState, floor: int, stop: StopTimes) -> tuple[int, str]:
     """An exit after a complete save: covered once plus slack (the runner
-    keeps at most 5 s of the margin for itself, ``plan_schedule``)."""
+    keeps at most 5 s of the margin for itself, ``plan_schedule``); killed
+    while exiting, the time it was given is only a lower bound of its exit:
+    at least double the margin, as for any kill, or it is killed at every runner."""
     if stop.saved is None or stop.exited is None:
         return 0, ""
     need = math.ceil(stop.exited + SLACK_SECONDS)
     if stop.killed:
+        need = max(need, 2 * max(state.margin, floor))
         return need, (f"the app saved {stop.saved:.1f}s after the stop and was killed {stop.exited:.1f}s "
                       "after it, still exiting: its checkpoint was complete, nothing was lost")
     return need, (f"the app saved {stop.saved:.1f}s after the stop but exited {stop.exited:.1f}s after it: "

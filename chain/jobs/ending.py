@@ -17,6 +17,7 @@ from chain.jobs.notify import announce_end
 from chain.store import ChainDir, ChainStatus, runner_entry
 from chain.store.records import RunnerRecord
 
+MARGIN_WARNING = "margin does not fit"  # the reason chain status shows while the app's stop does not fit
 HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not bound it
 
 
@@ -57,8 +58,10 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
     if step.state.margin != before.margin:
         chain.log(f"runner margin {before.margin}s -> {step.state.margin}s ({step.why})")
     if step.warning:  # at every runner, and in `chain status` (its reason) while the chain runs
-        status.reason = f"margin does not fit: {step.warning}"
+        status.reason = f"{MARGIN_WARNING}: {step.warning}"
         chain.log(f"runner {status.runner_seq}: {status.reason}")
+    elif status.reason.startswith(MARGIN_WARNING):  # the last runners fit again
+        status.reason = ""
     status.margin, status.worst_stop_to_exit, status.worst_startup = (
         step.state.margin, step.state.worst_stop_to_exit, step.state.worst_startup)
 
