@@ -151,7 +151,7 @@ class ChainCallback(Checkpoint):
         self._signals = tuple(dict.fromkeys([*self.gate.monitor.signals, signal.SIGUSR1]))
         self._saved_handlers: dict[signal.Signals, Any] = {}
         self._resume_asked = False
-        self._resumed_unasked = False
+        self._resumed_unasked = ""  # the checkpoint a fit given no ckpt_path resumed from
         self._warned_resume_gap = False
         self._pending_rng: Mapping[str, Any] | None = None
         self._committed: tuple[int, int] | None = None  # (global step, counter)
@@ -249,14 +249,24 @@ class ChainCallback(Checkpoint):
         connector now, where the restore right after ``setup`` reads it (with
         no path of its own given, that restore loads nothing over it)."""
         path = self.resume_path()
-        if path is not None:
-            log.info("resuming from %s (the fit was given no ckpt_path)", path)
-            trainer._checkpoint_connector.resume_start(path)
-            self._resumed_unasked = True
+        if path is None:
+            return
+        if getattr(trainer.strategy, "restore_checkpoint_after_setup", False):
+            # FSDP, DeepSpeed, ModelParallel restore after the strategy's own setup,
+            # which a checkpoint loaded here would precede: the fit must ask
+            raise RuntimeError(
+                f"{self.store.root} holds checkpoints but the fit does not resume, and with "
+                f"{type(trainer.strategy).__name__} the callback cannot resume it by itself: call "
+                "trainer.fit(..., ckpt_path=callback.resume_path())"
+            )
+        log.info("resuming from %s (the fit was given no ckpt_path)", path)
+        trainer._checkpoint_connector.resume_start(path)
+        self._resumed_unasked = str(path)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Refuse a ``ckpt_path`` of the user's that replaced ours unasked."""
-        if self._resumed_unasked and trainer.ckpt_path is not None:
+        if self._resumed_unasked and trainer.ckpt_path is not None \
+                and str(trainer.ckpt_path) != self._resumed_unasked:
             raise RuntimeError(
                 f"fit(ckpt_path={str(trainer.ckpt_path)!r}) replaced the newest checkpoint of "
                 f"{self.store.root}: give ckpt_path=callback.resume_path(), or none"

@@ -56,7 +56,7 @@ def data() -> Any:
 
 def fit(root: Path, loader: Any, *, sampler: Any = None, stop_at: int | None = None,
         ckpt: str | None | bool = True, losses: dict[int, list[str]] | None = None,
-        seed: int = 0) -> int:
+        seed: int = 0, strategy: Any = "auto") -> int:
     """One runner's fit; ``ckpt``: True passes ``resume_path()``, False
     nothing (as LightningCLI does), a string that path.  ``seed``: the
     global RNGs' at the start (a resume must not depend on it)."""
@@ -70,7 +70,7 @@ def fit(root: Path, loader: Any, *, sampler: Any = None, stop_at: int | None = N
     path = cb.resume_path() if ckpt is True else (ckpt or None)
     trainer = L.Trainer(max_steps=STEPS, callbacks=[SignalAt(stop_at, signal.SIGTERM), cb],
                         logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="cpu", devices=1, default_root_dir=root)
+                        accelerator="cpu", devices=1, default_root_dir=root, strategy=strategy)
     try:
         trainer.fit(Tiny({} if losses is None else losses, []), loader, ckpt_path=path)
     except SystemExit as exc:
@@ -157,3 +157,21 @@ def test_a_users_ckpt_path_beside_the_unasked_resume_is_refused(tmp_path: Path) 
     older = tmp_path / "ck" / f"ckpt-{8:012d}.d" / chain_lightning.CKPT_FILE
     with pytest.raises(RuntimeError, match="replaced the newest checkpoint"):
         fit(tmp_path, loader, ckpt=str(older))
+
+
+def test_a_strategy_that_restores_after_its_setup_is_told_to_pass_the_path(tmp_path: Path) -> None:
+    """FSDP, DeepSpeed, ModelParallel restore after their own setup: the callback
+    cannot load a checkpoint before it, so a fit given no ckpt_path is refused
+    with what to do (it used to blame a ckpt_path the user never gave)."""
+    from lightning.pytorch.strategies import SingleDeviceStrategy
+
+    class RestoresAfterSetup(SingleDeviceStrategy):
+        @property
+        def restore_checkpoint_after_setup(self) -> bool:
+            return True
+
+    loader = DataLoader(data(), batch_size=8, shuffle=False)
+    assert fit(tmp_path, loader, stop_at=3) == 99
+    with pytest.raises(RuntimeError, match="cannot resume it by itself: call trainer.fit"):
+        fit(tmp_path, loader, ckpt=False, strategy=RestoresAfterSetup(device=torch.device("cpu")))
+    assert fit(tmp_path, loader, strategy=RestoresAfterSetup(device=torch.device("cpu"))) == 0  # given the path
