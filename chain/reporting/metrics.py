@@ -143,10 +143,10 @@ def efficiency(runners: list[dict[str, Any]], redone: Redone | None = None) -> f
 
 
 def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float, *,
-                  ended: bool = False) -> dict[str, Any]:
+                  ended: bool = False, redone: Redone | None = None) -> dict[str, Any]:
     """``rate_per_hour``, ``eta_seconds``, ``efficiency`` and ``redone_unknown``
-    (the runners whose lost work nothing tells, ``redone_from_runners``) for
-    ``chain status``.
+    (the runners whose lost work nothing tells: ``redone``, by default
+    ``redone_from_runners``) for ``chain status``.
 
     ``runners``: runner records or runners.jsonl entries (or both merged, as
     ``chain.reporting.usage.load_runners`` returns them); ``iteration``: the current
@@ -155,7 +155,7 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
     failed, stopped, cancelled) has no rate and no ETA: nothing runs, and a
     failed chain's ETA would promise an end that will not come.
     """
-    redone = redone_from_runners(runners)
+    redone = redone_from_runners(runners) if redone is None else redone  # the report's, from its log
     known = {"efficiency": efficiency(runners, redone), "redone_unknown": list(redone.unknown)}
     return {**progress_metrics(runners, iteration, max_iter, now, ended=ended), **known}
 
@@ -284,16 +284,23 @@ def lost_iterations(runner: Mapping[str, Any]) -> int | None:
     first, reached = _int(runner.get("iter_first")), _int(runner.get("iter_reached"))
     if runner.get("superseded") or before is None:
         return 0
+    if _int(runner.get("app_exit_code")) in SAVED_EXITS and not runner.get("killed"):
+        return 0  # first: an app that prints "iter N" before computing N lost nothing by exiting
     if after is not None and first is not None and reached is not None:
         return max(0, (reached - first + 1) - (after - before))
-    code = _int(runner.get("app_exit_code"))
-    if code in SAVED_EXITS and not runner.get("killed"):
-        return 0
     return None
 
 
 def _ran(runner: Mapping[str, Any]) -> bool:
     return not runner.get("superseded") and _int(runner.get("iter_before")) is not None
+
+
+def lost_and_redone(runners: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any], int | None]]:
+    """Pure: (runner, the next runner that ran the app, what the first lost)
+    for each runner that advanced and has such a successor: what the report
+    counts and the plot draws."""
+    ran = [r for r in runners if _ran(r) and r.get("iter_after") is not None]
+    return [(loser, redoer, lost_iterations(loser)) for loser, redoer in pairwise(ran) if not _stalled(loser)]
 
 
 def redone_from_runners(runners: list[dict[str, Any]]) -> Redone:
@@ -303,14 +310,10 @@ def redone_from_runners(runners: list[dict[str, Any]]) -> Redone:
     Seconds at the losing runner's pace (its useful time per iteration
     computed). A runner whose counter did not advance is left out: its
     whole time already counts as lost. The last runner redoes, it loses nothing."""
-    ran = [r for r in runners if _ran(r) and r.get("iter_after") is not None]
     by_job: dict[str, int] = {}
     unknown: list[str] = []
     count, seconds = 0, 0.0
-    for loser, redoer in pairwise(ran):
-        if _stalled(loser):
-            continue
-        lost = lost_iterations(loser)
+    for loser, redoer, lost in lost_and_redone(runners):
         if lost is None:
             unknown.append(str(loser.get("seq") if loser.get("seq") is not None else loser.get("job_id")))
             continue

@@ -23,7 +23,7 @@ from chain.reporting.metrics import (
     IterEvent,
     advance,
     format_rate,
-    lost_iterations,
+    lost_and_redone,
     rate_per_hour,
     runner_wall,
 )
@@ -152,9 +152,9 @@ def _record_segments(runners: list[dict[str, Any]]) -> list[Segment]:
 def _record_redone(runners: list[dict[str, Any]]) -> list[tuple[float, float, int, int]]:
     """The stretches killed apps computed past their last save, as far as they printed."""
     stretches = []
-    for r in _finished(runners):
-        lost = lost_iterations(r)
-        if lost:
+    finished = {id(r) for r in _finished(runners)}
+    for r, _, lost in lost_and_redone(runners):
+        if lost and id(r) in finished:
             stop = r.get("stop_sent")
             until = float(stop) if isinstance(stop, (int, float)) else float(r["end"])
             stretches.append((_saved(r), max(_saved(r), until), r["iter_after"], r["iter_after"] + lost))

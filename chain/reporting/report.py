@@ -186,7 +186,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _rates(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float,
-           ended: bool) -> dict[str, Any]:
+           ended: bool, redone: Redone) -> dict[str, Any]:
     """The span (first submission to the last runner's end), the mean rate over
     it, and ``chain status``'s metrics (no rate or ETA once the chain ended)."""
     submitted = [r["submitted"] for r in runners
@@ -198,7 +198,7 @@ def _rates(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: fl
         "span_s": span,
         # iterations checkpointed per hour of the whole span (queue waits included)
         "mean_rate_per_hour": round(advanced * 3600 / span, 3) if span and advanced else None,
-        "metrics": chain_metrics(runners, iteration, max_iter, now, ended=ended),
+        "metrics": chain_metrics(runners, iteration, max_iter, now, ended=ended, redone=redone),
     }
 
 
@@ -236,7 +236,8 @@ def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]],
         "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records,
                                accounting.source).to_json(),
         "work_redone": _redone_json(chain.redone),
-        **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended),
+        **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended,
+                 chain.redone),
         "iteration_log": str(chain.workdir / ITER_LOG) if chain.events else None,
         "generated": now,
         "files": {},

@@ -73,6 +73,9 @@ def test_records_staircase_steps_at_the_save_and_marks_the_lost_stretch() -> Non
     assert [(s.times, s.iterations) for s in data.segments] == [
         ([100.0, 140.0, 160.0], [0, 10, 10]), ([170.0, 200.0, 200.0], [10, 20, 20])]
     assert data.redone == [(140.0, 155.0, 10, 18)]  # iterations 10..17 computed after the save at 10
+    # the last runner's lost work is redone by nobody: not drawn, as it is not counted
+    alone = progress_data([], [killed], max_iter=20, chain_id="c")
+    assert alone.redone == []
 
 
 @pytest.mark.parametrize("log", [ITER_LOG, ""])

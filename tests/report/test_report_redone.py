@@ -31,6 +31,8 @@ STEP_1_BASED = _runner(2, 10, 20, iter_first=11, iter_reached=20, app_exit_code=
     (_runner(1, 10, 20, iter_first=11, iter_reached=27, app_exit_code=143), 7),  # 1-based: 21..27
     (STEP_1_BASED, 0),
     (_runner(1, 0, 10, app_exit_code=99), 0),  # saved and exited by itself: the contract
+    # an app printing "step N" before computing N, then saving and exiting: its exit says it lost nothing
+    (_runner(1, 0, 10, iter_first=1, iter_reached=11, app_exit_code=99), 0),
     (_runner(1, 0, 10, app_exit_code=0, stop_sent=150.0), 0),  # saved on TERM and exited 0
     (_runner(1, 0, 10, app_exit_code=99, killed=True), None),  # outlived the grace: killed mid-save
     (_runner(1, 0, 10, app_exit_code=143), None),  # died of the stop signal, nothing printed
