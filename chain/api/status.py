@@ -184,7 +184,8 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
         updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,
         chain_dir=str(chain.root), log=str(chain.log_file), scheduler_error=scheduler_error,
         nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error, relay=relay),
-        cancelled_outside=_cancelled_outside(status, slurm) if relay and asked is not None else "")
+        cancelled_outside=_cancelled_outside(status, slurm, chain.cancel_file.exists())
+        if relay and asked is not None else "")
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
         report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
     return report
@@ -212,11 +213,14 @@ def live_job_ids(status: ChainStatus) -> list[str]:
                         status.next_job_id) if i]
 
 
-def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, relay: bool) -> str:
+def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, relay: bool, cancelling: bool = False) -> str:
     """Why no job of a chain that is not over can move it (``slurm``: the
     scheduler's answer about ``live_job_ids``), or "": what ``chain status``
-    shows as "nothing drives it", "stalled" or "cancelled outside chain"."""
-    if relay and (why := _cancelled_outside(status, slurm)):
+    shows as "nothing drives it", "stalled" or "cancelled outside chain"
+    (nothing while ``chain cancel`` is at work: ``cancelling``)."""
+    if cancelling:
+        return ""
+    if relay and (why := _cancelled_outside(status, slurm, cancelling)):
         return why
     if _nothing_driving(status, slurm, True, relay=relay):
         return "nothing of it runs or is queued" if relay else "its submitter job has ended"
@@ -252,11 +256,12 @@ def _relay_alive(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> bool:
     return any(slurm[i].state.active for i in ids if i in slurm)
 
 
-def _cancelled_outside(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> str:
+def _cancelled_outside(status: ChainStatus, slurm: Mapping[str, JobInfo], cancelling: bool) -> str:
     """A relay chain not over whose last runner or queued successor someone
     scancelled, with nothing of it left running or queued: the reason to show
-    (``chain cancel`` closes it, ``chain submit --resume`` goes on), else ""."""
-    if status.state.ended or _relay_alive(status, slurm):
+    (``chain cancel`` closes it, ``chain submit --resume`` goes on), else ""
+    (also while ``chain cancel``, whose own cancels these are, is at work)."""
+    if status.state.ended or cancelling or _relay_alive(status, slurm):
         return ""
     gone = [i for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
             if i and i in slurm and slurm[i].state is JobState.CANCELLED]

@@ -46,6 +46,8 @@ def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
             return Chain.submit(scheduler=scheduler, **spec)
         except ChainError as exc:
             return exc
+        except Exception as exc:  # noqa: BLE001  (one bad spec must not lose the others' handles)
+            return ChainError(f"{type(exc).__name__}: {exc}")
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         results = list(pool.map(one, specs))
@@ -71,9 +73,9 @@ def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: flo
     waiting = {chain.chain_dir: chain for chain in chains}
     next_check, suspects = clock() + check, set[Path]()
     while waiting:
-        statuses = {d: ChainDir(d).load_status() for d in waiting}
+        statuses = {d: _load(d) for d in waiting}
         for directory, status in statuses.items():
-            if status is None or status.state.ended:
+            if status is not None and status.state.ended:
                 del waiting[directory]
         if not waiting:
             break
@@ -87,6 +89,16 @@ def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: flo
             raise ChainError(f"{len(waiting)} of {len(chains)} chains still running after {timeout:.0f}s")
         sleep(poll)
     return [chain.status(history=0) for chain in chains]
+
+
+def _load(directory: Path) -> ChainStatus | None:
+    """A chain's state as its jobs last wrote it; None when it cannot be read
+    now (one chain's broken file does not end the wait for the others: it
+    is read again at the next poll)."""
+    try:
+        return ChainDir(directory).load_status()
+    except ChainError:
+        return None
 
 
 def _stranded(statuses: Mapping[Path, ChainStatus], scheduler: Backend | None) -> dict[Path, str]:
@@ -110,7 +122,11 @@ def _stranded(statuses: Mapping[Path, ChainStatus], scheduler: Backend | None) -
         except (SchedulerError, ChainError):  # no answer: nothing is judged stranded on it
             continue
         for directory in directories:
-            relay = stored_settings(ChainDir(directory)).mode is Mode.RELAY
-            if why := stranded(statuses[directory], slurm, relay=relay):
+            try:
+                relay = stored_settings(ChainDir(directory)).mode is Mode.RELAY
+            except ChainError:
+                continue
+            cancelling = ChainDir(directory).cancel_file.exists()
+            if why := stranded(statuses[directory], slurm, relay=relay, cancelling=cancelling):
                 found[directory] = why
     return found

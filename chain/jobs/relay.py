@@ -220,7 +220,7 @@ class Relay:
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more
                     self.queue_successor(status)
-                elif self._successor_cancelled(status.next_job_id):
+                elif not self.chain.cancel_file.exists() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
                     record_judgment(self.chain, self.settings, status, outcome, decision)

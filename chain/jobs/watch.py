@@ -81,8 +81,8 @@ class RunnerWatch:
                     return self.outcome(status, record, info)
                 waiting = record is None and info.state is JobState.PENDING
                 pending_since = (now if pending_since is None else pending_since) if waiting else None
-                if self.step_aside.due(pending_since, now):
-                    raise StepAsideNow(job_id)
+                if self.step_aside.due(pending_since, now) and self.chain.runner_record(job_id) is None:
+                    raise StepAsideNow(job_id)  # (the record read again: it may have started since)
                 next_query = self.step_aside.next_query(
                     pending_since, self.poll.next_slurm_query(now, record.end_planned if record else None))
             if now >= self.deadline:

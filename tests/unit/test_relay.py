@@ -239,6 +239,19 @@ def test_the_runner_ends_the_chain_when_its_queued_successor_was_scancelled(tmp_
     assert (judged["job_id"], judged["verdict"], judged["iter_after"]) == ("101", "continue", 4)
 
 
+def test_a_successor_cancelled_by_chain_cancel_is_not_cancelled_outside(tmp_path: Path) -> None:
+    """chain cancel's own cancel of the successor: the runner leaves the ending to it."""
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    chain.cancel_file.write_text("1\n")
+    fake.cancel("102")
+    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Step.LEAVE
+    status = chain.load_status()
+    assert status is not None and not status.state.ended
+
+
 def test_a_live_successor_is_left_to_judge(tmp_path: Path) -> None:
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)

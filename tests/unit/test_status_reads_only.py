@@ -89,3 +89,10 @@ def test_the_watch_ends_on_a_scancelled_relay_and_chain_cancel_closes_it(
     api.cancel(tmp_path / ".chain", backend=fake, wait=0)
     report = api.status_report(tmp_path / ".chain", backend=fake)
     assert report.state is ChainState.CANCELLED and report.cancelled_outside == ""
+
+
+def test_while_chain_cancel_is_at_work_nothing_is_cancelled_outside(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain = _scancelled(tmp_path, fake)
+    chain.cancel_file.write_text("1\n")  # chain cancel's own cancels, its end not yet saved
+    assert api.status_report(tmp_path / ".chain", backend=fake).cancelled_outside == ""

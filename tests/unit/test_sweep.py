@@ -125,3 +125,12 @@ def test_submit_many_names_what_failed_and_submits_the_rest(tmp_path: Path) -> N
     assert (tmp_path / "ok" / ".chain" / "state.json").is_file() and len(fake.submitted) == 2
     with pytest.raises(ChainError, match="parallel must be at least 1"):
         Chain.submit_many(specs, parallel=0)
+
+
+def test_submit_many_reports_a_spec_that_is_not_even_a_setting(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    specs = [{"workdir": tmp_path / "ok", "app_cmd": "true", "max_iter": 10},
+             {"workdir": tmp_path / "odd", "app_cmd": "true", "max_iter": 10, "scheduler": fake}]
+    with pytest.raises(ChainError, match=r"1 of 2 chains were not submitted \(.*odd: TypeError"):
+        Chain.submit_many(specs, scheduler=fake)
+    assert (tmp_path / "ok" / ".chain" / "state.json").is_file()
