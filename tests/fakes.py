@@ -80,3 +80,17 @@ def sigint_default() -> None:
     background by a non-interactive shell (as CI may be) inherits SIGINT
     ignored, and Python then never turns ^C into KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class SteppingClock:
+    """Time that moves only when the code under test sleeps: pass the
+    instance as ``clock`` and its ``sleep`` as ``sleep``; no test really waits."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, SteppingClock
 
 from chain import api
 from chain.backends.base import JobInfo
@@ -35,20 +35,7 @@ def test_the_policy_asks_the_scheduler_no_later_than_it_is_due() -> None:
     assert StepAside(0.0).next_query(100.0, planned=430.0) == 430.0
 
 
-class Clock:
-    """Time that moves only when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def _submitter(tmp_path: Path, backend: FakeBackend, clock: Clock, **flags: object) -> tuple[ChainDir, Submitter]:
+def _submitter(tmp_path: Path, backend: FakeBackend, clock: SteppingClock, **flags: object) -> tuple[ChainDir, Submitter]:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.PENDING,
@@ -58,7 +45,7 @@ def _submitter(tmp_path: Path, backend: FakeBackend, clock: Clock, **flags: obje
 
 
 def test_a_submitter_whose_runner_stays_pending_steps_aside(tmp_path: Path) -> None:
-    backend, clock = FakeBackend(), Clock()
+    backend, clock = FakeBackend(), SteppingClock(1000.0)
     chain, submitter = _submitter(tmp_path, backend, clock, step_aside_after=60)
     assert submitter.run() == 0  # its job ends: the slot is free for the runner
     runner, successor = backend.submitted
@@ -74,7 +61,7 @@ def test_a_submitter_whose_runner_stays_pending_steps_aside(tmp_path: Path) -> N
 class StartsAt(FakeBackend):
     """The runner (job 101) starts at a given time."""
 
-    def __init__(self, clock: Clock, at: float) -> None:
+    def __init__(self, clock: SteppingClock, at: float) -> None:
         super().__init__()
         self.clock, self.at = clock, at
 
@@ -87,7 +74,7 @@ class StartsAt(FakeBackend):
 
 def test_a_running_runner_keeps_its_submitter(tmp_path: Path) -> None:
     """Started within the patience: the submitter stays and waits, as the seed's does."""
-    clock = Clock()
+    clock = SteppingClock(1000.0)
     backend = StartsAt(clock, 1030.0)  # resources came after 30 s
     _, submitter = _submitter(tmp_path, backend, clock, step_aside_after=60, submitter_time="10:00",
                               submitter_margin="60")
@@ -98,7 +85,7 @@ def test_a_running_runner_keeps_its_submitter(tmp_path: Path) -> None:
 
 
 def test_zero_never_steps_aside(tmp_path: Path) -> None:
-    backend, clock = FakeBackend(), Clock()
+    backend, clock = FakeBackend(), SteppingClock(1000.0)
     _, submitter = _submitter(tmp_path, backend, clock, step_aside_after=0, submitter_time="10:00",
                               submitter_margin="60")
     submitter.run()

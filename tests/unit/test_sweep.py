@@ -11,23 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, SteppingClock
 
 from chain import Chain
 from chain.core.model import ChainState, JobState
 from chain.errors import ChainError
 from chain.store import ChainDir
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _sweep(tmp_path: Path, fake: FakeBackend, n: int) -> list[Chain]:
@@ -50,7 +39,7 @@ def _end(chain: Chain, state: ChainState = ChainState.COMPLETED) -> None:
 
 
 def test_wait_all_reads_files_and_asks_the_scheduler_once_per_check(tmp_path: Path) -> None:
-    fake, clock = FakeBackend(), Clock()
+    fake, clock = FakeBackend(), SteppingClock(0.0)
     chains = _sweep(tmp_path, fake, 5)
     for job in list(fake.states):
         fake.set_state(job, JobState.RUNNING)  # the submitters run
@@ -71,7 +60,7 @@ def test_wait_all_reads_files_and_asks_the_scheduler_once_per_check(tmp_path: Pa
 
 
 def test_a_chain_nothing_drives_on_two_checks_ends_the_wait_naming_it(tmp_path: Path) -> None:
-    fake, clock = FakeBackend(), Clock()
+    fake, clock = FakeBackend(), SteppingClock(0.0)
     chains = _sweep(tmp_path, fake, 3)
     for job in list(fake.states):
         fake.set_state(job, JobState.RUNNING)
@@ -82,7 +71,7 @@ def test_a_chain_nothing_drives_on_two_checks_ends_the_wait_naming_it(tmp_path: 
 
 
 def test_wait_all_gives_up_after_its_timeout(tmp_path: Path) -> None:
-    fake, clock = FakeBackend(), Clock()
+    fake, clock = FakeBackend(), SteppingClock(0.0)
     chains = _sweep(tmp_path, fake, 2)
     _end(chains[0])
     with pytest.raises(ChainError, match="1 of 2 chains still running after 30s"):
