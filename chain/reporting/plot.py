@@ -97,10 +97,11 @@ def progress_data(events: list[IterEvent], runners: list[dict[str, Any]], *, max
 
     With an iteration log: one segment per app process (its ``start`` event,
     then each ``iter`` event, in log order) and the ``ckpt`` events. Without
-    one: a staircase per runner, the counter at ``iter_before`` until its
-    checkpoint file was last written (``saved_at``, else the runner's end),
-    then at ``iter_after``; and, where ``--progress-pattern`` told how far a
-    killed app got, the stretch it computed past that save and lost.
+    one: per runner, the counter rising from ``iter_before`` at its start to
+    ``iter_after`` when its checkpoint file was last written (``saved_at``,
+    else the runner's end), then flat: nothing it computed after that was
+    kept; and, where ``--progress-pattern`` told how far a killed app got, the
+    stretch it computed past that save and lost.
     """
     spans = _spans(runners)
     data = ProgressData(chain_id=chain_id, max_iter=max_iter, spans=spans, gaps=_gaps(spans, runners),
@@ -144,7 +145,7 @@ def _saved(runner: dict[str, Any]) -> float:
 
 
 def _record_segments(runners: list[dict[str, Any]]) -> list[Segment]:
-    """Without a log: each finished runner's counter as a staircase."""
+    """Without a log: each finished runner's counter, up to its last save, then flat."""
     return [Segment(str(r.get("job_id", "")), [float(r["start"]), _saved(r), float(r["end"])],
                     [r["iter_before"], r["iter_after"], r["iter_after"]]) for r in _finished(runners)]
 
@@ -234,8 +235,10 @@ def _draw_allocations(ax: Axes, data: ProgressData, x: Callable[[float], float])
 def _draw_progress(ax: Axes, data: ProgressData, x: Callable[[float], float]) -> None:
     """The iteration curve of each segment and the checkpoints."""
     for i, seg in enumerate(data.segments):
+        # the log has every save (a staircase); a record only the last: a rise to it, then flat
         ax.plot([x(t) for t in seg.times], seg.iterations, color="tab:green", linewidth=1.4,
-                drawstyle="steps-post", label="iteration" if i == 0 else None)
+                drawstyle="steps-post" if data.source == "iterations.log" else "default",
+                label="iteration" if i == 0 else None)
     for i, (t0, t1, lo, hi) in enumerate(data.redone):
         ax.plot([x(t0), x(t1)], [lo, hi], color="tab:red", linewidth=1.4, linestyle=":",
                 label="computed past the last save, lost and redone" if i == 0 else None)

@@ -58,13 +58,13 @@ def test_fallback_to_runner_records() -> None:
     runners = _runners()
     data = progress_data([], runners, max_iter=30, chain_id="c")
     assert data.source == "runner records"
-    # a staircase: the counter moves at the runner's end when nothing tells when it was saved
+    # the counter reaches iter_after at the runner's end when nothing tells when it was saved
     assert [(s.times, s.iterations) for s in data.segments] == [
         ([r["start"], r["end"], r["end"]], [r["iter_before"], r["iter_after"], r["iter_after"]]) for r in runners]
     assert data.redone == []
 
 
-def test_records_staircase_steps_at_the_save_and_marks_the_lost_stretch() -> None:
+def test_records_rise_to_the_last_save_and_mark_the_lost_stretch() -> None:
     killed = {"job_id": "41", "seq": 1, "start": 100.0, "end": 160.0, "stop_sent": 155.0, "saved_at": 140.0,
               "iter_before": 0, "iter_after": 10, "iter_first": 0, "iter_reached": 17, "app_exit_code": 143}
     after = {"job_id": "42", "seq": 2, "start": 170.0, "end": 200.0, "iter_before": 10, "iter_after": 20,
