@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,30 @@ APP = ("i=$(cat state_iter.txt 2>/dev/null || echo 0); sleep 3; i=$((i + 3)); ec
        "mv state_iter.txt.tmp state_iter.txt; [ $i -ge $MAX_ITER ] && exit 0; exit 99")
 
 
+def _up(cluster: Any, *options: str) -> None:
+    """Restart the dev cluster with ``options`` (each ``up`` sets all of them: none, no limit)."""
+    done = subprocess.run(["bash", str(cluster.script), "up", *options], capture_output=True, text=True,
+                          timeout=300, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _sweep(tmp_path: Path, n: int) -> list[Chain]:
+    return Chain.submit_many([
+        {"workdir": tmp_path / f"run{i:02d}", "app_cmd": APP, "max_iter": 6, "backend": "slurm",
+         "runner_time": "2:00", "runner_margin": 10, "submitter_time": "10:00", "step_aside_after": 10,
+         "poll_max": 10} for i in range(n)], parallel=4)
+
+
+def _check_completed(runs: list[Chain], finals: list[Any]) -> int:
+    """Every chain completed with its two runners; how many submitters stepped aside."""
+    assert [f.state for f in finals] == [ChainState.COMPLETED] * len(runs), [
+        (f.chain_id, f.state, f.reason) for f in finals]
+    for run in runs:
+        runners = [json.loads(line) for line in (run.chain_dir / "runners.jsonl").read_text().splitlines()]
+        assert [(r["iter_before"], r["iter_after"]) for r in runners] == [(0, 3), (3, 6)], runners
+    return sum("steps aside" in (run.chain_dir / "chain.log").read_text() for run in runs)
+
+
 def _slots() -> int:
     out = subprocess.run(["sinfo", "-h", "-o", "%C"], capture_output=True, text=True, check=True, timeout=30)
     return int(out.stdout.split("/")[-1])  # allocated/idle/other/total CPUs, one CPU a job
@@ -31,20 +56,26 @@ def _slots() -> int:
 
 @pytest.mark.slurm
 @pytest.mark.alone  # 100 jobs on every slot of the shared cluster: nothing else beside it
-def test_a_submitter_mode_sweep_larger_than_the_cluster_completes(slurm_cluster: object, tmp_path: Path) -> None:
+def test_a_submitter_mode_sweep_larger_than_the_cluster_completes(slurm_cluster: Any, tmp_path: Path) -> None:
     n = int(2.5 * _slots())
     started = time.monotonic()
-    runs = Chain.submit_many([
-        {"workdir": tmp_path / f"run{i:02d}", "app_cmd": APP, "max_iter": 6, "backend": "slurm",
-         "runner_time": "2:00", "runner_margin": 10, "submitter_time": "10:00", "step_aside_after": 10,
-         "poll_max": 10} for i in range(n)], parallel=4)
+    runs = _sweep(tmp_path, n)
     finals = Chain.wait_all(runs, timeout=540, poll=5, check=30)
     took = time.monotonic() - started
-    assert [f.state for f in finals] == [ChainState.COMPLETED] * n, [(f.chain_id, f.state, f.reason) for f in finals]
-    logs = [(run.chain_dir / "chain.log").read_text() for run in runs]
-    stepped = sum("steps aside" in log for log in logs)
+    stepped = _check_completed(runs, finals)
     assert stepped > 0, "no submitter had to step aside: the sweep did not fill the cluster"
-    for run in runs:
-        runners = [json.loads(line) for line in (run.chain_dir / "runners.jsonl").read_text().splitlines()]
-        assert [(r["iter_before"], r["iter_after"]) for r in runners] == [(0, 3), (3, 6)], runners
     print(f"{n} chains on {_slots()} slots: {took:.0f} s, {stepped} stepped aside")
+
+
+@pytest.mark.slurm
+@pytest.mark.alone  # restarts the cluster with a job limit, and without it after
+def test_a_submitter_mode_sweep_under_a_per_user_job_limit_completes(slurm_cluster: Any, tmp_path: Path) -> None:
+    """sacctmgr's MaxJobs=4 for the user: 6 chains, whose submitters alone could hold every job
+    the user may run while their runners wait (AssocMaxJobsLimit)."""
+    _up(slurm_cluster, "--max-jobs", "4")
+    try:
+        runs = _sweep(tmp_path, 6)
+        finals = Chain.wait_all(runs, timeout=420, poll=5, check=30)
+        assert _check_completed(runs, finals) > 0
+    finally:
+        _up(slurm_cluster)
