@@ -68,22 +68,23 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
 
 def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
                    now: float, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
-    """The counter reached MAX_ITER: run the hooks, then mark the chain
-    completed, then announce it (``jobs.notify``)."""
+    """The counter reached MAX_ITER: run the hooks, announce the end
+    (``jobs.notify``), then mark the chain completed."""
     started = time.monotonic()
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
     reason = f"reached MAX_ITER={settings.max_iter}"
-    # the state turns completed after the hooks (a watcher's --wait ends with
-    # the report made); the hooks are told the final state and reason
+    # the state turns completed after the hooks and the announcement (a
+    # watcher's --wait ends with the report made and the notify commands run);
+    # both are told the final state and reason
     run_hooks(chain, status, settings, workdir, save=chain.save_status, timeout=hook_timeout,
               final=(ChainState.COMPLETED, reason))
+    announce_end(chain, backend, status, settings, workdir, final=(ChainState.COMPLETED, reason))
     status.state = ChainState.COMPLETED
     status.reason = reason
     status.runner_live = False
     status.completed_at = now + (time.monotonic() - started)  # after the hooks
     chain.save_status(status)
     chain.log("chain completed")
-    announce_end(chain, backend, status, settings, workdir)
 
 
 def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
@@ -97,10 +98,10 @@ def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: 
     chain.log(f"chain {state.value}: {reason}")
     run_hooks(chain, status, settings, workdir, save=chain.save_status, timeout=hook_timeout, only=("report",),
               final=(state, reason))
+    announce_end(chain, backend, status, settings, workdir, final=(state, reason))
     status.state = state
     status.reason = reason
     chain.save_status(status)
-    announce_end(chain, backend, status, settings, workdir)
 
 
 def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend,
@@ -119,9 +120,8 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
     if status.next_job_id:
         chain.log(f"cancelled the queued runner job {status.next_job_id}", echo=False)
         status.next_job_id = ""
-    if not status.state.ended:
-        status.state = ChainState.CANCELLED
-        status.reason = reason
+    final = (status.state, status.reason) if status.state.ended else (ChainState.CANCELLED, reason)
+    announce_end(chain, backend, status, settings, Path(status.workdir or chain.root), final=final)
+    status.state, status.reason = final
     chain.save_status(status)
     chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)
-    announce_end(chain, backend, status, settings, Path(status.workdir or chain.root))

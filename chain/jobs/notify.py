@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from chain.backends.base import Backend
+from chain.core.model import ChainState
 from chain.core.names import MAIL_SCRIPT
 from chain.core.settings import Settings
 from chain.errors import ChainError
@@ -23,20 +24,26 @@ NOTIFY_TIMEOUT = 60.0  # seconds one notify command may take
 
 
 def announce_end(chain: ChainDir, backend: Backend | None, status: ChainStatus, settings: Settings,
-                 workdir: Path, *, timeout: float = NOTIFY_TIMEOUT) -> None:
+                 workdir: Path, *, final: tuple[ChainState, str] | None = None,
+                 timeout: float = NOTIFY_TIMEOUT) -> None:
     """Run the notify commands and submit the mail job for an ended chain,
-    unless this end was announced already. Failures are logged, never raised."""
-    if not status.state.ended or status.end_announced or not (settings.notify or settings.mail_user):
+    unless this end was announced already. Failures are logged, never raised.
+
+    ``final`` is the end about to be saved: the ending code announces before
+    it saves the ended state, so whoever waits for the end (``chain status
+    --wait``, ``Chain.wait``) sees it with the announcement made."""
+    state, reason = final or (status.state, status.reason)
+    if not state.ended or status.end_announced or not (settings.notify or settings.mail_user):
         return
     status.end_announced = True
     chain.save_status(status)
     env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
-    env.update(CHAIN_ID=status.chain_id, CHAIN_STATE=status.state.value, CHAIN_REASON=status.reason,
+    env.update(CHAIN_ID=status.chain_id, CHAIN_STATE=state.value, CHAIN_REASON=reason,
                CHAIN_DIR=str(chain.root), CHAIN_ITERATION=str(status.iteration), MAX_ITER=str(settings.max_iter))
     for i, cmd in enumerate(settings.notify, start=1):
         _run(chain, f"notify-{i}", cmd, env, workdir, timeout)
     if settings.mail_user:
-        _mail(chain, backend, status, settings, workdir)
+        _mail(chain, backend, status, settings, state, workdir)
 
 
 def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Path, timeout: float) -> None:
@@ -55,14 +62,14 @@ def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Pat
 
 
 def _mail(chain: ChainDir, backend: Backend | None, status: ChainStatus, settings: Settings,
-          workdir: Path) -> None:
+          state: ChainState, workdir: Path) -> None:
     """One short job with ``--mail-type=END``: Slurm mails its end, and its
     name (``<chain id>.<state>``) says how the chain ended."""
     if backend is None or backend.name == "local":
         chain.log(f"mail: the {backend.name if backend else 'unknown'} backend sends no mail "
                   f"(--mail-user {settings.mail_user})", echo=False)
         return
-    name = f"{status.chain_id}.{status.state.value}"
+    name = f"{status.chain_id}.{state.value}"
     try:
         job_id = backend.submit(chain.scripts / MAIL_SCRIPT, job_name=name,
                                 cwd=workdir if workdir.is_dir() else chain.root)

@@ -5,6 +5,7 @@ end of a resumed run. End to end: tests/e2e/test_notify_e2e.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from chain.core.model import ChainState, JobState
 from chain.core.names import MAIL_SCRIPT
 from chain.core.settings import resolve
 from chain.errors import ConfigError
+from chain.jobs.ending import complete_chain, end_chain, mark_cancelled
 from chain.jobs.notify import announce_end
 from chain.store import ChainDir, ChainStatus
 
@@ -101,3 +103,25 @@ def test_a_mail_user_that_is_not_one_address_is_refused(bad: str) -> None:
 def test_notify_comes_from_the_environment_and_toml_as_a_list() -> None:
     assert resolve({"app_cmd": "x"}, {"CHAIN_NOTIFY": "a;;b"}, {}).notify == ("a", "b")
     assert resolve({"app_cmd": "x"}, {}, {"notify": ["c"]}).notify == ("c",)
+
+
+@pytest.mark.parametrize("ending", ["complete", "fail", "cancel"])
+def test_the_end_is_saved_after_it_was_announced(tmp_path: Path, ending: str) -> None:
+    """A watcher that sees the chain ended finds the notify commands run (CI
+    once saw `completed` before the notify command had written its file)."""
+    fake = FakeBackend()
+    seen = tmp_path / "seen.json"
+    copy = f"cp {tmp_path / '.chain' / 'state.json'} {seen}"
+    chain, status = _chain(tmp_path, fake, notify=[f"{copy}; echo $CHAIN_STATE > told"])
+    settings = api.stored_settings(chain)
+    if ending == "complete":
+        complete_chain(chain, fake, status, settings, tmp_path, now=0.0)
+    elif ending == "fail":
+        end_chain(chain, fake, status, settings, tmp_path, ChainState.FAILED, "app exited 3")
+    else:
+        mark_cancelled(chain, status, "chain cancel", backend=fake, settings=settings)
+    expected = {"complete": "completed", "fail": "failed", "cancel": "cancelled"}[ending]
+    assert (tmp_path / "told").read_text() == f"{expected}\n"
+    assert json.loads(seen.read_text())["state"] == "pending"  # not yet ended while it ran
+    final = chain.load_status()
+    assert final is not None and final.state.value == expected and final.end_announced
