@@ -11,7 +11,7 @@ from chain.api.status import open_chain
 from chain.api.submission import known_submitters
 from chain.backends import make_backend
 from chain.backends.base import Backend
-from chain.jobs.ending import mark_cancelled
+from chain.effects.ending import mark_cancelled
 from chain.store import ChainStatus
 
 

@@ -34,15 +34,15 @@ from chain.store import ChainDir
 class Chain:
     """A chain directory: submit, look at, wait for, cancel, resume."""
 
-    def __init__(self, chain_dir: str | os.PathLike[str], *, scheduler: Backend | None = None) -> None:
+    def __init__(self, chain_dir: str | os.PathLike[str], *, backend: Backend | None = None) -> None:
         self.chain_dir = Path(chain_dir).resolve()
-        self._backend = scheduler  # None: the chain's own backend (tests and embedding give one)
+        self._backend = backend  # None: the chain's own backend (tests and embedding give one)
         open_chain(self.chain_dir)  # a one-line error when there is no chain
 
     @classmethod
     def submit(cls, workdir: str | os.PathLike[str] = ".", *, chain_dir: str | os.PathLike[str] | None = None,
                config: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None,
-               scheduler: Backend | None = None, on_message: Callable[[str], None] | None = None,
+               backend: str | Backend | None = None, on_message: Callable[[str], None] | None = None,
                **settings: Any) -> Chain:
         """Submit a new chain running in ``workdir`` (created if missing;
         removed again if this call made it and the submit fails).
@@ -50,10 +50,13 @@ class Chain:
         ``settings`` are the settings by their TOML names (``app_cmd``,
         ``max_iter``, ``runner_time``, ``hooks``, ``notify``, ``backend``,
         ...); ``environ`` the environment layer (by default none: a script's
-        settings are its own); ``scheduler`` a ``Backend`` object to use
-        instead of the one the ``backend`` setting chooses; ``on_message``
+        settings are its own); ``backend`` the setting (``"slurm"``,
+        ``"local"``, ``"auto"``), or a ``Backend`` object to use as it is; ``on_message``
         receives the lines ``chain submit`` prints for a person.
         """
+        given = backend if isinstance(backend, Backend) else None
+        if isinstance(backend, str):
+            settings["backend"] = backend
         _check_setting_names(settings)
         work = Path(workdir).resolve()
         made = _missing_parents(work)
@@ -61,26 +64,26 @@ class Chain:
         directory = Path(chain_dir).resolve() if chain_dir else work / CHAIN_DIR_NAME
         try:
             submit_chain(settings, environ or {}, config=Path(config) if config else None, chain_dir=directory,
-                         workdir=work, notify=on_message, backend=scheduler)
+                         workdir=work, notify=on_message, backend=given)
         except BaseException:
             _remove_made(made, directory)
             raise
-        return cls(directory, scheduler=scheduler)
+        return cls(directory, backend=given)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, scheduler: Backend | None = None) -> Chain:
+    def open(cls, path: str | os.PathLike[str], *, backend: Backend | None = None) -> Chain:
         """The chain in ``path``: a chain directory, or a working directory
         holding one in ``.chain``."""
-        return cls(resolve_chain_dir(Path(path)), scheduler=scheduler)
+        return cls(resolve_chain_dir(Path(path)), backend=backend)
 
     @staticmethod
     def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
-                    scheduler: Backend | None = None) -> list[Chain]:
+                    backend: Backend | None = None) -> list[Chain]:
         """Submit a sweep: ``Chain.submit(**spec)`` for each spec, at most
         ``parallel`` at once (``chain.api.sweep.submit_many``)."""
         from chain.api.sweep import submit_many
 
-        return submit_many(specs, parallel=parallel, scheduler=scheduler)
+        return submit_many(specs, parallel=parallel, backend=backend)
 
     @staticmethod
     def wait_all(chains: Sequence[Chain], timeout: float | None = None, poll: float = 10.0, *,
@@ -91,10 +94,10 @@ class Chain:
         (``chain.api.sweep.wait_all``); their final status reports."""
         from chain.api.sweep import wait_all
 
-        schedulers = {id(c._backend) for c in chains}
-        scheduler = chains[0]._backend if chains and len(schedulers) == 1 else None
+        backends = {id(c._backend) for c in chains}
+        backend = chains[0]._backend if chains and len(backends) == 1 else None
         return wait_all(chains, timeout=timeout, poll=poll, check=check, sleep=sleep, clock=clock,
-                        scheduler=scheduler)
+                        backend=backend)
 
     @property
     def chain_id(self) -> str:

@@ -106,7 +106,7 @@ class StatusReport:
     def submitter_lost(self) -> bool:
         """The chain is not over but nothing drives it (resume it)."""
         return self.mode != "relay" and self.state in (ChainState.RUNNING, ChainState.PENDING) and (
-            self.nothing_driving or self.submitter_state in _ENDED_JOB)
+            self.nothing_driving or (bool(self.submitter_state) and JobState.parse(self.submitter_state).final))
 
     @property
     def stalled(self) -> bool:
@@ -127,10 +127,6 @@ class StatusReport:
         data["runners"] = [encode(r) for r in self.runners]
         data["failure"] = encode(self.failure) if self.failure else None
         return data
-
-
-_ENDED_JOB = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-              "BOOT_FAIL", "DEADLINE"}
 
 
 def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus]:

@@ -25,10 +25,11 @@ from chain.core.names import (
     runner_job_name,
     submitter_job_name,
 )
+from chain.core.protocol import Prepared, RelayStarted, Resumed, SubmitterQueued, SuccessorQueued
 from chain.core.settings import Settings
+from chain.effects.executor import Executor
+from chain.effects.runners import drop_next, prequeue_next, submit_runner
 from chain.errors import ChainDirError, CheckpointError, ConfigError
-from chain.jobs.launch import submit_runner
-from chain.jobs.lookahead import drop_next, prequeue_next
 from chain.store import (
     ChainDir,
     ChainStatus,
@@ -138,8 +139,7 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     _write_chain_files(chain, stored, chain_id, workdir)
     status = _resumed_status(chain, existing, backend) if existing else \
         ChainStatus(chain_id=chain_id, created=time.time())
-    status.backend, status.workdir = name, str(workdir)
-    chain.save_status(status)
+    Executor(chain, backend).apply(status, Prepared(name, str(workdir)))
     if relay:
         job_id, what = _start_relay(chain, status, stored, backend, workdir), "runner"
     else:
@@ -183,9 +183,7 @@ def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, b
     _presubmit_first_runner(chain, status, settings, backend, workdir)
     job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
                             job_name=submitter_job_name(status.chain_id, status.submitter_cycle), cwd=workdir)
-    status.submitter_job_id = job_id
-    chain.save_status(status)
-    chain.add_submitter_id(job_id)
+    Executor(chain, backend).apply(status, SubmitterQueued(job_id))
     return job_id
 
 
@@ -194,7 +192,7 @@ def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backe
     """Relay mode (``jobs.relay``): no submitter. A new chain queues runner 1
     and runner 2 behind it; a resumed chain whose last runner was never
     judged queues the runner that judges it first. The job to follow."""
-    status.submitter_job_id, status.relay_broken, status.submitter_cycle = "", "", 0
+    Executor(chain, backend).apply(status, RelayStarted())
     if not status.runner_live:
         _presubmit_first_runner(chain, status, settings, backend, workdir, prequeue=True)
         if status.runner_job_id and status.runner_live:
@@ -203,9 +201,9 @@ def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backe
     # unreadable): one runner judges, then goes on or ends the chain (its id
     # joins worker_ids.txt if it takes over)
     name = runner_job_name(status.chain_id, status.runner_seq + 1)
-    status.next_job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
-    chain.save_status(status)
-    return status.next_job_id
+    job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
+    Executor(chain, backend).apply(status, SuccessorQueued(job_id))
+    return job_id
 
 
 def refuse_live_relay(backend: Backend, status: ChainStatus) -> None:
@@ -234,15 +232,7 @@ def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workd
 def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend) -> ChainStatus:
     """A resumed chain's status: the next submitter cycle, pending, with the
     failure counters reset."""
-    was_ended = status.state.ended
-    status.submitter_cycle += 1
-    status.state = ChainState.PENDING
-    status.reason = ""
-    status.no_progress = 0
-    status.retries_used = 0
-    if was_ended:  # hooks of a crashed submitter still count as run
-        status.hooks = []
-        status.end_announced = False  # the next end is a new one
+    Executor(chain, backend).apply(status, Resumed())
     if not status.runner_live:
         # a pre-queued runner of the previous run (its submitter died
         # before dropping it) must not run beside the new runners

@@ -31,7 +31,7 @@ CHECK_EVERY = 120.0  # seconds between the batched scheduler queries of wait_all
 
 
 def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
-                scheduler: Backend | None = None) -> list[Chain]:
+                backend: Backend | None = None) -> list[Chain]:
     """``Chain.submit(**spec)`` for each spec, at most ``parallel`` at once;
     the chains in the specs' order. A ``ChainError`` naming every spec that
     failed (after the others were submitted: those run)."""
@@ -43,7 +43,7 @@ def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
 
     def one(spec: dict[str, Any]) -> Chain | ChainError:
         try:
-            return Chain.submit(scheduler=scheduler, **spec)
+            return Chain.submit(**{**spec, **({"backend": backend} if backend else {})})
         except ChainError as exc:
             return exc
         except Exception as exc:  # noqa: BLE001  (one bad spec must not lose the others' handles)
@@ -61,7 +61,7 @@ def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
 def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: float = 10.0,
              check: float = CHECK_EVERY, sleep: Callable[[float], None] = time.sleep,
              clock: Callable[[], float] = time.monotonic,
-             scheduler: Backend | None = None) -> list[StatusReport]:
+             backend: Backend | None = None) -> list[StatusReport]:
     """Wait until every chain has ended; their final status reports, in order.
 
     The state files are read every ``poll`` seconds; the scheduler is asked
@@ -80,7 +80,7 @@ def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: flo
         if not waiting:
             break
         if clock() >= next_check:
-            stuck = _stranded({d: s for d, s in statuses.items() if d in waiting and s is not None}, scheduler)
+            stuck = _stranded({d: s for d, s in statuses.items() if d in waiting and s is not None}, backend)
             if lost := [f"{d}: {why}" for d, why in stuck.items() if d in suspects]:
                 raise ChainError(f"{len(lost)} chain(s) not over with nothing to drive them ({'; '.join(lost[:3])}"
                                  + ("; ..." if len(lost) > 3 else "") + "): chain submit --resume continues one")
@@ -101,7 +101,7 @@ def _load(directory: Path) -> ChainStatus | None:
         return None
 
 
-def _stranded(statuses: Mapping[Path, ChainStatus], scheduler: Backend | None) -> dict[Path, str]:
+def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> dict[Path, str]:
     """Which chains nothing drives: one query per backend kind, for all of them."""
     from chain.api.config import stored_settings
     from chain.api.status import live_job_ids, stranded
@@ -117,7 +117,7 @@ def _stranded(statuses: Mapping[Path, ChainStatus], scheduler: Backend | None) -
     found: dict[Path, str] = {}
     for (name, _), directories in by_backend.items():
         try:
-            backend = scheduler or make_backend(name, directories[0])
+            backend = given or make_backend(name, directories[0])
             slurm = backend.query([j for d in directories for j in live_job_ids(statuses[d])])
         except (SchedulerError, ChainError):  # no answer: nothing is judged stranded on it
             continue

@@ -9,10 +9,9 @@ and account for finished jobs (``usage``, for the reports).
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError
@@ -44,14 +43,6 @@ class JobInfo:
     end: float | None = None
     cancelled_by: str | None = None
     source: str = ""  # which query answered: squeue, sacct, scontrol, local
-
-
-# States after which a job's accounting record no longer changes.
-_FINAL_STATES = frozenset({
-    JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED, JobState.NODE_FAIL,
-    JobState.PREEMPTED, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL, JobState.DEADLINE,
-    JobState.REVOKED,
-})
 
 
 @dataclass
@@ -94,7 +85,7 @@ class JobUsage:
     @property
     def final(self) -> bool:
         """The job ended and its record will not change any more."""
-        return JobState.parse(self.state) in _FINAL_STATES
+        return JobState.parse(self.state).final
 
 
 class AccountingUnavailable(SchedulerError):

@@ -107,10 +107,18 @@ def submit(
     result = api.submit(setting_flags(settings), os.environ, config=config,
                         chain_dir=api.chain_dir_path(chain_dir, cwd), workdir=cwd, resume=resume, new=new,
                         notify=_notify)
-    typer.echo(f"chain {result.chain_id}: {result.job_kind} job {result.job_id} on {result.backend} ({result.why})")
-    typer.echo(f"chain directory: {result.chain_dir}")
+    try:  # a ^C from here on, even while these lines are written, stops the watching only
+        typer.echo(f"chain {result.chain_id}: {result.job_kind} job {result.job_id} on {result.backend} "
+                   f"({result.why})")
+        typer.echo(f"chain directory: {result.chain_dir}")
+        if wait:
+            code = _watch_until_ended(result.chain_dir, 1.0, None)
+    except KeyboardInterrupt:
+        if not wait:
+            raise
+        code = _stopped_watching(result.chain_dir, "chain status --watch")
     if wait:
-        raise typer.Exit(_watch(result.chain_dir, interval=1.0))
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -358,7 +366,7 @@ def _runner(
 
 def main() -> None:
     """Console entry point: one line per error, never a traceback."""
-    from chain.jobs.appenv import private_umask
+    from chain.effects.appenv import private_umask
 
     private_umask(os.environ)  # the chain's files are its user's alone; the app keeps the user's umask
     app(prog_name="chain")

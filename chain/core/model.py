@@ -57,6 +57,17 @@ class JobState(str, enum.Enum):
     def finished(self) -> bool:
         return not self.active and self is not JobState.UNKNOWN
 
+    @property
+    def final(self) -> bool:
+        """The job has ended for good: its accounting record no longer changes."""
+        return self in _FINAL
+
+
+# the one job-state table every backend and command uses (issue 28)
+_FINAL = frozenset({
+    JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED, JobState.NODE_FAIL,
+    JobState.PREEMPTED, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL, JobState.DEADLINE, JobState.REVOKED,
+})
 
 _ACTIVE = frozenset(
     {

@@ -1,6 +1,6 @@
 """Relay mode: no driver job. Each runner, when it starts, judges its
 predecessor with the submitter's decision core (``core.decision`` through
-``jobs.ending``), then either becomes the current runner and queues its
+``effects.ending``), then either becomes the current runner and queues its
 successor behind itself (``--dependency=afterany``) before it runs the app,
 or ends the chain (hooks included) without running the app. A runner whose
 own outcome ends the chain (MAX_ITER reached, a failure of the app) ends it
@@ -31,11 +31,19 @@ from chain.core.decision import (
 )
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, runner_job_name
-from chain.core.retry import RetryPolicy
+from chain.core.protocol import (
+    CounterRead,
+    RelayBroken,
+    RelayTookOver,
+    SuccessorForgotten,
+    SuccessorQueued,
+    SuccessorTaken,
+)
 from chain.core.settings import Settings
+from chain.effects.ending import complete_chain, end_chain, record_judgment
+from chain.effects.executor import Executor
+from chain.effects.runners import submit_runner
 from chain.errors import CheckpointError, SchedulerError
-from chain.jobs.ending import complete_chain, end_chain, record_judgment
-from chain.jobs.launch import submit_runner
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import (
@@ -50,7 +58,9 @@ QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge
 SUBMIT_PATIENCE = 300.0  # seconds it keeps trying to queue its successor
 
 
-class Step(str, enum.Enum):
+class Turn(str, enum.Enum):
+    """What a relay runner does at its turn (``Relay.take_over``, ``after_app``)."""
+
     RUN = "run"  # this runner is the current one: run the app
     LEAVE = "leave"  # not this runner's turn (superseded, ended chain, predecessor requeued)
     COMPLETE = "complete"  # the counter reached MAX_ITER: hooks, completed
@@ -59,7 +69,7 @@ class Step(str, enum.Enum):
 
 @dataclass
 class TakeOver:
-    step: Step
+    step: Turn
     status: ChainStatus | None = None
     why: str = ""
     state: ChainState = ChainState.RUNNING
@@ -80,6 +90,9 @@ class Relay:
     sleep: Callable[[float], None] = time.sleep
     job_end: float = float("inf")  # this job's own end: hooks must be done by then
 
+    def __post_init__(self) -> None:
+        self.executor = Executor(self.chain, self.backend, self.clock, self.sleep)
+
     # --- before the app ------------------------------------------------------------
     def take_over(self) -> TakeOver:
         """Judge the predecessor and become the chain's current runner, or say
@@ -88,9 +101,9 @@ class Relay:
         with self.chain.locked(wait=120.0):
             status = self.chain.load_status()
             if status is None or status.state.ended:
-                return TakeOver(Step.LEAVE, status, "the chain has ended")
+                return TakeOver(Turn.LEAVE, status, "the chain has ended")
             if self.chain.cancel_file.exists():
-                return TakeOver(Step.LEAVE, status, "the chain is being cancelled")
+                return TakeOver(Turn.LEAVE, status, "the chain is being cancelled")
             if status.next_job_id == self.job_id and self.seq == status.runner_seq + 1:
                 verdict = self._judge_predecessor(status)
                 if verdict is not None:
@@ -99,12 +112,11 @@ class Relay:
                 if verdict is not None:
                     return verdict
             elif not (status.runner_job_id == self.job_id and status.runner_live and self.seq == status.runner_seq):
-                return TakeOver(Step.LEAVE, status, "not the chain's current runner")
-            status.state = ChainState.RUNNING
-            self.chain.save_status(status)
+                return TakeOver(Turn.LEAVE, status, "not the chain's current runner")
+            self.executor.apply(status, RelayTookOver())
             if not status.next_job_id:
                 self.queue_successor(status)
-            return TakeOver(Step.RUN, status)
+            return TakeOver(Turn.RUN, status)
 
     def _judge_predecessor(self, status: ChainStatus) -> TakeOver | None:
         """The predecessor's outcome, decided as the submitter would; a
@@ -121,27 +133,26 @@ class Relay:
             if record is None or not record.ended:
                 # Slurm requeued it (node failure): it runs again as the current
                 # runner and queues a successor then; this job steps aside
-                status.next_job_id = ""
-                self.chain.save_status(status)
-                return TakeOver(Step.LEAVE, status, f"predecessor job {job} was requeued and runs again")
+                self.executor.apply(status, SuccessorForgotten())
+                return TakeOver(Turn.LEAVE, status, f"predecessor job {job} was requeued and runs again")
             info = watch.until_gone(job)  # requeued after recording its end: cancelled
         outcome = watch.outcome(status, record, info)
         decision = self._decide(outcome, status)
         record_judgment(self.chain, self.settings, status, outcome, decision)
         if decision.verdict is Verdict.STOP:
-            status.next_job_id = ""  # this job: it ends the chain, nothing to cancel
-            return TakeOver(Step.END, status, decision.reason, decision.state)
+            self.executor.apply(status, SuccessorTaken())  # this job: it ends the chain, nothing to cancel
+            return TakeOver(Turn.END, status, decision.reason, decision.state)
         return None
 
     def _become_current(self, status: ChainStatus) -> TakeOver | None:
-        status.next_job_id = ""
+        self.executor.apply(status, SuccessorTaken())
         try:
             counter = read_chain_counter(self.settings, self.workdir)
         except CheckpointError as exc:
-            return TakeOver(Step.END, status, str(exc), ChainState.STOPPED)
-        status.iteration = counter
+            return TakeOver(Turn.END, status, str(exc), ChainState.STOPPED)
+        self.executor.apply(status, CounterRead(counter))
         if counter >= self.settings.max_iter:
-            return TakeOver(Step.COMPLETE, status)
+            return TakeOver(Turn.COMPLETE, status)
         submit_runner(self.chain, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
         return None
 
@@ -162,11 +173,10 @@ class Relay:
     def _query(self, job: str, *, exit_codes: bool) -> JobInfo | None:
         """The predecessor's final state, through a scheduler outage (bounded);
         its exit code only when it wrote no record of it."""
-        give_up = self._give_up(QUERY_PATIENCE)
-        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
         try:
-            return policy.call(lambda: self.backend.query([job], exit_codes=exit_codes).get(job),
-                               on_retry=lambda line: self.chain.log(f"relay: query of job {job}: {line}; retrying"))
+            return self.executor.retry(f"relay: query of job {job}",
+                                       lambda: self.backend.query([job], exit_codes=exit_codes).get(job),
+                                       self._give_up(QUERY_PATIENCE))
         except SchedulerError as exc:
             # judged from its record alone (no record: its state is unknown)
             self.chain.log(f"relay: could not ask the scheduler about job {job}: {exc}")
@@ -187,20 +197,15 @@ class Relay:
                 self.chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=f"afterany:{self.job_id}",
                 cwd=self.workdir), look_first=attempts > 1)
 
-        give_up = self._give_up(SUBMIT_PATIENCE)
-        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
         try:
-            job_id = policy.call(submit, on_retry=lambda line: self.chain.log(
-                f"relay: queueing runner {status.runner_seq + 1}: {line}; retrying"))
+            job_id = self.executor.retry(f"relay: queueing runner {status.runner_seq + 1}", submit,
+                                         self._give_up(SUBMIT_PATIENCE))
         except SchedulerError as exc:
-            status.relay_broken = f"could not queue runner {status.runner_seq + 1}: {exc}"
-            self.chain.save_status(status)
-            self.chain.log(f"relay: {status.relay_broken}; the app runs, then the chain stalls "
-                           "(chain submit --resume)")
+            self.executor.apply(status, RelayBroken(f"could not queue runner {status.runner_seq + 1}: {exc}"))
             return
-        status.next_job_id, status.relay_broken = job_id, ""
-        self.chain.save_status(status)  # its id joins worker_ids.txt when it takes over (launch)
-        self.chain.log(f"relay: runner {status.runner_seq + 1} queued as job {job_id} behind job {self.job_id}")
+        # its id joins worker_ids.txt when it takes over (effects.runners)
+        self.executor.apply(status, SuccessorQueued(
+            job_id, f"relay: runner {status.runner_seq + 1} queued as job {job_id} behind job {self.job_id}"))
 
     # --- after the app -----------------------------------------------------------------
     def after_app(self, record: RunnerRecord) -> TakeOver:
@@ -212,7 +217,7 @@ class Relay:
             status = self.chain.load_status()
             if status is None or status.state.ended or status.runner_job_id != self.job_id \
                     or not status.runner_live or record.external_signal:
-                return TakeOver(Step.LEAVE, status)
+                return TakeOver(Turn.LEAVE, status)
             outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
                                   ckpt_path=counter_source(self.settings),
                                   read=self._read_counter).outcome(status, record, None)
@@ -224,12 +229,12 @@ class Relay:
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
                     record_judgment(self.chain, self.settings, status, outcome, decision)
-                    return TakeOver(Step.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
-                return TakeOver(Step.LEAVE, status)
+                    return TakeOver(Turn.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
+                return TakeOver(Turn.LEAVE, status)
             record_judgment(self.chain, self.settings, status, outcome, decision)
             if decision.verdict is Verdict.STOP:
-                return TakeOver(Step.END, status, decision.reason, decision.state)
-            return TakeOver(Step.COMPLETE, status)
+                return TakeOver(Turn.END, status, decision.reason, decision.state)
+            return TakeOver(Turn.COMPLETE, status)
 
     def _successor_cancelled(self, job: str) -> bool:
         """The queued successor was cancelled outside chain (one query; a
@@ -246,11 +251,11 @@ class Relay:
         """Carry out a COMPLETE or END: cancel the queued successor, run the
         hooks within this job's remaining time, mark the chain ended."""
         status = take.status
-        if status is None or take.step not in (Step.COMPLETE, Step.END):
+        if status is None or take.step not in (Turn.COMPLETE, Turn.END):
             return
         timeout = max(10.0, self.job_end - self.clock() - 15.0)
-        if take.step is Step.COMPLETE:
-            from chain.jobs.lookahead import drop_next
+        if take.step is Turn.COMPLETE:
+            from chain.effects.runners import drop_next
 
             drop_next(self.chain, self.backend, status)
             complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock(),

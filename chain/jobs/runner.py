@@ -35,10 +35,10 @@ from chain.core.runner_rules import (
     promotion_give_up,
 )
 from chain.core.settings import LaunchMode, Mode, Settings
+from chain.effects.appenv import app_environ, app_umask, mark_resuming
 from chain.errors import ChainError, CheckpointError
-from chain.jobs.appenv import app_environ, app_umask, mark_resuming
 from chain.jobs.progress import iterations_printed, log_offset
-from chain.jobs.relay import Relay, Step
+from chain.jobs.relay import Relay, Turn
 from chain.jobs.supervise import (
     AppEnd,
     AppLock,
@@ -141,7 +141,7 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
     relay = Relay(chain, settings, backend, workdir, job_id, record.seq, clock, sleep,
                   job_end=_job_end(settings, slurm_end, record.start or clock()))
     take = relay.take_over()
-    if take.step is not Step.RUN or take.status is None:
+    if take.step is not Turn.RUN or take.status is None:
         why = take.why or "the chain ends here"
         _end(chain, record, 0, clock(), f"relay: {why}", superseded=True)
         _say(record, f"not running the app: {why}")

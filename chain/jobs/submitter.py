@@ -1,11 +1,11 @@
 """The submitter: the chain's driver, running as a Slurm job.
 
-A short loop: submit one runner at a time (``jobs.launch``), wait for its
+A short loop: submit one runner at a time (``effects.runners``), wait for its
 outcome (``jobs.watch``), decide with ``core.decision.decide``, learn the
 margin (``core.margin``), pre-queue the next runner with lookahead
-(``jobs.lookahead``), hand over to a successor before its own wall-time
+(``effects.runners``), hand over to a successor before its own wall-time
 margin (the successor adopts the live runner: never a second one), and run
-the hooks at MAX_ITER (``jobs.hooks``).
+the hooks at MAX_ITER (``effects.hooks``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,20 @@ from chain.core.decision import (
 from chain.core.model import ChainState
 from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
 from chain.core.poll import PollPolicy, StepAside
-from chain.core.retry import RetryPolicy
+from chain.core.protocol import (
+    CounterRead,
+    HandingOver,
+    RunnerFound,
+    RunnerLost,
+    SubmitterQueued,
+    SubmitterStarted,
+    SuccessorTaken,
+)
 from chain.core.settings import Settings
+from chain.effects.ending import complete_chain, end_chain, record_judgment
+from chain.effects.executor import Executor
+from chain.effects.runners import drop_next, prequeue_next, submit_runner
 from chain.errors import ChainError, CheckpointError, SchedulerError
-from chain.jobs.ending import complete_chain, end_chain, record_judgment
-from chain.jobs.launch import submit_runner
-from chain.jobs.lookahead import drop_next, prequeue_next
 from chain.jobs.watch import HandOver, RunnerWatch, StepAsideNow
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_chain_counter, read_counter_state
@@ -62,6 +70,7 @@ class Submitter:
         self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, longest), longest)
         self.deadline = float("inf")  # hand over to a successor from here on
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
+        self.executor = Executor(self.chain, self.backend, self.clock, self.sleep)
         self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
                                  self.clock, self.sleep, on_running=self._prequeue,
                                  step_aside=StepAside(float(self.settings.step_aside_after)),
@@ -77,9 +86,7 @@ class Submitter:
             self.chain.log(f"submitter {self.job_id}: chain already {status.state.value}; nothing to do")
             return 0
         start = self.clock()
-        status.state = ChainState.RUNNING
-        status.submitter_job_id = self.job_id
-        self.chain.save_status(status)
+        self.executor.apply(status, SubmitterStarted(self.job_id))
         self._log_start(status)
         try:
             own_end = self.backend.end_time(self.job_id)
@@ -119,10 +126,8 @@ class Submitter:
             return 1
 
     def _persist(self, what: str, call: Callable[[], T]) -> T:
-        """Repeat a scheduler request through an outage, until the job's own
-        end (``RetryPolicy.until``; the backend's own policy absorbs blips)."""
-        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= self.hard_end, self.sleep)
-        return policy.call(call, on_retry=lambda line: self.chain.log(f"{what}: {line}; retrying"))
+        """Repeat a scheduler request through an outage, until the job's own end."""
+        return self.executor.retry(what, call, self.hard_end)
 
     def _log_start(self, status: ChainStatus) -> None:
         s = self.settings
@@ -151,7 +156,7 @@ class Submitter:
                 counter = read_chain_counter(self.settings, self.workdir)
             except CheckpointError as exc:
                 return self.stop_chain(status, ChainState.STOPPED, str(exc))
-            status.iteration = counter
+            self.executor.apply(status, CounterRead(counter))
             step = next_step(counter, self.settings.max_iter)
             if step is Step.FINISH:
                 self._drop_next(status)
@@ -182,7 +187,8 @@ class Submitter:
     # --- lookahead ------------------------------------------------------------------------
     def _promote_next(self, status: ChainStatus, counter: int) -> None:
         """The pre-queued runner becomes the current one (no new sbatch)."""
-        job_id, status.next_job_id = status.next_job_id, ""
+        job_id = status.next_job_id
+        self.executor.apply(status, SuccessorTaken())
         record = self.chain.runner_record(job_id)
         if record is not None and record.superseded:
             # it waited longer than its patience and left: submit afresh
@@ -200,13 +206,10 @@ class Submitter:
             found = self.backend.find_by_name(runner_job_name(status.chain_id, status.runner_seq))
             if not found:
                 self.chain.log(f"runner {status.runner_seq} was never submitted; submitting it now")
-                status.runner_live = False
-                status.runner_seq -= 1
+                self.executor.apply(status, RunnerLost())
                 self._submit_runner(status, read_chain_counter(self.settings, self.workdir))
                 return self._wait(status)
-            status.runner_job_id = found[-1]
-            self.chain.save_status(status)
-            self.chain.add_worker_id(found[-1])
+            self.executor.apply(status, RunnerFound(found[-1]))
         return self.watch.outcome_of(status)
 
     def _prequeue(self, status: ChainStatus) -> None:
@@ -226,7 +229,7 @@ class Submitter:
         return 0
 
     def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:
-        """End the chain with ``state`` and ``reason`` (``jobs.ending``).
+        """End the chain with ``state`` and ``reason`` (``effects.ending``).
         Returns the submitter job's exit code."""
         end_chain(self.chain, self.backend, status, self.settings, self.workdir, state, reason,
                   hook_timeout=max(5.0, min(self.hard_end - self.clock() - 5.0, 3600.0)))
@@ -242,8 +245,7 @@ class Submitter:
         and, stepping aside, behind its pending runner's start too (Slurm's
         ``after:``, also satisfied by a cancel), so meanwhile the chain holds
         no slot at all."""
-        status.submitter_cycle += 1
-        self.chain.save_status(status)
+        self.executor.apply(status, HandingOver())
         name = submitter_job_name(status.chain_id, status.submitter_cycle)
         aside = handover.runner_job_id if isinstance(handover, StepAsideNow) else ""
         dependency = f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
@@ -254,9 +256,7 @@ class Submitter:
                 self.chain.scripts / SUBMITTER_SCRIPT, job_name=name, dependency=dependency, cwd=self.workdir)
 
         new_id = self._persist("submitting the next submitter", submit)
-        status.submitter_job_id = new_id
-        self.chain.save_status(status)
-        self.chain.add_submitter_id(new_id)
+        self.executor.apply(status, SubmitterQueued(new_id))
         if aside:
             self.chain.log(f"submitter {self.job_id} steps aside: runner job {aside} still waits for resources "
                            f"after {self.settings.step_aside_after}s; successor {new_id} (cycle "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.jobs.appenv import app_environ, venv_bin
+from chain.effects.appenv import app_environ, venv_bin
 
 VENV = "/home/u/proj/.venv"
 
@@ -46,7 +46,7 @@ def test_the_apps_python_is_unbuffered_unless_the_user_said(given: dict[str, str
     (5, {}, "1"), (1, {"CHAIN_RESUMING": "1"}, "1"), (0, {}, None), (0, {"CHAIN_RESUMING": "1"}, None)])
 def test_chain_resuming_marks_a_checkpoint_to_resume_from(counter: int, environ: dict[str, str],
                                                          expected: str | None) -> None:
-    from chain.jobs.appenv import mark_resuming
+    from chain.effects.appenv import mark_resuming
 
     assert mark_resuming(dict(environ), counter).get("CHAIN_RESUMING") == expected
 
@@ -67,6 +67,6 @@ def test_python3_on_the_apps_path_imports_chain_app(tmp_path: Path) -> None:
                                              ("", 0o022)])
 def test_the_remembered_umask_is_read_strictly(value: str, expected: int) -> None:
     """One parser for CHAIN_APP_UMASK; a digit 8 or 9 no longer crashes int(..., 8)."""
-    from chain.jobs.appenv import app_umask
+    from chain.effects.appenv import app_umask
 
     assert app_umask({"CHAIN_APP_UMASK": value} if value else {}) == expected

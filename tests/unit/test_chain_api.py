@@ -14,11 +14,11 @@ from chain.errors import ChainDirError, ConfigError
 
 def test_submit_open_status_wait_resume(tmp_path: Path) -> None:
     fake = FakeBackend()
-    run = Chain.submit(tmp_path / "lr1", app_cmd="true", max_iter=10, runner_time="10:00", scheduler=fake,
+    run = Chain.submit(tmp_path / "lr1", app_cmd="true", max_iter=10, runner_time="10:00", backend=fake,
                        hooks=["echo done"])
     assert run.chain_dir == (tmp_path / "lr1" / ".chain").resolve() and run.chain_id.startswith("chain-")
     assert [name.rsplit(".", 1)[1] for name, _ in fake.submitted] == ["r1", "s0"]
-    assert Chain.open(tmp_path / "lr1", scheduler=fake).chain_id == run.chain_id  # a working directory
+    assert Chain.open(tmp_path / "lr1", backend=fake).chain_id == run.chain_id  # a working directory
     assert Chain.open(run.chain_dir).chain_id == run.chain_id  # or the chain directory itself
     report = run.status()
     assert report.state is ChainState.PENDING and report.max_iter == 10
@@ -43,9 +43,9 @@ def test_submit_open_status_wait_resume(tmp_path: Path) -> None:
 
 def test_bad_settings_are_chain_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown setting 'max_iters'"):
-        Chain.submit(tmp_path, app_cmd="true", max_iters=10, scheduler=FakeBackend())
+        Chain.submit(tmp_path, app_cmd="true", max_iters=10, backend=FakeBackend())
     with pytest.raises(ConfigError, match="--max-iter must be at least 1"):
-        Chain.submit(tmp_path, app_cmd="true", max_iter=0, scheduler=FakeBackend())
+        Chain.submit(tmp_path, app_cmd="true", max_iter=0, backend=FakeBackend())
     with pytest.raises(ChainDirError, match="no chain in"):
         Chain.open(tmp_path / "nothing")
 
@@ -54,7 +54,7 @@ def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> Non
     """Runner 2 is job 103: the failure record carries both (issue 26 item 8),
     in the report and in its JSON."""
     fake = FakeBackend()
-    run = Chain.submit(tmp_path, app_cmd="true", max_iter=10, runner_time="10:00", scheduler=fake)
+    run = Chain.submit(tmp_path, app_cmd="true", max_iter=10, runner_time="10:00", backend=fake)
     from chain.store import ChainDir
 
     store = ChainDir(run.chain_dir)
@@ -66,3 +66,12 @@ def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> Non
     report = run.status()
     assert report.failure is not None and (report.failure.job_id, report.failure.seq) == ("103", 2)
     assert report.to_json()["failure"]["seq"] == 2
+
+
+def test_backend_is_the_setting_as_a_string_and_used_as_it_is_as_an_object(tmp_path: Path) -> None:
+    """One name for both (issue 28: ``scheduler=`` was the object's)."""
+    with pytest.raises(ConfigError, match="backend"):
+        Chain.submit(tmp_path / "a", app_cmd="true", max_iter=10, backend="nonsense")
+    fake = FakeBackend()
+    run = Chain.submit(tmp_path / "b", app_cmd="true", max_iter=10, runner_time="10:00", backend=fake)
+    assert fake.submitted and run.status().state.value == "pending"

@@ -14,7 +14,8 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.core.model import ChainState
-from chain.jobs.hooks import run_hooks
+from chain.effects.executor import Executor
+from chain.effects.hooks import run_hooks
 from chain.jobs.submitter import Submitter
 from chain.jobs.watch import HandOver
 from chain.store import ChainDir, ChainStatus
@@ -52,7 +53,7 @@ def test_a_hook_past_its_time_is_stopped_with_its_children_and_never_rerun(tmp_p
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10,
                                   "hooks": [f"sleep 300 & echo $! > {pidfile}; wait"]}, {}, None, tmp_path)
     started = time.monotonic()
-    run_hooks(chain, status, settings, tmp_path, save=chain.save_status, timeout=2.0, only=("hook-1",))
+    run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=2.0, only=("hook-1",))
     assert time.monotonic() - started < 15
     entry = next(h for h in status.hooks if h["name"] == "hook-1")
     assert entry["rc"] == 124 and "timed out" in entry["error"]
@@ -67,7 +68,7 @@ def test_a_hook_past_its_time_is_stopped_with_its_children_and_never_rerun(tmp_p
     else:
         raise AssertionError("the hook's child outlived it")
     calls = len(status.hooks)
-    run_hooks(chain, status, settings, tmp_path, save=chain.save_status, timeout=2.0, only=("hook-1",))
+    run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=2.0, only=("hook-1",))
     assert len(status.hooks) == calls, "a timed-out hook ran again"
 
 
@@ -78,7 +79,7 @@ def test_the_hooks_share_the_time_left_rather_than_each_getting_all_of_it(tmp_pa
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "hooks": ["sleep 100"] * 3}, {}, None,
                                  tmp_path)
     started = time.monotonic()
-    run_hooks(chain, status, settings, tmp_path, save=chain.save_status, timeout=3.0,
+    run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=3.0,
               only=("hook-1", "hook-2", "hook-3"))
     assert time.monotonic() - started < 12, "each hook was given the whole budget"
     assert [h["rc"] for h in status.hooks] == [124, 124, 124]

@@ -16,7 +16,7 @@ from chain.core.margin import (
     startup_seconds,
 )
 from chain.core.model import ChainState
-from chain.jobs.ending import record_judgment
+from chain.effects.ending import record_judgment
 from chain.store import ChainDir, ChainStatus
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -207,7 +207,7 @@ def test_a_kill_before_the_checkpoint_at_the_largest_margin_is_a_warning() -> No
     assert step.state.margin == 19 and not step.warning
 
 
-# --- wired: the submitter's and the relay's judgment (jobs.ending) --------------------------------
+# --- wired: the submitter's and the relay's judgment (effects.ending) --------------------------------
 
 
 def _judge(tmp_path: Path, record: RunnerRecord, *, runner_time: str, margin: int) -> tuple[ChainDir, ChainStatus]:

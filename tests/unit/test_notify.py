@@ -1,4 +1,4 @@
-"""The end of a chain is announced once (``chain.jobs.notify``): each
+"""The end of a chain is announced once (``chain.effects.notify``): each
 ``--notify`` command with the chain's final facts in its environment, and
 one mail job with ``--mail-user``; never twice for one end, again for the
 end of a resumed run. End to end: tests/e2e/test_notify_e2e.py."""
@@ -16,8 +16,8 @@ from chain.core.model import ChainState, JobState
 from chain.core.names import MAIL_SCRIPT
 from chain.core.settings import resolve
 from chain.errors import ConfigError
-from chain.jobs.ending import complete_chain, end_chain, mark_cancelled
-from chain.jobs.notify import announce_end
+from chain.effects.ending import complete_chain, end_chain, mark_cancelled
+from chain.effects.notify import announce_end
 from chain.store import ChainDir, ChainStatus
 
 ENV_DUMP = "echo \"$CHAIN_ID|$CHAIN_STATE|$CHAIN_REASON|$CHAIN_DIR|$CHAIN_ITERATION|$MAX_ITER\" >> {out}"

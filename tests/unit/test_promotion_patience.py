@@ -17,7 +17,7 @@ from chain.core.model import ChainState
 from chain.core.runner_rules import promotion_give_up
 from chain.core.settings import Settings
 from chain.jobs import runner
-from chain.jobs.ending import record_judgment
+from chain.effects.ending import record_judgment
 from chain.jobs.runner import PROMOTION_PATIENCE
 from chain.jobs.submitter import Submitter
 from chain.jobs.watch import RunnerWatch

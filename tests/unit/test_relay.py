@@ -17,7 +17,7 @@ from chain.api.status import status_report
 from chain.core.model import ChainState, JobState
 from chain.core.names import runner_job_name
 from chain.errors import SchedulerError
-from chain.jobs.relay import Relay, Step
+from chain.jobs.relay import Relay, Turn
 from chain.store import ChainDir, ChainStatus
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -55,7 +55,7 @@ def test_runner_one_takes_over_without_queueing_a_second_successor(tmp_path: Pat
     fake = FakeBackend()
     chain, _status = _relay_chain(tmp_path, fake)
     take = _relay(tmp_path, chain, fake, "101", 1).take_over()
-    assert take.step is Step.RUN
+    assert take.step is Turn.RUN
     assert len(fake.submitted) == 2
     assert chain.load_status().state is ChainState.RUNNING  # type: ignore[union-attr]
 
@@ -67,7 +67,7 @@ def test_successor_judges_a_handoff_becomes_current_and_queues_the_next(tmp_path
     _ended(chain, "101", 1, 99, 0, 4)
     fake.set_state("101", JobState.COMPLETED, 0)
     take = _relay(tmp_path, chain, fake, "102", 2).take_over()
-    assert take.step is Step.RUN
+    assert take.step is Turn.RUN
     now = chain.load_status()
     assert now is not None
     assert (now.runner_seq, now.runner_job_id, now.runner_live, now.iter_before) == (2, "102", True, 4)
@@ -84,7 +84,7 @@ def test_a_scancelled_predecessor_ends_the_chain_cancelled_without_the_app(tmp_p
     chain, _ = _relay_chain(tmp_path, fake)
     fake.set_state("101", JobState.CANCELLED)  # no record: killed from outside
     take = _relay(tmp_path, chain, fake, "102", 2).take_over()
-    assert take.step is Step.END and take.state is ChainState.CANCELLED
+    assert take.step is Turn.END and take.state is ChainState.CANCELLED
     assert "cancelled by user" in take.why
     assert fake.asked_exit_codes == [True]  # no record: Slurm's exit code is the evidence
 
@@ -94,19 +94,19 @@ def test_a_requeued_predecessor_keeps_its_turn(tmp_path: Path) -> None:
     chain, _ = _relay_chain(tmp_path, fake)
     fake.set_state("101", JobState.PENDING)  # requeued before it could record an end
     take = _relay(tmp_path, chain, fake, "102", 2).take_over()
-    assert take.step is Step.LEAVE and "requeued" in take.why
+    assert take.step is Turn.LEAVE and "requeued" in take.why
     status = chain.load_status()
     assert status is not None and status.next_job_id == "" and status.runner_job_id == "101"
     # when it runs again it is still the current runner, and queues a successor
     again = _relay(tmp_path, chain, fake, "101", 1).take_over()
-    assert again.step is Step.RUN and fake.submitted[-1][1] == "afterany:101"
+    assert again.step is Turn.RUN and fake.submitted[-1][1] == "afterany:101"
 
 
 def test_a_job_that_is_not_the_relay_leaves(tmp_path: Path) -> None:
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
-    assert _relay(tmp_path, chain, fake, "555", 2).take_over().step is Step.LEAVE
-    assert _relay(tmp_path, chain, fake, "102", 7).take_over().step is Step.LEAVE
+    assert _relay(tmp_path, chain, fake, "555", 2).take_over().step is Turn.LEAVE
+    assert _relay(tmp_path, chain, fake, "102", 7).take_over().step is Turn.LEAVE
 
 
 class FailingSubmits(FakeBackend):
@@ -131,7 +131,7 @@ def test_a_successor_that_cannot_be_queued_still_runs_the_app_and_the_chain_show
     fake.refuse = True
     relay = _relay(tmp_path, chain, fake, "102", 2)
     relay.clock = iter(range(0, 100000, 50)).__next__  # the retry's patience runs out at once
-    assert relay.take_over().step is Step.RUN
+    assert relay.take_over().step is Turn.RUN
     status = chain.load_status()
     assert status is not None and "QOSMaxSubmitJobPerUserLimit" in status.relay_broken
     fake.set_state("102", JobState.COMPLETED, 0)  # the app ran; nothing is queued behind it
@@ -161,7 +161,7 @@ def test_a_short_runner_stops_retrying_its_successor_before_its_own_end(tmp_path
     relay.clock = lambda: now[0]
     relay.sleep = lambda s: now.__setitem__(0, now[0] + s)
     relay.job_end = 1000.0 + 120
-    assert relay.take_over().step is Step.RUN
+    assert relay.take_over().step is Turn.RUN
     status = chain.load_status()
     assert status is not None and status.relay_broken
     assert now[0] <= relay.job_end - 10, f"still retrying at {now[0] - 1000:.0f} s of a 120 s job"
@@ -182,14 +182,14 @@ def test_resume_refuses_while_a_relay_job_is_queued(tmp_path: Path) -> None:
 def test_a_runner_reaching_max_iter_completes_the_chain_and_cancels_its_successor(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[tuple[str, ...] | None] = []
-    monkeypatch.setattr("chain.jobs.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
+    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)
-    assert relay.take_over().step is Step.RUN
+    assert relay.take_over().step is Turn.RUN
     record = _ended(chain, "101", 1, 0, 0, 10)
     take = relay.after_app(record)
-    assert take.step is Step.COMPLETE
+    assert take.step is Turn.COMPLETE
     relay.finish(take)
     status = chain.load_status()
     assert status is not None and status.state is ChainState.COMPLETED
@@ -197,13 +197,13 @@ def test_a_runner_reaching_max_iter_completes_the_chain_and_cancels_its_successo
 
 
 def test_a_failing_app_ends_the_chain_in_its_own_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("chain.jobs.ending.run_hooks", lambda *a, **k: None)
+    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: None)
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)
     relay.take_over()
     take = relay.after_app(_ended(chain, "101", 1, 3, 0, 0, detail="app exited 3"))
-    assert take.step is Step.END and take.state is ChainState.FAILED
+    assert take.step is Turn.END and take.state is ChainState.FAILED
     relay.finish(take)
     assert fake.cancelled == ["102"]
 
@@ -216,7 +216,7 @@ def test_a_handoff_or_an_outside_signal_is_left_to_the_successor(tmp_path: Path,
     relay = _relay(tmp_path, chain, fake, "101", 1)
     relay.take_over()
     take = relay.after_app(_ended(chain, "101", 1, code, 0, 4, external_signal=external))
-    assert take.step is Step.LEAVE
+    assert take.step is Turn.LEAVE
     status = chain.load_status()
     assert status is not None and status.runner_live and list(chain.iter_runners()) == []
 
@@ -230,7 +230,7 @@ def test_the_runner_ends_the_chain_when_its_queued_successor_was_scancelled(tmp_
     relay.take_over()
     fake.cancel("102")  # the user's scancel of the queued successor
     take = relay.after_app(_ended(chain, "101", 1, 99, 0, 4))
-    assert take.step is Step.END and take.state is ChainState.CANCELLED and "102" in take.why
+    assert take.step is Turn.END and take.state is ChainState.CANCELLED and "102" in take.why
     relay.finish(take)
     status = chain.load_status()
     assert status is not None and status.state is ChainState.CANCELLED
@@ -247,7 +247,7 @@ def test_a_successor_cancelled_by_chain_cancel_is_not_cancelled_outside(tmp_path
     relay.take_over()
     chain.cancel_file.write_text("1\n")
     fake.cancel("102")
-    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Step.LEAVE
+    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Turn.LEAVE
     status = chain.load_status()
     assert status is not None and not status.state.ended
 
@@ -257,7 +257,7 @@ def test_a_live_successor_is_left_to_judge(tmp_path: Path) -> None:
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)
     relay.take_over()
-    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Step.LEAVE  # 102 PENDING
+    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Turn.LEAVE  # 102 PENDING
     status = chain.load_status()
     assert status is not None and status.runner_live and not status.state.ended
 

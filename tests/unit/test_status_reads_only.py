@@ -53,7 +53,7 @@ def _ended(tmp_path: Path, fake: FakeBackend) -> ChainDir:
 
 def _status_both_ways(tmp_path: Path, fake: FakeBackend) -> None:
     api.status_report(tmp_path / ".chain", backend=fake)
-    Chain.open(tmp_path, scheduler=fake).status()
+    Chain.open(tmp_path, backend=fake).status()
 
 
 @pytest.mark.parametrize("make", [_running, _ended, _scancelled], ids=["running", "ended", "scancelled"])
@@ -74,7 +74,7 @@ def test_a_scancelled_relay_is_reported_not_settled(tmp_path: Path) -> None:
     assert report.state is ChainState.RUNNING and report.cancelled_outside == (
         "runner job 102 was cancelled outside chain (scancel)")
     with pytest.raises(ChainError, match="cancelled outside chain.*chain cancel closes it"):
-        Chain.open(tmp_path, scheduler=fake).wait(sleep=lambda s: pytest.fail("waited on a chain nothing drives"))
+        Chain.open(tmp_path, backend=fake).wait(sleep=lambda s: pytest.fail("waited on a chain nothing drives"))
 
 
 def test_the_watch_ends_on_a_scancelled_relay_and_chain_cancel_closes_it(

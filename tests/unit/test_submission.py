@@ -50,12 +50,22 @@ def test_no_keyword_of_the_api_shadows_a_setting(method: Any) -> None:
     name would take it (``notify`` was the callback, the setting was lost)."""
     params = inspect.signature(method).parameters.values()
     named = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD} - {"self", "cls"}
-    assert not named & set(FIELD_BY_NAME), named & set(FIELD_BY_NAME)
+    # ``backend`` is the setting itself where settings are taken (a string goes to it, a Backend
+    # object is used as it is: test_chain_api), and takes no setting where none are
+    assert not named & set(FIELD_BY_NAME) - {"backend"}, named & set(FIELD_BY_NAME)
+
+
+def test_backend_given_as_a_string_is_the_stored_setting(tmp_path: Path) -> None:
+    run = Chain.submit(tmp_path / "l", backend="local", **BASE)
+    try:
+        assert json.loads((run.chain_dir / "settings.json").read_text())["backend"] == "local"
+    finally:
+        run.cancel()
 
 
 def test_notify_keyword_is_the_setting_and_on_message_gets_the_lines(tmp_path: Path) -> None:
     fake = FakeBackend()
-    run = Chain.submit(tmp_path / "w", scheduler=fake, notify=["echo $CHAIN_STATE >> done"], **BASE)
+    run = Chain.submit(tmp_path / "w", backend=fake, notify=["echo $CHAIN_STATE >> done"], **BASE)
     stored = json.loads((run.chain_dir / "settings.json").read_text())
     assert stored["notify"] == ["echo $CHAIN_STATE >> done"]
     _ended(run, fake, ChainState.STOPPED)
@@ -76,9 +86,9 @@ def test_open_and_status_of_a_working_directory_beside_the_apps_state_json(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeBackend()
     work = tmp_path / "w"
-    run = Chain.submit(work, scheduler=fake, **BASE)
+    run = Chain.submit(work, backend=fake, **BASE)
     _app_state(work)
-    assert Chain.open(work, scheduler=fake).chain_id == run.chain_id
+    assert Chain.open(work, backend=fake).chain_id == run.chain_id
     _ended(run, fake, ChainState.STOPPED)  # status asks no scheduler then
     result = _cli(["status", "--json", "--chain-dir", str(work)], tmp_path, monkeypatch)
     assert result.exit_code == 0, result.stderr
@@ -125,7 +135,7 @@ def test_an_unreadable_counter_is_refused_before_anything_is_queued(
 
 def test_an_unreadable_counter_is_refused_on_resume(tmp_path: Path) -> None:
     fake = FakeBackend()
-    run = Chain.submit(tmp_path, scheduler=fake, **BASE)
+    run = Chain.submit(tmp_path, backend=fake, **BASE)
     _ended(run, fake, ChainState.STOPPED)
     queued = list(fake.submitted)
     (tmp_path / "state_iter.txt").write_text("v2 iter 10\n")
@@ -145,7 +155,7 @@ def test_an_unreadable_counter_is_refused_on_resume(tmp_path: Path) -> None:
 @pytest.mark.parametrize("resume", [False, True])
 def test_the_command_line_is_judged_before_the_chain_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str, resume: bool) -> None:
-    Chain.submit(tmp_path, scheduler=FakeBackend(), **BASE)  # an active (pending) chain
+    Chain.submit(tmp_path, backend=FakeBackend(), **BASE)  # an active (pending) chain
     result = _cli(["submit", "--app-cmd", "true", *argv, *(["--resume"] if resume else [])], tmp_path,
                   monkeypatch)
     assert result.exit_code == 2 and message in result.stderr, result.stderr
@@ -167,7 +177,7 @@ def test_a_new_chain_with_its_counter_at_max_iter_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new: bool) -> None:
     if new:  # a completed chain, its counter left at MAX_ITER: --new would complete at once
         fake = FakeBackend()
-        _ended(Chain.submit(tmp_path, scheduler=fake, **BASE), fake, ChainState.COMPLETED)
+        _ended(Chain.submit(tmp_path, backend=fake, **BASE), fake, ChainState.COMPLETED)
     before = sorted(p.name for p in tmp_path.iterdir())
     (tmp_path / "state_iter.txt").write_text("10\n")
     result = _cli(["submit", "--app-cmd", "true", "--max-iter", "10", *(["--new"] if new else [])], tmp_path,
@@ -182,7 +192,7 @@ def test_a_new_chain_with_its_counter_at_max_iter_is_refused(
 def test_max_iter_from_the_environment_on_resume_of_a_completed_chain_is_said_not_applied(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeBackend()
-    _ended(Chain.submit(tmp_path, scheduler=fake, **BASE), fake, ChainState.COMPLETED)
+    _ended(Chain.submit(tmp_path, backend=fake, **BASE), fake, ChainState.COMPLETED)
     result = _cli(["submit", "--resume"], tmp_path, monkeypatch, MAX_ITER="1000")
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
@@ -196,7 +206,7 @@ def test_max_iter_from_the_environment_on_resume_of_a_completed_chain_is_said_no
 def test_a_failed_submit_removes_the_working_directory_it_made(tmp_path: Path) -> None:
     work = tmp_path / "runs" / "lr1"
     with pytest.raises(ConfigError, match="not found on PATH"):
-        Chain.submit(work, scheduler=FakeBackend(), **{**BASE, "app_cmd": "no-such-program-xyz"})
+        Chain.submit(work, backend=FakeBackend(), **{**BASE, "app_cmd": "no-such-program-xyz"})
     assert not (tmp_path / "runs").exists()
 
 
@@ -206,7 +216,7 @@ def test_a_failed_submit_keeps_a_working_directory_that_was_there(tmp_path: Path
     (work / "data.txt").write_text("precious")
     (work / "state_iter.txt").write_text("garbage")
     with pytest.raises(CheckpointError):
-        Chain.submit(work, scheduler=FakeBackend(), **BASE)
+        Chain.submit(work, backend=FakeBackend(), **BASE)
     assert sorted(p.name for p in work.iterdir()) == ["data.txt", "state_iter.txt"]
     assert (work / "data.txt").read_text() == "precious"
 
@@ -217,4 +227,4 @@ def test_an_unknown_program_without_bash_on_path_is_one_line(tmp_path: Path,
     bash on PATH that is a ConfigError, not an internal error."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     with pytest.raises(ConfigError, match="bash, which runs it, is not on PATH"):
-        Chain.submit(tmp_path / "w", scheduler=FakeBackend(), **{**BASE, "app_cmd": "no-such-program-xyz"})
+        Chain.submit(tmp_path / "w", backend=FakeBackend(), **{**BASE, "app_cmd": "no-such-program-xyz"})

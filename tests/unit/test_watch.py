@@ -18,7 +18,7 @@ from chain.backends.base import JobInfo, JobState
 from chain.cli.commands import app
 from chain.core.decision import Policy, Progress, Verdict, decide
 from chain.core.model import ChainState
-from chain.jobs.ending import record_judgment
+from chain.effects.ending import record_judgment
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus, write_json_atomic
 
@@ -110,12 +110,12 @@ def test_the_submitters_reason_names_the_counter_file_the_app_never_wrote(tmp_pa
 
 def test_a_relay_runners_reason_names_the_counter_file_the_app_never_wrote(tmp_path: Path) -> None:
     from chain import api as chain_api
-    from chain.jobs.relay import Relay, Step
+    from chain.jobs.relay import Relay, Turn
     from chain.store.records import RunnerRecord
 
     chain, fake, record = _stopped_without_counter(tmp_path, "relay")
     relay = Relay(chain, chain_api.stored_settings(chain), fake, tmp_path, "101", 1, sleep=lambda s: None)
     assert isinstance(record, RunnerRecord)
     take = relay.after_app(record)
-    assert take.step is Step.END
+    assert take.step is Turn.END
     assert "the app never wrote its counter file out/iter.txt" in take.why, take.why

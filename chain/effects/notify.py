@@ -15,9 +15,11 @@ from pathlib import Path
 from chain.backends.base import Backend
 from chain.core.model import ChainState
 from chain.core.names import MAIL_SCRIPT
+from chain.core.protocol import Announced
 from chain.core.settings import Settings
+from chain.effects.appenv import app_environ, app_umask
+from chain.effects.executor import Executor
 from chain.errors import ChainError
-from chain.jobs.appenv import app_environ, app_umask
 from chain.store import ChainDir, ChainStatus
 
 NOTIFY_TIMEOUT = 60.0  # seconds one notify command may take
@@ -35,8 +37,7 @@ def announce_end(chain: ChainDir, backend: Backend | None, status: ChainStatus, 
     state, reason = final or (status.state, status.reason)
     if not state.ended or status.end_announced or not (settings.notify or settings.mail_user):
         return
-    status.end_announced = True
-    chain.save_status(status)
+    Executor(chain, backend).apply(status, Announced())
     env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
     env.update(CHAIN_ID=status.chain_id, CHAIN_STATE=state.value, CHAIN_REASON=reason,
                CHAIN_DIR=str(chain.root), CHAIN_ITERATION=str(status.iteration), MAX_ITER=str(settings.max_iter))

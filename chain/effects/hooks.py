@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from chain.core.model import ChainState
 from chain.core.settings import Settings
-from chain.jobs.appenv import app_environ, app_umask
+from chain.effects.appenv import app_environ, app_umask
 from chain.store import ChainDir, ChainStatus
 
 # The seed's convention: these scripts in the working directory run if present.
@@ -46,13 +46,14 @@ def run_hooks(
     settings: Settings,
     workdir: Path,
     *,
-    save: Callable[[ChainStatus], None],
+    record: Callable[[dict[str, Any]], None],
     timeout: float = 3600.0,
     only: tuple[str, ...] | None = None,
     final: tuple[ChainState, str] | None = None,
 ) -> None:
-    """Run every hook not yet run (or only those named); record each result
-    in ``status.hooks``, so a restarted submitter never runs one twice.
+    """Run every hook not yet run (or only those named); ``record`` each
+    result (the executor keeps it in ``status.hooks`` and saves it), so a
+    restarted submitter never runs one twice.
     ``timeout`` is the time all of them have together (the job's remaining
     time): each gets what the earlier ones left.
 
@@ -67,8 +68,7 @@ def run_hooks(
             continue
         if hook.name in SEED_SCRIPTS and not (workdir / hook.name).is_file():
             chain.log(f"hook {hook.name}: not found in {workdir}; skipped")
-            status.hooks.append({"name": hook.name, "skipped": True, "rc": None})
-            save(status)
+            record({"name": hook.name, "skipped": True, "rc": None})
             continue
         argv = list(hook.argv)
         if hook.name == "report":
@@ -92,8 +92,7 @@ def run_hooks(
         entry["ended"] = time.time()
         verdict = "ok" if entry["rc"] == 0 else f"FAILED (exit {entry['rc']}, see {log_path})"
         chain.log(f"hook {hook.name}: {verdict}")
-        status.hooks.append(entry)
-        save(status)
+        record(entry)
 
 
 def _run_bounded(argv: list[str], workdir: Path, log: IO[str], env: dict[str, str], timeout: float) -> int:

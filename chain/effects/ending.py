@@ -10,10 +10,11 @@ from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
+from chain.core.protocol import CancelledUnjudged, Ended, Ending, Judged
 from chain.core.settings import Settings
-from chain.jobs.hooks import run_hooks
-from chain.jobs.lookahead import drop_next
-from chain.jobs.notify import announce_end
+from chain.effects.executor import Executor
+from chain.effects.hooks import run_hooks
+from chain.effects.notify import announce_end
 from chain.store import ChainDir, ChainStatus, runner_entry
 from chain.store.records import RunnerRecord
 
@@ -32,21 +33,19 @@ def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, ou
         exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
         verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
     chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
-    status.runner_live = False
-    status.iteration = outcome.iter_after
-    status.no_progress = decision.progress.no_progress
-    status.retries_used = decision.progress.retries_used
-    if settings.adaptive_margin:
-        _adapt_margin(chain, settings, status, record, outcome)
-    chain.save_status(status)
+    margin, reason = (_adapt_margin(chain, settings, status, record, outcome) if settings.adaptive_margin
+                      else (None, None))
+    Executor(chain).apply(status, Judged(outcome.iter_after, decision.progress.no_progress,
+                                         decision.progress.retries_used, margin, reason))
 
 
 def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None,
-                  outcome: Outcome) -> None:
-    """Learn the app's checkpoint time from the runner's stop (``core.margin``);
-    the margin travels in the chain's state, so both modes keep it."""
+                  outcome: Outcome) -> tuple[tuple[int, float, float] | None, str | None]:
+    """Learn the app's checkpoint time from the runner's stop (``core.margin``):
+    the margin state and the reason to keep (None: unchanged). The margin
+    travels in the chain's state, so both modes keep it."""
     if record is not None and record.superseded:
-        return  # it ran no app (a pre-queued runner that left): nothing to learn, even if killed after
+        return None, None  # it ran no app (a pre-queued runner that left): nothing to learn, even if killed after
     r = record or RunnerRecord(status.runner_job_id)
     stop = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
                          external_signal=r.external_signal, killed=r.killed,
@@ -57,33 +56,30 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
                        startup=startup_seconds(r.start, r.app_start))
     if step.state.margin != before.margin:
         chain.log(f"runner margin {before.margin}s -> {step.state.margin}s ({step.why})")
+    reason: str | None = None
     if step.warning:  # at every runner, and in `chain status` (its reason) while the chain runs
-        status.reason = f"{MARGIN_WARNING}: {step.warning}"
-        chain.log(f"runner {status.runner_seq}: {status.reason}")
+        reason = f"{MARGIN_WARNING}: {step.warning}"
+        chain.log(f"runner {status.runner_seq}: {reason}")
     elif status.reason.startswith(MARGIN_WARNING):  # the last runners fit again
-        status.reason = ""
-    status.margin, status.worst_stop_to_exit, status.worst_startup = (
-        step.state.margin, step.state.worst_stop_to_exit, step.state.worst_startup)
+        reason = ""
+    return (step.state.margin, step.state.worst_stop_to_exit, step.state.worst_startup), reason
 
 
 def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
                    now: float, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
     """The counter reached MAX_ITER: run the hooks, announce the end
-    (``jobs.notify``), then mark the chain completed."""
+    (``effects.notify``), then mark the chain completed."""
     started = time.monotonic()
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
     reason = f"reached MAX_ITER={settings.max_iter}"
     # the state turns completed after the hooks and the announcement (a
     # watcher's --wait ends with the report made and the notify commands run);
     # both are told the final state and reason
-    run_hooks(chain, status, settings, workdir, save=chain.save_status, timeout=hook_timeout,
+    run = Executor(chain, backend)
+    run_hooks(chain, status, settings, workdir, record=run.recorder(status), timeout=hook_timeout,
               final=(ChainState.COMPLETED, reason))
     announce_end(chain, backend, status, settings, workdir, final=(ChainState.COMPLETED, reason))
-    status.state = ChainState.COMPLETED
-    status.reason = reason
-    status.runner_live = False
-    status.completed_at = now + (time.monotonic() - started)  # after the hooks
-    chain.save_status(status)
+    run.apply(status, Ended(ChainState.COMPLETED, reason, completed_at=now + (time.monotonic() - started)))
     chain.log("chain completed")
 
 
@@ -93,22 +89,20 @@ def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: 
     the report hook (it helps most when a chain ended badly; the analytics
     hooks proper run only on completion), then save the state, so a watcher
     sees the end with the report made."""
-    drop_next(chain, backend, status)  # a queued runner must not outlive the chain
-    status.runner_live = False
+    run = Executor(chain, backend)
+    run.apply(status, Ending())  # a queued runner must not outlive the chain
     chain.log(f"chain {state.value}: {reason}")
-    run_hooks(chain, status, settings, workdir, save=chain.save_status, timeout=hook_timeout, only=("report",),
-              final=(state, reason))
+    run_hooks(chain, status, settings, workdir, record=run.recorder(status), timeout=hook_timeout,
+              only=("report",), final=(state, reason))
     announce_end(chain, backend, status, settings, workdir, final=(state, reason))
-    status.state = state
-    status.reason = reason
-    chain.save_status(status)
+    run.apply(status, Ended(state, reason))
 
 
 def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend,
                    settings: Settings) -> None:
     """The chain is cancelled with no job of it left to say so (``chain
     cancel``, or a relay whose jobs were scancelled): judge the runner nobody
-    judged, forget the queued one, save, announce the end."""
+    judged, forget the queued one, announce the end, save."""
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
         chain.judge_runner(runner_entry(
@@ -116,12 +110,9 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
             iter_before=status.iter_before if record.iter_before is None else record.iter_before,
             iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
             reason=reason, recorded=record.ended))
-        status.runner_live = False
-    if status.next_job_id:
-        chain.log(f"cancelled the queued runner job {status.next_job_id}", echo=False)
-        status.next_job_id = ""
+    run = Executor(chain, backend)
+    run.apply(status, CancelledUnjudged())
     final = (status.state, status.reason) if status.state.ended else (ChainState.CANCELLED, reason)
     announce_end(chain, backend, status, settings, Path(status.workdir or chain.root), final=final)
-    status.state, status.reason = final
-    chain.save_status(status)
+    run.apply(status, Ended(*final))
     chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)

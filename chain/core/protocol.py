@@ -1,0 +1,393 @@
+"""The chain's protocol: every change of a chain's state (``state.json``),
+in one pure table.
+
+``transition(status, event) -> (status, effects)``. The jobs (submitter,
+relay runner) and the commands (``chain submit``, ``chain cancel``) gather
+facts (a job id from sbatch, a runner's judgment, a counter read) and feed
+them here as events; the executor (``chain.protocol.executor``), the only
+code that saves ``state.json``, stores the new status and carries out the
+effects in their order. No I/O, no clock: times come in the events.
+``docs/how-it-works.md`` shows this table (``protocol_table``; a test
+keeps the two alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from chain.core.model import ChainState
+
+if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
+    from chain.store.status import ChainStatus
+
+
+# --- effects: what the executor carries out, in order --------------------------------
+@dataclass(frozen=True)
+class Save:
+    """Write ``state.json`` (atomically)."""
+
+
+@dataclass(frozen=True)
+class Log:
+    line: str
+    echo: bool = True  # also on the job's output
+
+
+@dataclass(frozen=True)
+class RecordWorker:
+    """A runner job of the chain (``worker_ids.txt``: what ``chain cancel`` may cancel)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class RecordSubmitter:
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Cancel the runner queued behind the current one (a failure is logged)."""
+
+    job_id: str
+    echo: bool = True
+
+
+Effect = Save | Log | RecordWorker | RecordSubmitter | Cancel
+
+
+# --- events: the facts fed in --------------------------------------------------------
+@dataclass(frozen=True)
+class Prepared:
+    """``chain submit``: the chain's files are written, its backend chosen."""
+
+    backend: str
+    workdir: str
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """``chain submit --resume``: the next submitter cycle, failure counters reset."""
+
+
+@dataclass(frozen=True)
+class RelayStarted:
+    """A relay chain is (re)started: no submitter, its relay mended."""
+
+
+@dataclass(frozen=True)
+class SubmitterQueued:
+    """A submitter job is queued (the first, or a successor at a handover)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class SubmitterStarted:
+    """A submitter job started: it drives the chain now."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class HandingOver:
+    """The submitter is about to queue its successor (next cycle)."""
+
+
+@dataclass(frozen=True)
+class CounterRead:
+    """The checkpoint counter as read between runners."""
+
+    counter: int
+
+
+@dataclass(frozen=True)
+class RunnerIntended:
+    """The next runner is about to be submitted (or promoted): saved first,
+    so a crash before sbatch returns is found by the runner's unique name."""
+
+    counter: int
+    now: float
+
+
+@dataclass(frozen=True)
+class RunnerSubmitted:
+    """sbatch returned the intended runner's job id."""
+
+    job_id: str
+    max_iter: int
+    echo: bool = True
+
+
+@dataclass(frozen=True)
+class RunnerFound:
+    """A runner whose id was never saved (a crash after sbatch), found by its name."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class RunnerLost:
+    """The intended runner was never submitted: forget the intention."""
+
+
+@dataclass(frozen=True)
+class SuccessorQueued:
+    """A runner is queued behind the current one (lookahead, relay); its log line."""
+
+    job_id: str
+    line: str = ""
+    echo: bool = True
+
+
+@dataclass(frozen=True)
+class SuccessorTaken:
+    """The queued runner is the current one now (promoted, or this relay runner)."""
+
+
+@dataclass(frozen=True)
+class SuccessorForgotten:
+    """The queued runner will not run as the chain's (it steps aside): forget it."""
+
+
+@dataclass(frozen=True)
+class SuccessorDropped:
+    """The chain does not go on from here: cancel the queued runner, forget it."""
+
+    echo: bool = True
+
+
+@dataclass(frozen=True)
+class RelayBroken:
+    """A relay runner could not queue its successor: the chain stalls after it."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class RelayTookOver:
+    """A relay runner is the chain's current one and runs the app."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The current runner's outcome was decided; what the decision keeps.
+    ``margin`` (margin, worst stop-to-exit, worst start-up) and ``reason``
+    are None when they do not change."""
+
+    iteration: int
+    no_progress: int
+    retries_used: int
+    margin: tuple[int, float, float] | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CancelledUnjudged:
+    """``chain cancel`` (or a scancelled relay) found a runner nobody judged."""
+
+
+@dataclass(frozen=True)
+class HookRan:
+    """A hook ran (or was skipped): its result, so a restart never runs it twice."""
+
+    entry: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Announced:
+    """The end is about to be announced (``--notify``, mail): at most once."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """The chain ends (hooks, announcement, then ``Ended``): its runner is
+    not live any more, a queued one must not outlive it."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The chain has ended: its final state and reason (whoever waits sees it now)."""
+
+    state: ChainState
+    reason: str
+    completed_at: float | None = None
+
+
+Event = (Prepared | Resumed | RelayStarted | SubmitterQueued | SubmitterStarted | HandingOver | CounterRead
+         | RunnerIntended | RunnerSubmitted | RunnerFound | RunnerLost | SuccessorQueued | SuccessorTaken
+         | SuccessorForgotten | SuccessorDropped | RelayBroken | RelayTookOver | Judged | CancelledUnjudged
+         | HookRan | Announced | Ending | Ended)
+
+Change = dict[str, Any]
+Rule = Callable[["ChainStatus", Any], tuple[Change, tuple[Effect, ...]]]
+_RULES: dict[type, Rule] = {}
+E = TypeVar("E")
+
+
+def _rule(event: type[E]) -> Callable[[Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]], Rule]:
+    def register(fn: Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]) -> Rule:
+        _RULES[event] = fn
+        return fn
+    return register
+
+
+SAVE: tuple[Effect, ...] = (Save(),)
+NONE: tuple[Effect, ...] = ()
+
+
+@_rule(Prepared)
+def _prepared(s: ChainStatus, e: Prepared) -> tuple[Change, tuple[Effect, ...]]:
+    return {"backend": e.backend, "workdir": e.workdir}, SAVE
+
+
+@_rule(Resumed)
+def _resumed(s: ChainStatus, e: Resumed) -> tuple[Change, tuple[Effect, ...]]:
+    change: Change = {"submitter_cycle": s.submitter_cycle + 1, "state": ChainState.PENDING, "reason": "",
+                      "no_progress": 0, "retries_used": 0}
+    if s.state.ended:  # a new run: its hooks run and its end is announced again
+        change.update(hooks=[], end_announced=False)
+    return change, NONE
+
+
+@_rule(RelayStarted)
+def _relay_started(s: ChainStatus, e: RelayStarted) -> tuple[Change, tuple[Effect, ...]]:
+    return {"submitter_job_id": "", "relay_broken": "", "submitter_cycle": 0}, NONE
+
+
+@_rule(SubmitterQueued)
+def _submitter_queued(s: ChainStatus, e: SubmitterQueued) -> tuple[Change, tuple[Effect, ...]]:
+    return {"submitter_job_id": e.job_id}, (Save(), RecordSubmitter(e.job_id))
+
+
+@_rule(SubmitterStarted)
+def _submitter_started(s: ChainStatus, e: SubmitterStarted) -> tuple[Change, tuple[Effect, ...]]:
+    return {"state": ChainState.RUNNING, "submitter_job_id": e.job_id}, SAVE
+
+
+@_rule(HandingOver)
+def _handing_over(s: ChainStatus, e: HandingOver) -> tuple[Change, tuple[Effect, ...]]:
+    return {"submitter_cycle": s.submitter_cycle + 1}, SAVE
+
+
+@_rule(CounterRead)
+def _counter_read(s: ChainStatus, e: CounterRead) -> tuple[Change, tuple[Effect, ...]]:
+    return {"iteration": e.counter}, NONE
+
+
+@_rule(RunnerIntended)
+def _runner_intended(s: ChainStatus, e: RunnerIntended) -> tuple[Change, tuple[Effect, ...]]:
+    return {"runner_seq": s.runner_seq + 1, "runner_job_id": "", "runner_live": True, "iter_before": e.counter,
+            "runner_submitted": e.now}, SAVE
+
+
+@_rule(RunnerSubmitted)
+def _runner_submitted(s: ChainStatus, e: RunnerSubmitted) -> tuple[Change, tuple[Effect, ...]]:
+    line = f"submitted runner {s.runner_seq}: job {e.job_id} (counter {s.iter_before}/{e.max_iter})"
+    return {"runner_job_id": e.job_id}, (Save(), RecordWorker(e.job_id), Log(line, e.echo))
+
+
+@_rule(RunnerFound)
+def _runner_found(s: ChainStatus, e: RunnerFound) -> tuple[Change, tuple[Effect, ...]]:
+    return {"runner_job_id": e.job_id}, (Save(), RecordWorker(e.job_id))
+
+
+@_rule(RunnerLost)
+def _runner_lost(s: ChainStatus, e: RunnerLost) -> tuple[Change, tuple[Effect, ...]]:
+    return {"runner_live": False, "runner_seq": s.runner_seq - 1}, NONE
+
+
+@_rule(SuccessorQueued)
+def _successor_queued(s: ChainStatus, e: SuccessorQueued) -> tuple[Change, tuple[Effect, ...]]:
+    return {"next_job_id": e.job_id, "relay_broken": ""}, (Save(), Log(e.line, e.echo)) if e.line else SAVE
+
+
+@_rule(SuccessorTaken)
+def _successor_taken(s: ChainStatus, e: SuccessorTaken) -> tuple[Change, tuple[Effect, ...]]:
+    return {"next_job_id": ""}, NONE
+
+
+@_rule(SuccessorForgotten)
+def _successor_forgotten(s: ChainStatus, e: SuccessorForgotten) -> tuple[Change, tuple[Effect, ...]]:
+    return {"next_job_id": ""}, SAVE
+
+
+@_rule(SuccessorDropped)
+def _successor_dropped(s: ChainStatus, e: SuccessorDropped) -> tuple[Change, tuple[Effect, ...]]:
+    if not s.next_job_id:
+        return {}, NONE
+    # forgotten before the cancel: a crash in between leaves a runner that
+    # exits at once, finding itself not the chain's current one
+    return {"next_job_id": ""}, (Save(), Cancel(s.next_job_id, e.echo))
+
+
+@_rule(RelayBroken)
+def _relay_broken(s: ChainStatus, e: RelayBroken) -> tuple[Change, tuple[Effect, ...]]:
+    return {"relay_broken": e.why}, (Save(), Log(f"relay: {e.why}; the app runs, then the chain stalls "
+                                                 "(chain submit --resume)"))
+
+
+@_rule(RelayTookOver)
+def _relay_took_over(s: ChainStatus, e: RelayTookOver) -> tuple[Change, tuple[Effect, ...]]:
+    return {"state": ChainState.RUNNING}, SAVE
+
+
+@_rule(Judged)
+def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
+    change: Change = {"runner_live": False, "iteration": e.iteration, "no_progress": e.no_progress,
+                      "retries_used": e.retries_used}
+    if e.margin is not None:
+        change.update(zip(("margin", "worst_stop_to_exit", "worst_startup"), e.margin, strict=True))
+    if e.reason is not None:
+        change["reason"] = e.reason
+    return change, SAVE
+
+
+@_rule(CancelledUnjudged)
+def _cancelled_unjudged(s: ChainStatus, e: CancelledUnjudged) -> tuple[Change, tuple[Effect, ...]]:
+    effects = (Log(f"cancelled the queued runner job {s.next_job_id}", echo=False),) if s.next_job_id else NONE
+    return {"runner_live": False, "next_job_id": ""}, effects
+
+
+@_rule(HookRan)
+def _hook_ran(s: ChainStatus, e: HookRan) -> tuple[Change, tuple[Effect, ...]]:
+    return {"hooks": [*s.hooks, dict(e.entry)]}, SAVE  # saved after each: a restart never runs one twice
+
+
+@_rule(Announced)
+def _announced(s: ChainStatus, e: Announced) -> tuple[Change, tuple[Effect, ...]]:
+    return {"end_announced": True}, SAVE  # before anything runs: at most once per end
+
+
+@_rule(Ending)
+def _ending(s: ChainStatus, e: Ending) -> tuple[Change, tuple[Effect, ...]]:
+    if not s.next_job_id:
+        return {"runner_live": False}, NONE
+    return {"runner_live": False, "next_job_id": ""}, (Save(), Cancel(s.next_job_id))
+
+
+@_rule(Ended)
+def _ended(s: ChainStatus, e: Ended) -> tuple[Change, tuple[Effect, ...]]:
+    change: Change = {"state": e.state, "reason": e.reason, "runner_live": False}
+    if e.completed_at is not None:
+        change["completed_at"] = e.completed_at
+    return change, SAVE
+
+
+def transition(status: ChainStatus, event: Event) -> tuple[ChainStatus, tuple[Effect, ...]]:
+    """The chain's state after ``event``, and what to carry out for it.
+    Pure: ``status`` is not changed."""
+    try:
+        rule = _RULES[type(event)]
+    except KeyError:
+        raise TypeError(f"not a protocol event: {event!r}") from None
+    change, effects = rule(status, event)
+    return replace(status, **change), effects
+
+
+def protocol_table() -> list[tuple[str, str]]:
+    """(event, what it means: its docstring's first paragraph) for each row,
+    in the table's order: the docs' protocol table is checked against it."""
+    return [(event.__name__, " ".join((event.__doc__ or "").split("\n\n")[0].split())) for event in _RULES]

@@ -1,0 +1,87 @@
+"""The executor: feeds an event to the protocol (``core.protocol.transition``),
+keeps the caller's status record current, and carries out the effects in
+their order. The only code that saves ``state.json``; the one retry path of
+the protocol's scheduler calls, each with its own deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from chain.backends.base import Backend
+from chain.core.protocol import (
+    Cancel,
+    Effect,
+    Event,
+    HookRan,
+    Log,
+    RecordSubmitter,
+    RecordWorker,
+    Save,
+    transition,
+)
+from chain.core.retry import RetryPolicy
+from chain.errors import SchedulerError
+from chain.store import ChainDir, ChainStatus
+
+T = TypeVar("T")
+
+
+@dataclass
+class Executor:
+    chain: ChainDir
+    backend: Backend | None = None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def apply(self, status: ChainStatus, *events: Event) -> ChainStatus:
+        """Feed ``events`` in order. ``status`` is updated in place (a job
+        holds one status record through its loop: no stale copy survives an
+        event) and returned."""
+        for event in events:
+            new, effects = transition(status, event)
+            for f in fields(status):
+                setattr(status, f.name, getattr(new, f.name))
+            for effect in effects:
+                self._carry_out(status, effect)
+        return status
+
+    def recorder(self, status: ChainStatus) -> Callable[[dict[str, Any]], None]:
+        """Where a hook's result goes (``effects.hooks``): into ``status.hooks``, saved."""
+        def record(entry: dict[str, Any]) -> None:
+            self.apply(status, HookRan(entry))
+        return record
+
+    def _carry_out(self, status: ChainStatus, effect: Effect) -> None:
+        if isinstance(effect, Save):
+            self.chain.save_status(status)
+        elif isinstance(effect, Log):
+            self.chain.log(effect.line, echo=effect.echo)
+        elif isinstance(effect, RecordWorker):
+            self.chain.add_worker_id(effect.job_id)
+        elif isinstance(effect, RecordSubmitter):
+            self.chain.add_submitter_id(effect.job_id)
+        elif isinstance(effect, Cancel):
+            self._cancel(effect)
+
+    def _cancel(self, effect: Cancel) -> None:
+        """A queued runner: a failed cancel is logged, not raised (the runner
+        exits at once anyway, finding itself not the chain's current one)."""
+        if self.backend is None:
+            return
+        try:
+            self.backend.cancel(effect.job_id)
+            self.chain.log(f"next runner: cancelled the queued runner job {effect.job_id}", echo=effect.echo)
+        except SchedulerError as exc:
+            self.chain.log(f"next runner: cancel of the queued runner job {effect.job_id} failed: {exc}",
+                           echo=effect.echo)
+
+    def retry(self, what: str, call: Callable[[], T], give_up: float) -> T:
+        """``call()`` repeated through a scheduler outage (each failure
+        logged) until ``give_up`` on this executor's clock, no attempt
+        started that would end past it; then its last ``SchedulerError``.
+        The backend's own policy absorbs blips within each attempt."""
+        policy = RetryPolicy.until(lambda: self.clock() + policy.maximum >= give_up, self.sleep)
+        return policy.call(call, on_retry=lambda line: self.chain.log(f"{what}: {line}; retrying"))

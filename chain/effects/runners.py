@@ -1,0 +1,58 @@
+"""Runners in the chain's state: submitting the next one (the submitter,
+a relay runner taking over, ``chain submit``), and the one queued behind the
+current one (lookahead's pre-queued runner, relay's successor): queueing it
+so its queue wait overlaps the compute, dropping it when the chain does not
+go on. Every change goes through the protocol (``core.protocol``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from chain.backends.base import Backend
+from chain.core.names import RUNNER_SCRIPT, runner_job_name
+from chain.core.protocol import RunnerIntended, RunnerSubmitted, SuccessorDropped, SuccessorQueued
+from chain.effects.executor import Executor
+from chain.errors import SchedulerError
+from chain.store import ChainDir, ChainStatus
+
+
+def submit_runner(chain: ChainDir, status: ChainStatus, counter: int, max_iter: int, now: float,
+                  submit: Callable[[str], str], *, echo: bool = True) -> str:
+    """Submit the chain's next runner with ``submit(job_name)``.
+
+    The intention is saved first: a crash between here and sbatch is
+    resolved on restart by looking the runner up by its unique name; and
+    the runner, once started, checks that it is the chain's current one.
+    """
+    run = Executor(chain)
+    run.apply(status, RunnerIntended(counter, now))
+    job_id = submit(runner_job_name(status.chain_id, status.runner_seq))
+    run.apply(status, RunnerSubmitted(job_id, max_iter, echo))
+    return job_id
+
+
+def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *,
+                  echo: bool = True) -> None:
+    """Queue the next runner behind the current one (``afterany``) so its
+    queue wait overlaps the compute: lookahead's (it waits to be promoted,
+    ``jobs.runner``) and relay's runner 2 at ``chain submit``. A failure only
+    costs the overlap: the runner is queued afresh when it is due (by the
+    submitter; in relay mode by the current runner). Both modes call it, so
+    its log lines name neither."""
+    name = runner_job_name(status.chain_id, status.runner_seq + 1)
+    try:
+        job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name,
+                                dependency=f"afterany:{status.runner_job_id}", cwd=workdir)
+    except SchedulerError as exc:
+        chain.log(f"next runner: could not queue runner {status.runner_seq + 1}: {exc}", echo=echo)
+        return
+    Executor(chain, backend).apply(status, SuccessorQueued(
+        job_id, f"next runner: runner {status.runner_seq + 1} queued as job {job_id} "
+        f"behind job {status.runner_job_id}", echo))
+
+
+def drop_next(chain: ChainDir, backend: Backend, status: ChainStatus, *, echo: bool = True) -> None:
+    """The chain does not go on from here: cancel the runner queued behind
+    the current one and forget it (a failed cancel is logged, not raised)."""
+    Executor(chain, backend).apply(status, SuccessorDropped(echo))

@@ -1,0 +1,189 @@
+"""The chain's protocol (``chain.core.protocol``): one test per row of the
+transition table (what each event changes and which effects it asks for),
+purity, and the executor (``chain.effects.executor``) carrying the effects
+out in order; the docs' table is the code's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeBackend
+
+from chain.core import protocol as p
+from chain.core.model import ChainState, JobState
+from chain.effects.executor import Executor
+from chain.errors import SchedulerError
+from chain.store import ChainDir, ChainStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _running(**changes: Any) -> ChainStatus:
+    """A chain mid-way: runner 3 (job 103) live, runner 4 queued as job 104."""
+    base = ChainStatus(chain_id="demo-abc123", state=ChainState.RUNNING, submitter_cycle=2, submitter_job_id="50",
+                       runner_seq=3, runner_job_id="103", runner_live=True, iter_before=20, iteration=20,
+                       next_job_id="104", no_progress=1, retries_used=1, hooks=[{"name": "report", "rc": 0}])
+    return replace(base, **changes)
+
+
+def _changed(before: ChainStatus, after: ChainStatus) -> dict[str, Any]:
+    return {f.name: getattr(after, f.name) for f in fields(before)
+            if getattr(after, f.name) != getattr(before, f.name)}
+
+
+S = p.Save()
+ROWS: list[tuple[p.Event, ChainStatus, dict[str, Any], tuple[p.Effect, ...]]] = [
+    (p.Prepared("slurm", "/w"), _running(), {"backend": "slurm", "workdir": "/w"}, (S,)),
+    (p.Resumed(), _running(), {"submitter_cycle": 3, "state": ChainState.PENDING, "no_progress": 0,
+                               "retries_used": 0}, ()),
+    (p.Resumed(), _running(state=ChainState.FAILED, reason="app exited 3", end_announced=True),
+     {"submitter_cycle": 3, "state": ChainState.PENDING, "reason": "", "no_progress": 0, "retries_used": 0,
+      "hooks": [], "end_announced": False}, ()),
+    (p.RelayStarted(), _running(relay_broken="x"), {"submitter_job_id": "", "relay_broken": "",
+                                                     "submitter_cycle": 0}, ()),
+    (p.SubmitterQueued("51"), _running(), {"submitter_job_id": "51"}, (S, p.RecordSubmitter("51"))),
+    (p.SubmitterStarted("51"), _running(state=ChainState.PENDING),
+     {"state": ChainState.RUNNING, "submitter_job_id": "51"}, (S,)),
+    (p.HandingOver(), _running(), {"submitter_cycle": 3}, (S,)),
+    (p.CounterRead(42), _running(), {"iteration": 42}, ()),
+    (p.RunnerIntended(30, 1000.0), _running(runner_live=False),
+     {"runner_seq": 4, "runner_job_id": "", "runner_live": True, "iter_before": 30, "runner_submitted": 1000.0},
+     (S,)),
+    (p.RunnerSubmitted("105", 500), _running(runner_job_id=""), {"runner_job_id": "105"},
+     (S, p.RecordWorker("105"), p.Log("submitted runner 3: job 105 (counter 20/500)"))),
+    (p.RunnerFound("105"), _running(runner_job_id=""), {"runner_job_id": "105"}, (S, p.RecordWorker("105"))),
+    (p.RunnerLost(), _running(runner_job_id=""), {"runner_live": False, "runner_seq": 2}, ()),
+    (p.SuccessorQueued("106", "queued"), _running(next_job_id="", relay_broken="x"),
+     {"next_job_id": "106", "relay_broken": ""}, (S, p.Log("queued"))),
+    (p.SuccessorQueued("106"), _running(next_job_id=""), {"next_job_id": "106"}, (S,)),
+    (p.SuccessorTaken(), _running(), {"next_job_id": ""}, ()),
+    (p.SuccessorForgotten(), _running(), {"next_job_id": ""}, (S,)),
+    (p.SuccessorDropped(), _running(), {"next_job_id": ""}, (S, p.Cancel("104"))),
+    (p.SuccessorDropped(), _running(next_job_id=""), {}, ()),
+    (p.RelayBroken("could not queue runner 4: down"), _running(next_job_id=""),
+     {"relay_broken": "could not queue runner 4: down"},
+     (S, p.Log("relay: could not queue runner 4: down; the app runs, then the chain stalls (chain submit --resume)"))),
+    (p.RelayTookOver(), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
+    (p.Judged(30, 0, 1), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
+    (p.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"), _running(),
+     {"runner_live": False, "iteration": 30, "no_progress": 0, "margin": 40, "worst_stop_to_exit": 12.5,
+      "worst_startup": 3.0, "reason": "margin does not fit: x"}, (S,)),
+    (p.CancelledUnjudged(), _running(), {"runner_live": False, "next_job_id": ""},
+     (p.Log("cancelled the queued runner job 104", echo=False),)),
+    (p.HookRan({"name": "plot", "rc": 0}), _running(),
+     {"hooks": [{"name": "report", "rc": 0}, {"name": "plot", "rc": 0}]}, (S,)),
+    (p.Announced(), _running(), {"end_announced": True}, (S,)),
+    (p.Ending(), _running(), {"runner_live": False, "next_job_id": ""}, (S, p.Cancel("104"))),
+    (p.Ending(), _running(next_job_id=""), {"runner_live": False}, ()),
+    (p.Ended(ChainState.COMPLETED, "reached MAX_ITER=500", completed_at=9.0), _running(),
+     {"state": ChainState.COMPLETED, "reason": "reached MAX_ITER=500", "runner_live": False, "completed_at": 9.0},
+     (S,)),
+    (p.Ended(ChainState.FAILED, "app exited 3"), _running(),
+     {"state": ChainState.FAILED, "reason": "app exited 3", "runner_live": False}, (S,)),
+]
+
+
+@pytest.mark.parametrize(("event", "before", "changes", "effects"), ROWS,
+                         ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(ROWS)])
+def test_each_row_changes_what_it_says_and_asks_for_its_effects(
+        event: p.Event, before: ChainStatus, changes: dict[str, Any], effects: tuple[p.Effect, ...]) -> None:
+    snapshot = replace(before, hooks=list(before.hooks))
+    after, asked = p.transition(before, event)
+    assert _changed(before, after) == changes
+    assert asked == effects
+    assert before == snapshot  # pure: the status given is not changed
+
+
+def test_every_event_of_the_table_has_a_row_here() -> None:
+    assert {type(r[0]).__name__ for r in ROWS} == {name for name, _ in p.protocol_table()}
+
+
+def test_something_that_is_not_an_event_is_refused() -> None:
+    with pytest.raises(TypeError, match="not a protocol event"):
+        p.transition(_running(), "submitted")  # type: ignore[arg-type]
+
+
+def test_the_docs_table_is_the_codes() -> None:
+    text = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| (.+?) \|$", text, flags=re.MULTILINE)
+    assert rows == p.protocol_table()
+
+
+def test_the_executor_updates_the_callers_record_and_carries_effects_out_in_order(tmp_path: Path) -> None:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    saved_at_cancel: list[str] = []
+
+    class Watching(FakeBackend):
+        def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+            on_disk = chain.load_status()
+            saved_at_cancel.append(on_disk.next_job_id if on_disk else "?")
+            super().cancel(job_id, signal=signal, steps_only=steps_only)
+
+    fake = Watching()
+    status = _running(next_job_id=fake.submit(tmp_path / "r.sh", job_name="demo-abc123.r4"))
+    held = status
+    Executor(chain, fake).apply(status, p.SuccessorDropped(), p.RunnerIntended(20, 5.0))
+    assert held is status and status.runner_seq == 4 and status.next_job_id == ""
+    assert fake.cancelled == ["101"] and saved_at_cancel == [""]  # forgotten on disk before the cancel
+    saved = chain.load_status()
+    assert saved is not None and saved.runner_seq == 4 and saved.runner_live
+    assert "cancelled the queued runner job 101" in chain.log_file.read_text()
+
+
+def test_a_failed_cancel_is_logged_not_raised(tmp_path: Path) -> None:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+
+    class Refusing(FakeBackend):
+        def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+            raise SchedulerError("scancel: slurmctld down")
+
+    status = _running()
+    Executor(chain, Refusing()).apply(status, p.SuccessorDropped())
+    assert status.next_job_id == ""
+    assert "cancel of the queued runner job 104 failed: scancel: slurmctld down" in chain.log_file.read_text()
+
+
+def test_retry_rides_out_an_outage_until_its_deadline_on_the_injected_clock(tmp_path: Path) -> None:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    calls = []
+
+    def down() -> str:
+        calls.append(now[0])
+        raise SchedulerError("sbatch: Socket timed out")
+
+    run = Executor(chain, None, clock=lambda: now[0], sleep=sleep)
+    with pytest.raises(SchedulerError):
+        run.retry("submitting runner 4", down, give_up=300.0)
+    assert len(calls) > 3 and now[0] <= 300.0  # no attempt started that would end past the deadline
+    assert "submitting runner 4: " in chain.log_file.read_text()
+    failures = [SchedulerError("down")]
+
+    def flaky() -> str:
+        if failures:
+            raise failures.pop()
+        return "107"
+
+    assert run.retry("submitting runner 4", flaky, give_up=now[0] + 300.0) == "107"
+
+
+def test_one_job_state_table_every_state_is_active_final_or_in_between() -> None:
+    """``JobState.final`` is the one table of ended states (the report's
+    accounting, chain status and the backends use it), REVOKED included."""
+    in_between = {s for s in JobState if not s.active and not s.final}
+    assert in_between == {JobState.UNKNOWN, JobState.SPECIAL_EXIT}
+    assert not any(s.active and s.final for s in JobState)
+    assert JobState.parse("REVOKED").final and JobState.parse("CANCELLED by 0").final
