@@ -33,6 +33,7 @@ class FakeBackend(Backend):
         self.asked_exit_codes: list[bool] = []  # each query's exit_codes
         self.end_time_calls = 0
         self.job_end: float | None = None  # what end_time answers (None: it cannot say)
+        self.preempted: set[str] = set()  # jobs Slurm is preempting (scontrol's PreemptTime set)
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
                env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
@@ -73,6 +74,9 @@ class FakeBackend(Backend):
     def end_time(self, job_id: str) -> float | None:
         self.end_time_calls += 1
         return self.job_end
+
+    def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
+        return job_id in self.preempted
 
 
 def sigint_default() -> None:

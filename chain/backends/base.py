@@ -43,6 +43,8 @@ class JobInfo:
     end: float | None = None
     cancelled_by: str | None = None
     source: str = ""  # which query answered: squeue, sacct, scontrol, local
+    preempt_time: float | None = None  # when Slurm began to preempt it (scontrol's PreemptTime), if it did
+    restarts: int | None = None  # how often Slurm requeued it (scontrol's Restarts)
 
 
 @dataclass
@@ -158,6 +160,15 @@ class Backend(abc.ABC):
     def available(self) -> bool:
         """True when the scheduler answers (used by ``--backend auto``)."""
         return True
+
+    def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
+        """True when the scheduler is taking the job's allocation back
+        (preemption, a requeue): its SIGTERM is then not a cancel's, and the
+        submitter hands over instead of leaving the chain undriven.
+        ``restarts``: how often the job had been restarted when the asking
+        process started (``SLURM_RESTART_COUNT``). Backends that never
+        preempt: False."""
+        return False
 
 
 def submit_idempotently(

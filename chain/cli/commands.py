@@ -340,7 +340,14 @@ def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
 
     keep_job_output()  # a full disk under the job's log must not end the submitter
     chain, settings, backend, workdir = _job_context(chain_dir)
-    raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", "")).run())
+    raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", ""),
+                               job_name=os.environ.get("SLURM_JOB_NAME", ""),
+                               restarts=_int_env("SLURM_RESTART_COUNT")).run())
+
+
+def _int_env(name: str) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else 0
 
 
 @app.command("_runner", hidden=True)

@@ -57,6 +57,12 @@ class Outcome:
     # app (it reads as 0), "" when it found one: the reason then names the
     # file the app never wrote instead of a counter that "did not advance"
     missing_counter_file: str = ""
+    # Slurm took the allocation back: the runner recorded that its SIGTERM was
+    # preemption's, or Slurm put the job back in the queue after the runner
+    # recorded its end (PreemptMode=REQUEUE, or a node failure; the chain
+    # cancelled the requeued copy). The chain goes on from the checkpoint
+    preempted: bool = False
+    requeued: bool = False
 
     @property
     def advanced(self) -> bool:
@@ -175,6 +181,23 @@ def _done(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | No
     return Decision(Verdict.STOP, why, progress, ChainState.FAILED)
 
 
+# how a runner Slurm took back is judged (the report counts them by these words)
+PREEMPTED_REASONS = ("runner preempted", "runner requeued by Slurm")
+
+
+def _preempted(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    """Slurm preempted the runner (PREEMPTED), or requeued it after its end
+    record: the site took the allocation back. Not the runner's failure and
+    no sign of a stall: the next runner goes on from the checkpoint, and no
+    retry or runner without progress is counted (issue 29)."""
+    preempted = outcome.preempted or outcome.slurm_state is JobState.PREEMPTED
+    if not preempted and not outcome.requeued:
+        return None
+    what = PREEMPTED_REASONS[0] if preempted else f"{PREEMPTED_REASONS[1]} (preempted, or its node failed)"
+    kept = replace(progress, no_progress=0) if outcome.advanced else progress
+    return Decision(Verdict.CONTINUE, f"{what}: counter {_counter(outcome)}", kept)
+
+
 def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
     """A runner that ended to let the next one go on: by the contract's
     codes, by Slurm ending it (TIMEOUT, PREEMPTED, NODE_FAIL) or by the
@@ -202,7 +225,7 @@ def _stalled_reason(outcome: Outcome, stalled: int) -> str:
 
 
 # In order: the first that applies decides (``decide``).
-RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done, _handed_over)
+RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done, _preempted, _handed_over)
 
 
 def _failure_reason(outcome: Outcome) -> str:

@@ -34,3 +34,9 @@ def runner_seq(job_name: str) -> int | None:
     """Sequence number from a runner job name ``<chain_id>.r<seq>``."""
     head, sep, tail = job_name.rpartition(".r")
     return int(tail) if sep and tail.isdigit() else None
+
+
+def submitter_cycle(job_name: str) -> int | None:
+    """Cycle number from a submitter job name ``<chain_id>.s<cycle>``."""
+    _, sep, tail = job_name.rpartition(".s")
+    return int(tail) if sep and tail.isdigit() else None

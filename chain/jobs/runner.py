@@ -239,7 +239,21 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
         os.close(guard)  # the app has ended: its guard finds nothing to stop
     if settings.progress_pattern:
         record.iter_first, record.iter_reached = iterations_printed(settings.progress_pattern, offset)
+    if end.external == "SIGTERM":
+        record.preempted = _preempting(backend, record)
     return _record_end(chain, settings, record, end, workdir)
+
+
+def _preempting(backend: Backend, record: RunnerRecord) -> bool:
+    """Whether the outside SIGTERM was Slurm's preemption (one quick question,
+    within the preemption's grace): the runner is then judged "preempted",
+    never a failure or a runner without progress."""
+    try:
+        count = os.environ.get("SLURM_RESTART_COUNT", "")
+        return backend.preempting(record.job_id, restarts=int(count) if count.isdigit() else 0)
+    except ChainError as exc:
+        _say(record, f"could not ask whether the job is being preempted: {exc}")
+        return False
 
 
 def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: RunnerRecord) -> int | None:

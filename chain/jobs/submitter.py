@@ -10,6 +10,7 @@ the hooks at MAX_ITER (``effects.hooks``).
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,13 @@ from chain.core.decision import (
     next_step,
 )
 from chain.core.model import ChainState
-from chain.core.names import RUNNER_SCRIPT, SUBMITTER_SCRIPT, runner_job_name, submitter_job_name
+from chain.core.names import (
+    RUNNER_SCRIPT,
+    SUBMITTER_SCRIPT,
+    runner_job_name,
+    submitter_cycle,
+    submitter_job_name,
+)
 from chain.core.poll import PollPolicy, StepAside
 from chain.core.protocol import (
     CounterRead,
@@ -45,7 +52,8 @@ from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import drop_next, prequeue_next, submit_runner
 from chain.errors import ChainError, CheckpointError, SchedulerError
-from chain.jobs.watch import HandOver, RunnerWatch, StepAsideNow
+from chain.jobs.sigterm import TermCatcher, Terminated
+from chain.jobs.watch import HandOver, Preempted, RunnerWatch, StepAsideNow
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_chain_counter, read_counter_state
 
@@ -62,6 +70,8 @@ class Submitter:
     poll: PollPolicy = field(default_factory=PollPolicy)
     clock: Callable[[], float] = field(default_factory=steady_clock)  # deadlines that do not jump
     sleep: Callable[[float], None] = time.sleep
+    job_name: str = ""  # <chain id>.s<cycle>: a requeued submitter of an older cycle leaves
+    restarts: int = 0  # SLURM_RESTART_COUNT at its start: one more at a SIGTERM is a requeue
 
     def __post_init__(self) -> None:
         longest = float(self.settings.poll_max)
@@ -70,9 +80,10 @@ class Submitter:
         self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, longest), longest)
         self.deadline = float("inf")  # hand over to a successor from here on
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
-        self.executor = Executor(self.chain, self.backend, self.clock, self.sleep)
+        self.term = TermCatcher(self.sleep)  # SIGTERM raised where the submitter waits
+        self.executor = Executor(self.chain, self.backend, self.clock, self.term.sleep)
         self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
-                                 self.clock, self.sleep, on_running=self._prequeue,
+                                 self.clock, self.term.sleep, on_running=self._prequeue,
                                  step_aside=StepAside(float(self.settings.step_aside_after)),
                                  ckpt_path=counter_source(self.settings),
                                  read=lambda: read_counter_state(self.settings, self.workdir))
@@ -85,6 +96,18 @@ class Submitter:
         if status.state.ended:
             self.chain.log(f"submitter {self.job_id}: chain already {status.state.value}; nothing to do")
             return 0
+        cycle = submitter_cycle(self.job_name)
+        if cycle is not None and cycle < status.submitter_cycle:  # requeued after it handed over (preemption)
+            self.chain.log(f"submitter {self.job_id} (cycle {cycle}): cycle {status.submitter_cycle} drives the "
+                           "chain; leaving")
+            return 0
+        restore = self.term.install()
+        try:
+            return self._drive(status)
+        finally:
+            restore()
+
+    def _drive(self, status: ChainStatus) -> int:
         start = self.clock()
         self.executor.apply(status, SubmitterStarted(self.job_id))
         self._log_start(status)
@@ -99,6 +122,8 @@ class Submitter:
         self.watch.deadline = self.deadline
         try:
             return self._loop(status)
+        except Terminated:
+            return self._terminated(status)
         except HandOver as handover:
             try:
                 self._restart(status, handover)
@@ -112,6 +137,31 @@ class Submitter:
                               f"scheduler unreachable ({exc}); run chain submit --resume when it answers again")
         except OSError as exc:  # the chain directory refused writes past ChainDir.storage's patience
             return self._storage_failed(status, exc)
+
+    def _terminated(self, status: ChainStatus) -> int:
+        """SIGTERM: from ``chain cancel`` (its mark is there), preemption or
+        this job's own end (hand over at once: the chain goes on unattended),
+        or someone's scancel (leave; ``chain status`` says nothing drives the
+        chain)."""
+        if self.chain.cancel_file.exists():
+            self.chain.log(f"submitter {self.job_id}: stopped by chain cancel")
+            return 0
+        try:
+            preempted = self.backend.preempting(self.job_id, restarts=self.restarts)
+        except ChainError as exc:
+            self.chain.log(f"submitter {self.job_id}: could not ask whether it is preempted: {exc}")
+            preempted = False
+        if not preempted and self.clock() < self.deadline:
+            self.chain.log(f"submitter {self.job_id} got SIGTERM, not from preemption (scancel?): nothing drives "
+                           "the chain now; chain submit --resume continues it")
+            return 128 + signal.SIGTERM
+        try:
+            self._restart(status, Preempted() if preempted else HandOver())
+        except (SchedulerError, Terminated) as exc:
+            self.chain.log(f"submitter {self.job_id}: could not queue a successor after SIGTERM ({exc or 'SIGTERM'}); "
+                           "chain submit --resume continues the chain")
+            return 1
+        return 0
 
     def _storage_failed(self, status: ChainStatus, exc: OSError) -> int:
         """Say so in the job's output and try to end the chain with the
@@ -142,6 +192,7 @@ class Submitter:
     # --- the loop ----------------------------------------------------------------
     def _loop(self, status: ChainStatus) -> int:
         while True:
+            self.term.check()
             if self.chain.cancel_file.exists():
                 return self._finish_cancelled(status)
             if status.runner_live:
@@ -248,15 +299,23 @@ class Submitter:
         self.executor.apply(status, HandingOver())
         name = submitter_job_name(status.chain_id, status.submitter_cycle)
         aside = handover.runner_job_id if isinstance(handover, StepAsideNow) else ""
-        dependency = f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
+        # preempted: not behind this job, which Slurm may requeue and hold (~2 min); a
+        # requeued copy leaves at its start (an older cycle), this one leaves now
+        dependency = "" if isinstance(handover, Preempted) else \
+            f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
 
         def submit() -> str:
             found = [j for j in self.backend.find_by_name(name) if j != self.job_id]
             return found[-1] if found else self.backend.submit(
-                self.chain.scripts / SUBMITTER_SCRIPT, job_name=name, dependency=dependency, cwd=self.workdir)
+                self.chain.scripts / SUBMITTER_SCRIPT, job_name=name, dependency=dependency or None,
+                cwd=self.workdir)
 
         new_id = self._persist("submitting the next submitter", submit)
         self.executor.apply(status, SubmitterQueued(new_id))
+        if isinstance(handover, Preempted):
+            self.chain.log(f"submitter {self.job_id} preempted: successor {new_id} (cycle {status.submitter_cycle}) "
+                           "takes over")
+            return
         if aside:
             self.chain.log(f"submitter {self.job_id} steps aside: runner job {aside} still waits for resources "
                            f"after {self.settings.step_aside_after}s; successor {new_id} (cycle "

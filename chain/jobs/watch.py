@@ -27,6 +27,10 @@ class HandOver(Exception):
     """The submitter reached its margin while waiting: a successor takes over."""
 
 
+class Preempted(HandOver):
+    """Slurm preempts the submitter: a successor takes over at once."""
+
+
 class StepAsideNow(HandOver):
     """The runner waits for resources: a successor takes over when it starts."""
 
@@ -61,7 +65,7 @@ class RunnerWatch:
         while True:
             record = self.chain.runner_record(job_id)
             if record is not None and record.ended:
-                return self.outcome(status, record, self.until_gone(job_id))
+                return self.outcome(status, record, self.until_gone(job_id, requeued=record.preempted))
             now = self.clock()
             if record is not None and record.status is RunnerPhase.RUNNING:
                 self.on_running(status)
@@ -89,15 +93,18 @@ class RunnerWatch:
                 raise HandOver()
             self.sleep(self.poll.file_interval)
 
-    def until_gone(self, job_id: str) -> JobInfo | None:
+    def until_gone(self, job_id: str, *, requeued: bool = False) -> JobInfo | None:
         """The runner recorded its end; wait (briefly) for its job to leave
         the queue, so the next runner never overlaps it in squeue.
 
         A job still queued after that outlived its own end record: Slurm
-        requeued it (node failure), or it hangs. The record is the outcome;
-        the chain cancels the job and waits for it to go, and Slurm's state
-        (CANCELLED by us) then says nothing about the runner: None."""
-        info = self._settled(job_id, None)
+        requeued it (preemption, node failure), or it hangs. The record is
+        the outcome; the chain cancels the job (a requeue hold is not waited
+        out) and waits for it to go. Slurm's state (CANCELLED by us) then
+        says nothing about the runner: the answer is the job REQUEUED."""
+        # ``requeued``: the runner recorded that Slurm took it back: one look,
+        # and a copy back in the queue is cancelled at once
+        info = self._settled(job_id, None, self.poll.handoff_delays()[:1] if requeued else None)
         if info is None or not info.state.active:
             return info
         self.chain.log(f"runner job {job_id} is still {info.state.value} after recording its end "
@@ -107,12 +114,14 @@ class RunnerWatch:
         except SchedulerError as exc:
             self.chain.log(f"cancel of runner {job_id} failed: {exc}")
         self._settled(job_id, info)
-        return None
+        if info.state is JobState.COMPLETING:
+            return None  # it hangs on its way out (an epilog): not back in the queue
+        return JobInfo(job_id, JobState.REQUEUED, reason="requeued after its end record; cancelled by chain")
 
-    def _settled(self, job_id: str, last: JobInfo | None) -> JobInfo | None:
-        """Ask on the handoff schedule until the job has left the queue;
-        the last answer (``last`` if none came)."""
-        for delay in self.poll.handoff_delays():
+    def _settled(self, job_id: str, last: JobInfo | None, delays: list[float] | None = None) -> JobInfo | None:
+        """Ask on the handoff schedule (or ``delays``) until the job has left
+        the queue; the last answer (``last`` if none came)."""
+        for delay in self.poll.handoff_delays() if delays is None else delays:
             try:
                 # the record has the exit code: Slurm's state is all that is asked
                 last = self.backend.query([job_id], exit_codes=False).get(job_id)
@@ -141,7 +150,8 @@ class RunnerWatch:
                 iter_after=status.iter_before if record.iter_after is None else record.iter_after,
                 recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
                 stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
-                missing_counter_file=missing,
+                missing_counter_file=missing, preempted=record.preempted,
+                requeued=info is not None and info.state is JobState.REQUEUED,
             )
         after = status.iter_before if reading is None else reading.value
         return Outcome(exit_code=slurm_exit_code(info),

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from chain.core.decision import PREEMPTED_REASONS
+
 RECENT_RUNNERS = 5  # the rate is measured over the last few runners
 EVENTS = ("start", "iter", "ckpt", "exit")
 
@@ -127,6 +129,12 @@ def _live_progress(runners: list[dict[str, Any]], iteration: int, now: float) ->
     if before is None or iteration <= before or now <= float(current["start"]):
         return None
     return iteration - before, _num(current.get("submitted")) or float(current["start"])
+
+
+def preempted_runners(runners: list[dict[str, Any]]) -> list[str]:
+    """Pure: the jobs of the runners Slurm took back (preempted or requeued),
+    by their judgment (``core.decision``): not failures, not runners without progress."""
+    return [str(r.get("job_id")) for r in runners if str(r.get("reason") or "").startswith(PREEMPTED_REASONS)]
 
 
 def efficiency(runners: list[dict[str, Any]], redone: Redone | None = None) -> float | None:

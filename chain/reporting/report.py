@@ -41,6 +41,7 @@ from chain.reporting.metrics import (
     chain_metrics,
     format_rate,
     parse_iteration_log,
+    preempted_runners,
     redone_from_runners,
     work_redone,
 )
@@ -236,6 +237,7 @@ def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]],
         "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records,
                                accounting.source).to_json(),
         "work_redone": _redone_json(chain.redone),
+        "preempted": preempted_runners(chain.runners),
         **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended,
                  chain.redone),
         "iteration_log": str(chain.workdir / ITER_LOG) if chain.events else None,
@@ -375,6 +377,10 @@ def _lines(summary: dict[str, Any]) -> list[str]:
         redone_line(summary["work_redone"], t),
         driver_line(summary["driver"]),
     ]
+    if summary.get("preempted"):
+        jobs = summary["preempted"]
+        lines.append(f"preempted {len(jobs)} runner(s) (job {', '.join(jobs[:5])}{', …' if len(jobs) > 5 else ''}): "
+                     "Slurm took them back; not counted as failures")
     if m.get("rate_per_hour") is not None:
         eta = m.get("eta_seconds")
         lines.append(f"rate {format_rate(m['rate_per_hour'])}"

@@ -43,6 +43,7 @@ class RunnerRecord:
     stop_sent: float | None = None
     stop_to_exit: float | None = None
     external_signal: str | None = None  # a signal the runner got from outside (scancel, preemption)
+    preempted: bool = False  # that signal was Slurm's preemption (scontrol's PreemptTime was set)
     killed: bool = False  # the app outlived the grace after the stop signal
     # how far the app got, when something tells (--progress-pattern): the first and the
     # last iteration it printed; what it computed beyond its checkpoint is work to be redone

@@ -55,6 +55,14 @@ def wait_ended(cwd: Path, timeout: float, sample: Any = None, chain_dir: str | N
     raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}\n{outputs}")
 
 
+def restart_cluster(cluster: Any, *options: str) -> None:
+    """Restart the dev cluster with ``options`` (each ``up`` sets all of them:
+    none, no preemption and no job limit)."""
+    done = subprocess.run(["bash", str(cluster.script), "up", *options], capture_output=True, text=True,
+                          timeout=300, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def copy_example(kind: str, dest: Path) -> None:
     for f in (EXAMPLES / kind).iterdir():
         if f.is_file():

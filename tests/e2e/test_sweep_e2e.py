@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import restart_cluster
 
 from chain import Chain
 from chain.core.model import ChainState
@@ -23,13 +24,6 @@ from chain.core.model import ChainState
 # chain needs two runners, and its submitter queues the second behind every other chain's jobs
 APP = ("i=$(cat state_iter.txt 2>/dev/null || echo 0); sleep 3; i=$((i + 3)); echo $i > state_iter.txt.tmp; "
        "mv state_iter.txt.tmp state_iter.txt; [ $i -ge $MAX_ITER ] && exit 0; exit 99")
-
-
-def _up(cluster: Any, *options: str) -> None:
-    """Restart the dev cluster with ``options`` (each ``up`` sets all of them: none, no limit)."""
-    done = subprocess.run(["bash", str(cluster.script), "up", *options], capture_output=True, text=True,
-                          timeout=300, check=False, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _sweep(tmp_path: Path, n: int) -> list[Chain]:
@@ -72,10 +66,10 @@ def test_a_submitter_mode_sweep_larger_than_the_cluster_completes(slurm_cluster:
 def test_a_submitter_mode_sweep_under_a_per_user_job_limit_completes(slurm_cluster: Any, tmp_path: Path) -> None:
     """sacctmgr's MaxJobs=4 for the user: 6 chains, whose submitters alone could hold every job
     the user may run while their runners wait (AssocMaxJobsLimit)."""
-    _up(slurm_cluster, "--max-jobs", "4")
+    restart_cluster(slurm_cluster, "--max-jobs", "4")
     try:
         runs = _sweep(tmp_path, 6)
         finals = Chain.wait_all(runs, timeout=420, poll=5, check=30)
         assert _check_completed(runs, finals) > 0
     finally:
-        _up(slurm_cluster)
+        restart_cluster(slurm_cluster)

@@ -38,6 +38,21 @@ def test_slurm_ends_with_advance_continue(state: Any) -> None:
     assert d.verdict is Verdict.CONTINUE
 
 
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_preempted_runner_never_counts_as_stalled_or_as_a_retry(recorded: bool) -> None:
+    """Issue 29: PreemptMode=CANCEL ends the runner PREEMPTED; however often
+    the site takes the allocation back before the app could save, the chain
+    goes on from its checkpoint."""
+    progress = Progress(no_progress=1, retries_used=2)
+    for _ in range(3):
+        d = decide(outcome(None, 20, 20, state=JobState.PREEMPTED, recorded=recorded), Policy(100, retries=2),
+                   progress)
+        assert d.verdict is Verdict.CONTINUE and d.progress == progress
+        assert d.reason == "runner preempted: counter 20->20"
+    advanced = decide(outcome(None, 20, 25, state=JobState.PREEMPTED), POLICY, progress)
+    assert advanced.progress == Progress(no_progress=0, retries_used=2)
+
+
 def test_two_runners_without_advance_stop() -> None:
     first = decide(outcome(99, 20, 20), POLICY, Progress())
     assert first.verdict is Verdict.CONTINUE and first.progress.no_progress == 1

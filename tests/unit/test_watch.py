@@ -91,6 +91,7 @@ def _stopped_without_counter(tmp_path: Path, mode: str) -> tuple[ChainDir, FakeB
     record = RunnerRecord("101", "x.r1", seq=1, status=RunnerPhase.ENDED, exit_code=1, iter_before=0,
                           iter_after=0, start=1.0, end=2.0, stop_sent=1.5, detail="app stopped on the signal")
     chain.write_runner_record(record)
+    fake.set_state("101", JobState.FAILED)  # its job has left the queue (runner exit 1)
     return chain, fake, record
 
 

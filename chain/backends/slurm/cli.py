@@ -29,6 +29,7 @@ from chain.backends.slurm.parse import (
     parse_sbatch_parsable,
     parse_scontrol,
     parse_squeue,
+    preempting,
     sacct_error_reason,
 )
 from chain.core.names import JOB_ID
@@ -194,6 +195,13 @@ class SlurmCliBackend(Backend):
             argv += [f"--signal={signal}"] + ([] if steps_only else ["--batch"])
         argv += ["--", *_checked([job_id])]  # never an option, whatever it holds
         self._retrying(argv, ok_errors=("Invalid job id", "already completing or completed"))
+
+    def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
+        """One scontrol (asked within the preemption's grace, KillWait): see
+        ``parse.preempting``."""
+        info = parse_scontrol(self._once(["scontrol", "show", "job", "-o", *_checked([job_id])],
+                                         ok_errors=("Invalid job id",))).get(job_id)
+        return info is not None and preempting(info, restarts)
 
     def end_time(self, job_id: str) -> float | None:
         # One try: callers fall back on the configured limit, and a runner

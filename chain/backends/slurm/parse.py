@@ -179,8 +179,26 @@ def parse_scontrol(text: str) -> dict[str, JobInfo]:
             start=parse_slurm_timestamp(fields.get("StartTime", "")),
             end=parse_slurm_timestamp(fields.get("EndTime", "")),
             source="scontrol",
+            preempt_time=parse_slurm_timestamp(fields.get("PreemptTime", "")),
+            restarts=int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else None,
         )
     return jobs
+
+
+# a job whose own batch script still runs but that Slurm shows back in the
+# queue (or ended by preemption) is being requeued
+_TAKEN_BACK = frozenset({JobState.PREEMPTED, JobState.REQUEUED, JobState.PENDING})
+
+
+def preempting(info: JobInfo, restarts: int = 0) -> bool:
+    """Pure: the job, asked about from inside it after a SIGTERM, is being
+    taken back: PreemptTime set (PreemptMode=CANCEL), Restarts above what it
+    was when the asker started (``restarts``: REQUEUE sets no PreemptTime; at
+    its SIGTERM scontrol shows COMPLETING with Restarts one up, measured on
+    22.05, where a scancel shows COMPLETING with Restarts unchanged), or the
+    job already shown preempted or back in the queue."""
+    return (info.preempt_time is not None or info.state in _TAKEN_BACK
+            or (info.restarts is not None and info.restarts > restarts))
 
 
 def parse_sbatch_parsable(text: str) -> str:

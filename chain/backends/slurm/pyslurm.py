@@ -25,6 +25,7 @@ describe the new job.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from chain.backends.base import (
     submit_idempotently,
 )
 from chain.backends.directives import DirectiveError, sbatch_lines
+from chain.backends.slurm.parse import preempting
 from chain.backends.slurm.pyslurm_load import load_pyslurm
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
@@ -338,6 +340,15 @@ class PyslurmBackend(Backend):
                 if not self._invalid_id(exc.__cause__ or exc):
                     raise
         self.retry.call(attempt)
+
+    def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
+        job = self._load(job_id)
+        if job is None:
+            return False
+        count = getattr(job, "restart_cnt", None)
+        info = dataclasses.replace(self._info(job, "pyslurm"), preempt_time=_num(getattr(job, "preempt_time", None)),
+                                   restarts=int(count) if isinstance(count, int) else None)
+        return preempting(info, restarts)
 
     def end_time(self, job_id: str) -> float | None:
         job = self._load(job_id)

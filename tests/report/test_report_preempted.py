@@ -1,0 +1,17 @@
+"""The report says which runners Slurm took back (issue 29): by their
+judgment's words (``core.decision.PREEMPTED_REASONS``), not as failures."""
+
+from __future__ import annotations
+
+from chain.core.decision import Outcome, Policy, Progress, decide
+from chain.core.model import JobState
+from chain.reporting.metrics import preempted_runners
+
+
+def test_the_runners_slurm_took_back_are_named_by_their_judgment() -> None:
+    preempted = decide(Outcome(None, JobState.PREEMPTED, 5, 5), Policy(10), Progress()).reason
+    requeued = decide(Outcome(124, None, 5, 9, requeued=True), Policy(10), Progress()).reason
+    timed_out = decide(Outcome(None, JobState.TIMEOUT, 5, 9), Policy(10), Progress()).reason
+    runners = [{"job_id": "7", "reason": preempted}, {"job_id": "8", "reason": requeued},
+               {"job_id": "9", "reason": timed_out}, {"job_id": "10"}]
+    assert preempted_runners(runners) == ["7", "8"]

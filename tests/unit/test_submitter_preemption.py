@@ -1,0 +1,123 @@
+"""SIGTERM in the submitter (issue 29): preemption hands over at once to a
+successor not queued behind the preempted job (Slurm may requeue and hold
+it); a requeued copy of an older cycle leaves at its start; someone's
+scancel, or chain cancel, is not turned into a successor. The signal is
+real (sent to this process while the submitter waits); the clock is
+injected: no test sleeps."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from fakes import FakeBackend, SteppingClock
+
+from chain import api
+from chain.backends.slurm.parse import parse_scontrol, preempting
+from chain.core.model import ChainState
+from chain.core.names import submitter_cycle
+from chain.jobs.sigterm import TermCatcher, Terminated
+from chain.jobs.submitter import Submitter
+from chain.store import ChainDir, ChainStatus
+
+
+class TermAt(SteppingClock):
+    """A clock whose sleep past ``at`` is where SIGTERM arrives (once)."""
+
+    def __init__(self, now: float, at: float) -> None:
+        super().__init__(now)
+        self.at, self.sent = at, False
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self.now >= self.at and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _submitter(tmp_path: Path, backend: FakeBackend, clock: SteppingClock, cycle: int = 0,
+               job_name: str = "c-1.s0") -> tuple[ChainDir, Submitter]:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.PENDING,
+                                  submitter_job_id="5", submitter_cycle=cycle))
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "step_aside_after": 0}, {}, None, tmp_path)
+    return chain, Submitter(chain, settings, backend, tmp_path, "5", clock=clock, sleep=clock.sleep,
+                            job_name=job_name)
+
+
+def test_a_preempted_submitter_hands_over_at_once_not_behind_itself(tmp_path: Path) -> None:
+    backend, clock = FakeBackend(), TermAt(1000.0, 1030.0)
+    backend.preempted.add("5")
+    chain, submitter = _submitter(tmp_path, backend, clock)
+    assert submitter.run() == 0
+    assert backend.submitted == [("c-1.r1", None), ("c-1.s1", None)]  # no afterany:5
+    assert clock.now < 1040.0  # within the preemption's grace, not at its next poll
+    status = chain.load_status()
+    assert status is not None and status.submitter_job_id == "102" and status.submitter_cycle == 1
+    assert status.runner_live and status.runner_job_id == "101" and not status.state.ended  # adopted
+    assert "submitter 5 preempted: successor 102 (cycle 1) takes over" in chain.log_file.read_text()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+
+
+def test_a_requeued_copy_of_an_older_cycle_leaves_at_its_start(tmp_path: Path) -> None:
+    backend, clock = FakeBackend(), SteppingClock(1000.0)
+    chain, submitter = _submitter(tmp_path, backend, clock, cycle=1, job_name="c-1.s0")
+    before = (chain.root / "state.json").read_bytes()
+    assert submitter.run() == 0
+    assert backend.submitted == [] and (chain.root / "state.json").read_bytes() == before
+    assert "submitter 5 (cycle 0): cycle 1 drives the chain; leaving" in chain.log_file.read_text()
+
+
+def test_someones_scancel_is_not_turned_into_a_successor(tmp_path: Path) -> None:
+    backend, clock = FakeBackend(), TermAt(1000.0, 1030.0)
+    chain, submitter = _submitter(tmp_path, backend, clock)
+    assert submitter.run() == 128 + signal.SIGTERM
+    assert backend.submitted == [("c-1.r1", None)]
+    assert "not from preemption (scancel?): nothing drives the chain now" in chain.log_file.read_text()
+
+
+def test_chain_cancels_sigterm_queues_nothing(tmp_path: Path) -> None:
+    backend, clock = FakeBackend(), TermAt(1000.0, 1030.0)
+    backend.preempted.add("5")  # even so: chain cancel's mark wins
+    chain, submitter = _submitter(tmp_path, backend, clock)
+    chain.cancel_file.write_text("1\n")
+    assert submitter.run() == 0
+    assert backend.submitted == []
+
+
+def test_the_catcher_raises_only_where_the_submitter_waits() -> None:
+    slept: list[float] = []
+    catcher = TermCatcher(slept.append)
+    restore = catcher.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # outside a wait: only noted
+        assert catcher.received
+        with pytest.raises(Terminated):
+            catcher.sleep(5.0)  # the next wait raises, without sleeping
+        assert slept == []
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGTERM) is not catcher._on_term
+
+
+def test_scontrol_preempt_time_and_the_submitter_cycle_are_parsed() -> None:
+    text = ("JobId=42 JobName=c-1.s3 JobState=RUNNING Reason=None ExitCode=0:0 "
+            "StartTime=2026-12-03T12:00:00 EndTime=2026-12-03T12:00:30 PreemptEligibleTime=2026-12-03T12:00:00 "
+            "PreemptTime=2026-12-03T12:00:30 SuspendTime=None\n")
+    assert parse_scontrol(text)["42"].preempt_time is not None
+    assert parse_scontrol(text.replace("PreemptTime=2026-12-03T12:00:30", "PreemptTime=None"))["42"].preempt_time \
+        is None
+    assert preempting(parse_scontrol(text)["42"])  # PreemptMode=CANCEL: PreemptTime is set
+    # measured at the SIGTERM (22.05): PreemptMode=REQUEUE sets no PreemptTime but counts the restart;
+    # a scancel shows the same state with Restarts unchanged
+    requeue = "JobId=42 JobName=c-1.s3 JobState=COMPLETING Reason=None Requeue=1 Restarts=1 PreemptTime=None\n"
+    scancel = "JobId=42 JobName=c-1.s3 JobState=COMPLETING Reason=None Requeue=1 Restarts=0 PreemptTime=None\n"
+    assert preempting(parse_scontrol(requeue)["42"], restarts=0)
+    assert not preempting(parse_scontrol(requeue)["42"], restarts=1)  # a requeued copy, scancelled
+    assert not preempting(parse_scontrol(scancel)["42"], restarts=0)
+    back = "JobId=42 JobName=c-1.s3 JobState=PENDING Reason=BeginTime Requeue=1 Restarts=1\n"
+    assert preempting(parse_scontrol(back)["42"], restarts=1)
+    assert submitter_cycle("c-1.s3") == 3 and submitter_cycle("c-1.r3") is None and submitter_cycle("x") is None
