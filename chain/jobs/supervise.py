@@ -83,6 +83,10 @@ def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int
         deadline = plan.stop_at if stop_sent is None else plan.kill_at
         try:
             proc.wait(timeout=max(0.05, min(0.5, deadline - clock())))
+            if external is None and signals.received:
+                # Slurm signals every process of the job (preemption, scancel): the app may
+                # have saved and exited on its own copy before this loop passed ours on
+                external = signal.Signals(signals.received[0]).name
             return AppEnd(proc.returncode, clock(), stop_sent, external, killed)
         except subprocess.TimeoutExpired:
             continue

@@ -37,6 +37,7 @@ def _running_runners() -> list[str]:
 
 
 def _submit(work: Path, mode: str) -> str:
+    work.mkdir()
     copy_example("python", work)
     out = chain_cmd("submit", "--backend", "slurm", "--mode", mode, "--max-iter", str(MAX_ITER),
                     "--app-cmd", "python3 app.py", "--checkpoint-every", "5", "--runner-time", "1:00",
@@ -67,7 +68,7 @@ def test_preempted_chains_of_both_modes_complete_by_themselves(slurm_cluster: An
     try:
         works = {_submit(tmp_path / mode, mode): tmp_path / mode for mode in MODES}
         _until(works, lambda s: s["iteration"] >= 5, 120, "not checkpointed")
-        subprocess.run(["sbatch", "--parsable", "-p", "high", "-n", str(_slots()), "-J", "hog", "--wrap",
+        subprocess.run(["sbatch", "--parsable", "-p", "high", "-n", str(_slots()), "-J", "hog", "-o", "/dev/null", "--wrap",
                         "sleep 15"], capture_output=True, text=True, check=True, timeout=30)
         _until(works, lambda s: s["state"] in ("completed", "failed", "stopped", "cancelled"), 480, "not ended")
     finally:
