@@ -345,11 +345,16 @@ def refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float 
     rather than send the user away for a few seconds.
     """
     ids = known_submitters(backend, status)
+    # a queued submitter of an earlier cycle is a copy Slurm requeued after it handed over
+    # (preemption, a failed node): it leaves at its start and never drives the chain again
+    earlier = set(backend.find_by_name(submitter_job_name(status.chain_id, status.submitter_cycle - 1))) \
+        if status.submitter_cycle > 0 else set()
     deadline = clock() + wait
     told = False
     while True:
         infos = backend.query(ids)
-        live = [i for i, info in infos.items() if info.state.active]
+        live = [i for i, info in infos.items() if info.state.active
+                and not (i in earlier and info.state is JobState.PENDING)]
         if not live:
             return
         if not status.state.ended:

@@ -161,7 +161,18 @@ class Submitter:
             self.chain.log(f"submitter {self.job_id}: could not queue a successor after SIGTERM ({exc or 'SIGTERM'}); "
                            "chain submit --resume continues the chain")
             return 1
+        if preempted:
+            self._drop_requeued_copy()
         return 0
+
+    def _drop_requeued_copy(self) -> None:
+        """Cancel this job, whose successor runs the chain now: a copy Slurm
+        would requeue (REQUEUE, a failed node) would sit in the queue for
+        minutes, keep the chain's accounting open and start only to leave."""
+        try:
+            self.backend.cancel(self.job_id)
+        except ChainError as exc:
+            self.chain.log(f"submitter {self.job_id}: could not cancel its own requeued copy: {exc}")
 
     def _storage_failed(self, status: ChainStatus, exc: OSError) -> int:
         """Say so in the job's output and try to end the chain with the

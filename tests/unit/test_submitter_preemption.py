@@ -59,6 +59,7 @@ def test_a_preempted_submitter_hands_over_at_once_not_behind_itself(tmp_path: Pa
     assert status is not None and status.submitter_job_id == "102" and status.submitter_cycle == 1
     assert status.runner_live and status.runner_job_id == "101" and not status.state.ended  # adopted
     assert "submitter 5 preempted: successor 102 (cycle 1) takes over" in chain.log_file.read_text()
+    assert backend.cancelled == ["5"]  # its own job: no requeued copy waits in the queue to leave
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
 
 
@@ -75,7 +76,7 @@ def test_someones_scancel_is_not_turned_into_a_successor(tmp_path: Path) -> None
     backend, clock = FakeBackend(), TermAt(1000.0, 1030.0)
     chain, submitter = _submitter(tmp_path, backend, clock)
     assert submitter.run() == 128 + signal.SIGTERM
-    assert backend.submitted == [("c-1.r1", None)]
+    assert backend.submitted == [("c-1.r1", None)] and backend.cancelled == []
     assert "not from preemption (scancel?): nothing drives the chain now" in chain.log_file.read_text()
 
 
@@ -146,3 +147,22 @@ def test_a_signal_the_app_outran_is_still_the_runners_outside_signal() -> None:
     end = supervise(proc, Schedule(now, now + 60, now + 50, now + 55), stop_signal=signal.SIGTERM,
                     deliver=lambda sig: None, signals=signals, clock=time.time, say=lambda line: None)
     assert end.returncode == 99 and end.external == "SIGTERM"
+
+
+def test_a_requeued_copy_of_an_earlier_cycle_does_not_block_a_resume() -> None:
+    """The fault suite's node-down: Slurm requeued the submitter (Restarts one up), which handed over;
+    its copy waits PENDING (BeginTime) to leave at its start. Someone then scancels the successor:
+    `chain submit --resume` must not be refused for the copy. A running submitter still is."""
+    from chain.api.submission import refuse_live_submitter
+    from chain.core.model import JobState
+    from chain.errors import ChainDirError
+
+    backend = FakeBackend()
+    old = backend.submit(Path("s"), job_name="c-1.s0")  # 101: requeued, held
+    successor = backend.submit(Path("s"), job_name="c-1.s1")  # 102: scancelled by someone
+    backend.set_state(successor, JobState.CANCELLED)
+    status = ChainStatus(chain_id="c-1", state=ChainState.RUNNING, submitter_cycle=1, submitter_job_id=successor)
+    refuse_live_submitter(backend, status)  # not refused
+    backend.set_state(old, JobState.RUNNING)  # about to leave, but running: refused, as any live submitter
+    with pytest.raises(ChainDirError, match="still has an active submitter"):
+        refuse_live_submitter(backend, status)
