@@ -344,11 +344,11 @@ def refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float 
     writing the report: then wait up to ``wait`` seconds for it to exit
     rather than send the user away for a few seconds.
     """
-    ids = known_submitters(backend, status)
+    cycles = submitters_by_cycle(backend, status)
+    ids = sorted(cycles)
     # a queued submitter of an earlier cycle is a copy Slurm requeued after it handed over
     # (preemption, a failed node): it leaves at its start and never drives the chain again
-    earlier = set(backend.find_by_name(submitter_job_name(status.chain_id, status.submitter_cycle - 1))) \
-        if status.submitter_cycle > 0 else set()
+    earlier = {i for i, cycle in cycles.items() if cycle < status.submitter_cycle}
     deadline = clock() + wait
     told = False
     while True:
@@ -377,7 +377,12 @@ def known_submitters(backend: Backend, status: ChainStatus) -> list[str]:
     """The chain's submitter jobs the scheduler may still run: the recorded
     one, and any of the neighbouring cycles found by their unique names (a
     successor submitted just before its predecessor died)."""
-    ids = {status.submitter_job_id} if status.submitter_job_id else set()
+    return sorted(submitters_by_cycle(backend, status))
+
+
+def submitters_by_cycle(backend: Backend, status: ChainStatus) -> dict[str, int]:
+    """``known_submitters`` with each one's cycle (the recorded one: the current cycle)."""
+    ids = {status.submitter_job_id: status.submitter_cycle} if status.submitter_job_id else {}
     for cycle in range(max(0, status.submitter_cycle - 1), status.submitter_cycle + 2):
-        ids.update(backend.find_by_name(submitter_job_name(status.chain_id, cycle)))
-    return sorted(ids)
+        ids.update(dict.fromkeys(backend.find_by_name(submitter_job_name(status.chain_id, cycle)), cycle))
+    return ids

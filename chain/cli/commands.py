@@ -336,18 +336,14 @@ def _job_context(chain_dir: str) -> tuple[ChainDir, Settings, Backend, Path]:
 @app.command("_submitter", hidden=True)
 def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
     from chain.jobs.output import keep_job_output
+    from chain.jobs.sigterm import restart_count
     from chain.jobs.submitter import Submitter
 
     keep_job_output()  # a full disk under the job's log must not end the submitter
     chain, settings, backend, workdir = _job_context(chain_dir)
     raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", ""),
                                job_name=os.environ.get("SLURM_JOB_NAME", ""),
-                               restarts=_int_env("SLURM_RESTART_COUNT")).run())
-
-
-def _int_env(name: str) -> int:
-    value = os.environ.get(name, "")
-    return int(value) if value.isdigit() else 0
+                               restarts=restart_count(os.environ)).run())
 
 
 @app.command("_runner", hidden=True)

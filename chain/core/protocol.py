@@ -363,9 +363,8 @@ def _announced(s: ChainStatus, e: Announced) -> tuple[Change, tuple[Effect, ...]
 
 @_rule(Ending)
 def _ending(s: ChainStatus, e: Ending) -> tuple[Change, tuple[Effect, ...]]:
-    if not s.next_job_id:
-        return {"runner_live": False}, NONE
-    return {"runner_live": False, "next_job_id": ""}, (Save(), Cancel(s.next_job_id))
+    change, effects = _successor_dropped(s, SuccessorDropped())
+    return {**change, "runner_live": False}, effects
 
 
 @_rule(Ended)

@@ -39,6 +39,7 @@ from chain.effects.appenv import app_environ, app_umask, mark_resuming
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.progress import iterations_printed, log_offset
 from chain.jobs.relay import Relay, Turn
+from chain.jobs.sigterm import restart_count
 from chain.jobs.supervise import (
     AppEnd,
     AppLock,
@@ -249,8 +250,7 @@ def _preempting(backend: Backend, record: RunnerRecord) -> bool:
     within the preemption's grace): the runner is then judged "preempted",
     never a failure or a runner without progress."""
     try:
-        count = os.environ.get("SLURM_RESTART_COUNT", "")
-        return backend.preempting(record.job_id, restarts=int(count) if count.isdigit() else 0)
+        return backend.preempting(record.job_id, restarts=restart_count(os.environ))
     except ChainError as exc:
         _say(record, f"could not ask whether the job is being preempted: {exc}")
         return False

@@ -10,9 +10,16 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
+
+
+def restart_count(environ: Mapping[str, str]) -> int:
+    """How often Slurm had restarted (requeued) the job when this process
+    started (``SLURM_RESTART_COUNT``; 0 when unset)."""
+    value = environ.get("SLURM_RESTART_COUNT", "")
+    return int(value) if value.isdigit() else 0
 
 
 class Terminated(Exception):
