@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from chain.backends.base import Backend, JobInfo, JobState
+from chain.core.limits import JobLimits
 
 
 class FakeBackend(Backend):
@@ -34,6 +35,9 @@ class FakeBackend(Backend):
         self.end_time_calls = 0
         self.job_end: float | None = None  # what end_time answers (None: it cannot say)
         self.preempted: set[str] = set()  # jobs Slurm is preempting (scontrol's PreemptTime set)
+        self.limits: JobLimits | None = None  # the site's enforced per-user job limits
+        self.limits_asked: list[tuple[str, str, str]] = []  # (account, qos, partition) of each ask
+        self.released: list[str] = []  # jobs whose dependency was dropped
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
                env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
@@ -43,6 +47,13 @@ class FakeBackend(Backend):
         self.names.setdefault(job_name, []).append(job_id)
         self.states[job_id] = JobInfo(job_id, JobState.PENDING, name=job_name)
         return job_id
+
+    def release(self, job_id: str) -> None:
+        self.released.append(job_id)
+
+    def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
+        self.limits_asked.append((account, qos, partition))
+        return self.limits
 
     def set_state(self, job_id: str, state: JobState, exit_code: int | None = None) -> None:
         old = self.states.get(job_id)

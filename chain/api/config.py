@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chain.backends.base import Backend
 from chain.core import settings as settings_mod
+from chain.core.limits import room
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.store import ChainDir, read_json
@@ -141,3 +143,16 @@ def _check_program(settings: Settings, workdir: Path) -> None:
                           "on PATH either") from None
     if kind not in ("builtin", "keyword", "function"):
         raise ConfigError(f"app command {program!r} not found on PATH")
+
+
+def check_room(settings: Settings, backend: Backend, notify: Callable[[str], None] | None) -> None:
+    """Refuse a chain the site's per-user job limits leave no room for
+    (``chain.core.limits``), naming relay mode where it fits; say so when
+    they only slow it down."""
+    limits = backend.job_limits(account=settings.account, qos=settings.qos, partition=settings.partition)
+    verdict = room(settings.mode, lookahead=settings.lookahead, step_aside_after=settings.step_aside_after,
+                   limits=limits)
+    if verdict.refusal:
+        raise ConfigError(verdict.refusal)
+    if verdict.warning and notify:
+        notify(verdict.warning)

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chain.api.config import check_app, check_command_line, load_settings, stored_settings
+from chain.api.config import (
+    check_app,
+    check_command_line,
+    check_room,
+    load_settings,
+    stored_settings,
+)
 from chain.api.listing import register
 from chain.app import atomic as app_atomic
 from chain.backends import choose_backend, make_backend
@@ -122,13 +128,14 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     # on resume, settings.backend is the stored (resolved) one unless a flag changed it; chosen
     # before --new moves the ended chain aside, so a refused backend leaves that chain where it was
     name, why = (backend.name, "given by the caller") if backend else choose_backend(settings.backend.value)
+    if backend is None:
+        backend = make_backend(name, chain_dir)  # a path only: the local backend's spool is made when used
+    check_room(settings, backend, notify)
     if new and existing is not None:
         kept = archive_chain_dir(chain_dir, existing)
         if notify:
             notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
         existing = None
-    if backend is None:
-        backend = make_backend(name, chain_dir)  # after the archive: the local backend's spool is in chain_dir
     relay = settings.mode is settings_mod.Mode.RELAY
     if resume and existing is not None:
         if relay:

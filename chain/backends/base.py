@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chain.core.limits import JobLimits
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError
 from chain.errors import SchedulerError
@@ -169,6 +170,18 @@ class Backend(abc.ABC):
         process started (``SLURM_RESTART_COUNT``). Backends that never
         preempt: False."""
         return False
+
+    def release(self, job_id: str) -> None:
+        """Drop a queued job's dependency so it may start at once (a relay
+        runner's successor, when a requeue would hold its predecessor for
+        the scheduler's requeue delay). A job no longer pending is left as it
+        is. Backends that never requeue: nothing to do (this default)."""
+
+    def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
+        """The scheduler's enforced per-user limits on the jobs of a chain
+        with this account, QOS and partition (``chain.core.limits``); None
+        where there are none or they cannot be read (this default)."""
+        return None
 
 
 def submit_idempotently(

@@ -135,7 +135,8 @@ class Relay:
                 # runner and queues a successor then; this job steps aside
                 self.executor.apply(status, SuccessorForgotten())
                 return TakeOver(Turn.LEAVE, status, f"predecessor job {job} was requeued and runs again")
-            info = watch.until_gone(job)  # requeued after recording its end: cancelled
+            # requeued after recording its end: cancelled (at one look when it recorded its preemption)
+            info = watch.until_gone(job, requeued=record.preempted)
         outcome = watch.outcome(status, record, info)
         decision = self._decide(outcome, status)
         record_judgment(self.chain, self.settings, status, outcome, decision)
@@ -216,7 +217,11 @@ class Relay:
         with self.chain.locked(wait=120.0):
             status = self.chain.load_status()
             if status is None or status.state.ended or status.runner_job_id != self.job_id \
-                    or not status.runner_live or record.external_signal:
+                    or not status.runner_live:
+                return TakeOver(Turn.LEAVE, status)
+            if record.external_signal:
+                if record.preempted and status.next_job_id:
+                    self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
             outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
                                   ckpt_path=counter_source(self.settings),
@@ -235,6 +240,19 @@ class Relay:
             if decision.verdict is Verdict.STOP:
                 return TakeOver(Turn.END, status, decision.reason, decision.state)
             return TakeOver(Turn.COMPLETE, status)
+
+    def _release(self, job: str) -> None:
+        """This runner was preempted: its queued successor (``afterany`` on
+        this job) starts without waiting for it, since a requeued copy of
+        this job would hold it for Slurm's requeue delay (~2 min); the
+        successor cancels that copy when it judges this runner."""
+        try:
+            self.backend.release(job)
+        except SchedulerError as exc:
+            self.chain.log(f"relay: could not release the queued runner job {job}: {exc}")
+            return
+        self.chain.log(f"relay: runner job {self.job_id} preempted: queued runner job {job} released from "
+                       "its dependency, to start without waiting out a requeue")
 
     def _successor_cancelled(self, job: str) -> bool:
         """The queued successor was cancelled outside chain (one query; a

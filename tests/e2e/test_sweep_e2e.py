@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import restart_cluster
+from e2e_helpers import chain_cmd, restart_cluster, wait_ended
 
 from chain import Chain
 from chain.core.model import ChainState
@@ -71,5 +71,57 @@ def test_a_submitter_mode_sweep_under_a_per_user_job_limit_completes(slurm_clust
         runs = _sweep(tmp_path, 6)
         finals = Chain.wait_all(runs, timeout=420, poll=5, check=30)
         assert _check_completed(runs, finals) > 0
+    finally:
+        restart_cluster(slurm_cluster)
+
+
+def _squeue_mine() -> list[str]:
+    out = subprocess.run(["squeue", "-h", "--me", "-o", "%i %j"], capture_output=True, text=True, check=True,
+                         timeout=30)
+    return out.stdout.split("\n")[:-1]
+
+
+SUBMIT = ["submit", "--app-cmd", APP, "--max-iter", "6", "--backend", "slurm", "--runner-time", "2:00",
+          "--runner-margin", "10", "--submitter-time", "10:00", "--poll-max", "5"]
+
+
+@pytest.mark.slurm
+@pytest.mark.alone  # restarts the cluster with a submit limit, and without it after
+def test_a_submit_limit_refuses_submitter_mode_and_a_relay_chain_runs_in_it(slurm_cluster: Any,
+                                                                            tmp_path: Path) -> None:
+    """sacctmgr's MaxSubmitJobs=2 for the user: a submitter's handover needs three jobs queued at
+    once, so chain submit refuses submitter mode in one line naming relay mode, before anything is
+    queued or written; a relay chain (a runner and its successor) completes within the limit."""
+    restart_cluster(slurm_cluster, "--max-submit", "2")
+    try:
+        refused = chain_cmd(*SUBMIT, cwd=tmp_path, check=False)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "association MaxSubmitJobs=2" in lines[0] and "--mode relay" in lines[0], lines
+        assert "Traceback" not in refused.stderr and not (tmp_path / ".chain").exists()
+        assert _squeue_mine() == []
+        chain_cmd(*SUBMIT, "--mode", "relay", cwd=tmp_path)
+        report = wait_ended(tmp_path, timeout=180)
+        assert report["state"] == "completed", report
+    finally:
+        restart_cluster(slurm_cluster)
+
+
+@pytest.mark.slurm
+@pytest.mark.alone  # restarts the cluster with a job limit, and without it after
+def test_one_running_job_a_user_is_told_and_submitter_and_runner_take_turns(slurm_cluster: Any,
+                                                                             tmp_path: Path) -> None:
+    """MaxJobs=1: chain submit says the submitter and its runner take turns and names relay mode,
+    refuses it where the submitter would never step aside, and the chain completes by stepping aside."""
+    restart_cluster(slurm_cluster, "--max-jobs", "1")
+    try:
+        never = chain_cmd(*SUBMIT, "--step-aside-after", "0", cwd=tmp_path, check=False)
+        assert never.returncode == 2 and "association MaxJobs=1" in never.stderr, never.stderr
+        assert not (tmp_path / ".chain").exists()
+        told = chain_cmd(*SUBMIT, "--step-aside-after", "3", cwd=tmp_path)
+        assert "take turns" in told.stdout + told.stderr and "--mode relay" in told.stdout + told.stderr
+        report = wait_ended(tmp_path, timeout=240)
+        assert report["state"] == "completed", report
+        assert "steps aside" in (tmp_path / ".chain" / "chain.log").read_text()
     finally:
         restart_cluster(slurm_cluster)

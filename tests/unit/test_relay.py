@@ -221,6 +221,42 @@ def test_a_handoff_or_an_outside_signal_is_left_to_the_successor(tmp_path: Path,
     assert status is not None and status.runner_live and list(chain.iter_runners()) == []
 
 
+def test_a_preempted_runner_releases_its_successor_from_its_dependency(tmp_path: Path) -> None:
+    """Under PreemptMode=REQUEUE the preempted runner's job goes back to the queue, held ~2 min:
+    its successor (afterany on it) would wait that out; the runner drops the dependency."""
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    take = relay.after_app(_ended(chain, "101", 1, 124, 0, 4, external_signal="TERM", preempted=True))
+    assert take.step is Turn.LEAVE and fake.released == ["102"]
+    assert "queued runner job 102 released" in chain.log_file.read_text()
+    status = chain.load_status()
+    assert status is not None and status.runner_live and status.next_job_id == "102"  # left to it to judge
+
+
+def test_an_outside_signal_that_was_no_preemption_releases_nothing(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    relay.after_app(_ended(chain, "101", 1, 124, 0, 4, external_signal="TERM"))
+    assert fake.released == []
+
+
+def test_the_released_successor_cancels_the_requeued_predecessor_at_once(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("4\n")
+    _ended(chain, "101", 1, 124, 0, 4, external_signal="TERM", preempted=True)
+    fake.set_state("101", JobState.PENDING)  # requeued by Slurm after its end record, held
+    take = _relay(tmp_path, chain, fake, "102", 2).take_over()
+    assert take.step is Turn.RUN and fake.cancelled == ["101"]
+    assert fake.queries <= 3  # one look, the cancel, then settled: no handoff schedule waited out
+    [judged] = chain.iter_runners()
+    assert judged["verdict"] == "continue" and "preempted" in judged["reason"]
+
+
 def test_the_runner_ends_the_chain_when_its_queued_successor_was_scancelled(tmp_path: Path) -> None:
     """No job of the chain would judge runner 1 once its successor is gone:
     it judges itself (its work kept) and ends the chain cancelled."""

@@ -6,6 +6,7 @@ through one retry policy (``chain.core.retry``); parsing is in ``parse``.
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ from chain.backends.base import (
     JobUsage,
     submit_idempotently,
 )
+from chain.backends.slurm.limits import site_limits
 from chain.backends.slurm.parse import (
     SACCT_FIELDS,
     SACCT_USAGE_FIELDS,
@@ -32,6 +34,7 @@ from chain.backends.slurm.parse import (
     preempting,
     sacct_error_reason,
 )
+from chain.core.limits import JobLimits
 from chain.core.names import JOB_ID
 from chain.core.retry import RetryPolicy, TransientError, is_transient
 from chain.errors import SchedulerError
@@ -202,6 +205,15 @@ class SlurmCliBackend(Backend):
         info = parse_scontrol(self._once(["scontrol", "show", "job", "-o", *_checked([job_id])],
                                          ok_errors=("Invalid job id",))).get(job_id)
         return info is not None and preempting(info, restarts)
+
+    def release(self, job_id: str) -> None:
+        self._retrying(["scontrol", "update", f"JobId={_checked([job_id])[0]}", "Dependency="],
+                       ok_errors=("Invalid job id", "no longer pending", "already finished"))
+
+    def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
+        """``limits.site_limits``: sacctmgr (slurmdbd), then slurmctld once if a limit is set; one try each."""
+        return site_limits(lambda argv: self._once(argv), getpass.getuser(), account=account, qos=qos,
+                           partition=partition)
 
     def end_time(self, job_id: str) -> float | None:
         # One try: callers fall back on the configured limit, and a runner

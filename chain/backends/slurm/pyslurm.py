@@ -42,6 +42,7 @@ from chain.backends.base import (
 from chain.backends.directives import DirectiveError, sbatch_lines
 from chain.backends.slurm.parse import preempting
 from chain.backends.slurm.pyslurm_load import load_pyslurm
+from chain.core.limits import JobLimits
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
 from chain.core.timefmt import parse_slurm_time, sbatch_minutes
@@ -340,6 +341,19 @@ class PyslurmBackend(Backend):
                 if not self._invalid_id(exc.__cause__ or exc):
                     raise
         self.retry.call(attempt)
+
+    def release(self, job_id: str) -> None:
+        """With scontrol, as the CLI backend does (one rare call, at a preemption)."""
+        from chain.backends.slurm.cli import SlurmCliBackend
+
+        SlurmCliBackend(retry=self.retry).release(job_id)
+
+    def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
+        """Read with Slurm's clients (sacctmgr, as the CLI backend does): the
+        limits are slurmdbd's, which pyslurm's job API does not cover."""
+        from chain.backends.slurm.cli import SlurmCliBackend
+
+        return SlurmCliBackend(retry=self.retry).job_limits(account=account, qos=qos, partition=partition)
 
     def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
         job = self._load(job_id)
