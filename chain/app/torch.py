@@ -44,14 +44,17 @@ import torch
 
 from chain.app.contract import AppEnv
 from chain.app.interval import CheckpointPolicy
+from chain.app.ranks import SINGLE, Ranks, agree
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
+from chain.app.torch_dist import torch_ranks
 from chain.app.torch_rng import ResumableSampler, rng_state, set_rng_state
 
 __all__ = [
     "STATE_FILE",
     "Progress",
+    "Ranks",
     "ResumableSampler",
     "Resumed",
     "StepGate",
@@ -59,6 +62,7 @@ __all__ = [
     "TrainLoop",
     "rng_state",
     "set_rng_state",
+    "torch_ranks",
 ]
 
 log = logging.getLogger("chain.app.torch")
@@ -118,6 +122,12 @@ class TorchCheckpoint:
     when set): it holds the step of the newest complete checkpoint.  ``meta`` (JSON: the run's
     configuration) goes into every checkpoint's manifest.  ``weights_only``
     and ``map_location`` are passed to ``torch.load``.
+
+    Distributed (``ranks``, default :func:`torch_ranks`): rank 0 writes the
+    checkpoint and the counter, holding every rank's RNG state, while the
+    others wait at a barrier; on restore rank 0 cleans up and picks the
+    checkpoint first, then every rank loads it and takes its own RNG state.
+    The objects' states are rank 0's: replicated ones (DDP) only.
     """
 
     root: str | os.PathLike[str]
@@ -134,9 +144,12 @@ class TorchCheckpoint:
     metric_mode: MetricMode = MetricMode.MIN
     map_location: str | torch.device | None = "cpu"
     weights_only: bool = True
+    ranks: Ranks | None = None
     store: CheckpointStore = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.ranks is None:
+            self.ranks = torch_ranks()
         if self.counter_path is None:
             # Under a chain CKPT_PATH is always set: a forgotten counter_path
             # must not leave the submitter seeing no progress.
@@ -169,15 +182,32 @@ class TorchCheckpoint:
             "objects": {name: obj.state_dict() for name, obj in self.objects().items()},
         }
 
+    @property
+    def group(self) -> Ranks:
+        """The ranks this checkpoint is saved and restored by (one: :data:`SINGLE`)."""
+        return self.ranks or SINGLE
+
     def save(self, progress: Progress, *, metric: float | None = None) -> CheckpointInfo:
-        """Write a checkpoint for ``progress.step``; the counter follows it."""
-        state = self.state_dict(progress)
+        """Write a checkpoint for ``progress.step``; the counter follows it.
+        Distributed: every rank calls it at the same step; rank 0 writes."""
+        ranks = self.group
+        rank_rng = ranks.gather(rng_state()) if ranks.world > 1 else None
+        info: CheckpointInfo | None = None
+        if ranks.main:
+            state = self.state_dict(progress)
+            if rank_rng is not None:
+                state["rank_rng"] = rank_rng
 
-        def write(scratch: Path) -> None:
-            torch.save(state, scratch / STATE_FILE)
+            def write(scratch: Path) -> None:
+                torch.save(state, scratch / STATE_FILE)
 
-        meta = {"progress": asdict(progress), "config": dict(self.meta)}
-        return self.store.save_dir(progress.step, write, metric=metric, meta=meta)
+            meta = {"progress": asdict(progress), "config": dict(self.meta)}
+            info = self.store.save_dir(progress.step, write, metric=metric, meta=meta)
+        ranks.barrier()  # nobody goes on, or exits, before the checkpoint is durable
+        info = info or self.store.latest()
+        if info is None or info.step != progress.step:
+            raise RuntimeError(f"rank {ranks.rank}: rank 0 wrote no checkpoint of step {progress.step}")
+        return info
 
     def _load(self, directory: Path) -> dict[str, Any]:
         # Called by the store after the shard checksums matched.
@@ -197,8 +227,16 @@ class TorchCheckpoint:
         ``None`` for a fresh start.  Leftovers of an interrupted save are
         removed first.  With ``apply_rng=False`` the RNG states are only
         returned, for the caller to apply later (see :class:`TrainLoop`)."""
-        self.store.cleanup_temporaries()
-        restored = self.store.restore(loader=self._load)
+        ranks = self.group
+        if not ranks.main:
+            ranks.barrier()  # rank 0 cleans up, quarantines and syncs the counter first
+        try:
+            if ranks.main:
+                self.store.cleanup_temporaries()
+            restored = self.store.restore(loader=self._load, sync_counter=ranks.main)
+        finally:
+            if ranks.main:
+                ranks.barrier()
         if restored is None:
             if self.store.checkpoints():
                 # Checksums matched but torch.load or the format check failed:
@@ -211,9 +249,22 @@ class TorchCheckpoint:
         for name, obj in self.objects().items():
             obj.load_state_dict(state["objects"][name])
         progress = Progress(**state["progress"])
+        rng = self._own_rng(state)
         if apply_rng:
-            set_rng_state(state["rng"])
-        return Resumed(progress, restored.info, state["rng"], restored.skipped)
+            set_rng_state(rng)
+        return Resumed(progress, restored.info, rng, restored.skipped)
+
+    def _own_rng(self, state: Mapping[str, Any]) -> Any:
+        """This rank's RNG state from a checkpoint (rank 0's when the
+        checkpoint was written by another number of ranks, or by one)."""
+        ranks, rank_rng = self.group, state.get("rank_rng")
+        if ranks.world == 1:
+            return state["rng"]
+        if isinstance(rank_rng, list) and len(rank_rng) == ranks.world:
+            return rank_rng[ranks.rank]
+        log.warning("checkpoint written by %s rank(s), resumed by %d: every rank takes rank 0's RNG state",
+                    len(rank_rng) if isinstance(rank_rng, list) else 1, ranks.world)
+        return state["rng"]
 
 
 # -------------------------------------------------------------- train loop
@@ -287,7 +338,8 @@ class TrainLoop:
 
     def _boundary(self) -> bool:
         """Save if due; True when the loop must end here."""
-        save, code = self.gate.check(self.progress.step)
+        # every rank takes the same decision at the same step (chain.app.ranks)
+        save, code = agree(self.checkpoint.group, *self.gate.check(self.progress.step))
         if save:
             self.save()
         if code is not None:

@@ -94,15 +94,21 @@ class ResumableSampler(Sampler[int]):
     It draws from its own generator, never from the global torch RNG, so
     resuming does not depend on when the data loader was created.  Call
     :meth:`set_epoch` at each epoch (``TrainLoop`` and Lightning do);
-    :meth:`resume_at` starts the given epoch after ``start`` samples.
+    :meth:`resume_at` starts the given epoch after ``start`` samples (of
+    this rank's share, with ``num_replicas`` ranks: distributed training).
     ``len()`` is always the full epoch, so progress bars and Lightning's
     batch counts stay those of an uninterrupted run.
     """
 
-    def __init__(self, data_source: Sized | int, *, seed: int = 0, shuffle: bool = True) -> None:
+    def __init__(self, data_source: Sized | int, *, seed: int = 0, shuffle: bool = True,
+                 num_replicas: int = 1, rank: int = 0) -> None:
         self.num_samples = data_source if isinstance(data_source, int) else len(data_source)
         self.seed = seed
         self.shuffle = shuffle
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is not one of {num_replicas} replicas")
+        self.num_replicas = num_replicas
+        self.rank = rank
         self.epoch = 0
         self.start = 0
 
@@ -117,18 +123,28 @@ class ResumableSampler(Sampler[int]):
         self.epoch, self.start = epoch, max(0, start)
 
     def order(self, epoch: int) -> list[int]:
-        """The whole permutation of ``epoch``."""
+        """This rank's share of ``epoch``'s permutation: the whole of it for
+        one replica; with ``num_replicas`` ranks, as ``DistributedSampler``
+        deals it (padded by repetition to a multiple of the ranks, then every
+        ``num_replicas``-th index from ``rank``)."""
         if not self.shuffle:
-            return list(range(self.num_samples))
-        generator = torch.Generator()
-        generator.manual_seed(self.seed + epoch)  # as DistributedSampler does
-        return torch.randperm(self.num_samples, generator=generator).tolist()
+            indices = list(range(self.num_samples))
+        else:
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + epoch)  # as DistributedSampler does
+            indices = torch.randperm(self.num_samples, generator=generator).tolist()
+        if self.num_replicas == 1:
+            return indices
+        total = len(self) * self.num_replicas
+        padded = (indices * (total // max(1, len(indices)) + 1))[:total]
+        return padded[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.order(self.epoch)[self.start :])
 
     def __len__(self) -> int:
-        return self.num_samples
+        """This rank's samples in an epoch (all of them for one replica)."""
+        return (self.num_samples + self.num_replicas - 1) // self.num_replicas
 
 
 # -------------------------------------------------------------- checkpoint

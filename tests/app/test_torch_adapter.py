@@ -296,3 +296,19 @@ def test_deadline_stops_before_it_with_99(tmp_path: Path) -> None:
     assert code == 99 and time.time() < deadline
     step = read_counter(tmp_path / "counter")
     assert step is not None and 0 < step < STEPS
+
+
+def test_sampler_shares_each_epoch_between_ranks_and_resumes_within_a_share() -> None:
+    """ResumableSampler(num_replicas, rank): the ranks' shares together
+    cover the epoch (padded by repetition, as DistributedSampler), each of the
+    same length; resume_at counts this rank's samples."""
+    shares = [ResumableSampler(10, seed=3, num_replicas=3, rank=r) for r in range(3)]
+    whole = ResumableSampler(10, seed=3).order(0)
+    assert [len(s) for s in shares] == [4, 4, 4]
+    dealt = [list(s) for s in shares]
+    assert sorted(i for share in dealt for i in share) == sorted(whole + whole[:2])
+    assert dealt[1] == (whole + whole[:2])[1::3]
+    shares[1].resume_at(0, 3)
+    assert list(shares[1]) == dealt[1][3:]
+    with pytest.raises(ValueError, match="rank 3"):
+        ResumableSampler(10, num_replicas=3, rank=3)

@@ -1,0 +1,66 @@
+"""The ranks of one distributed run (DDP, FSDP) under a chain: what they must
+agree on at a step boundary. Standard library only; the torch adapter fills
+the collectives from ``torch.distributed`` (``chain.app.torch.torch_ranks``).
+
+The stop signal, a deadline or a checkpoint interval may reach the ranks at
+different steps (srun signals every task, torchrun forwards to each child,
+clocks differ by milliseconds): if one rank stopped and the others went on,
+the others would hang in the next collective until the job's time limit.
+So at every step boundary the ranks all-reduce their wishes (save? exit,
+with which code?) with a maximum: a save or a stop wanted by any rank is
+done by all, at the same step. Rank 0 then writes the checkpoint and the
+counter once; the others wait for it at a barrier, so none exits (or goes
+on) before the checkpoint is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SINGLE", "Ranks", "agree"]
+
+
+def _same(values: Sequence[int]) -> list[int]:
+    return list(values)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _alone(obj: Any) -> list[Any]:
+    return [obj]
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place among the ranks and the collectives the adapters
+    need: an element-wise maximum over all ranks (``all_max``), a barrier,
+    and every rank's object in rank order (``gather``)."""
+
+    rank: int = 0
+    world: int = 1
+    all_max: Callable[[Sequence[int]], list[int]] = field(default=_same, repr=False)
+    barrier: Callable[[], None] = field(default=_nothing, repr=False)
+    gather: Callable[[Any], list[Any]] = field(default=_alone, repr=False)
+
+    @property
+    def main(self) -> bool:
+        """Rank 0: the one that writes the checkpoint and the counter."""
+        return self.rank == 0
+
+
+SINGLE = Ranks()
+"""One process: every collective is the identity."""
+
+
+def agree(ranks: Ranks, save: bool, exit_code: int | None) -> tuple[bool, int | None]:
+    """The decision all ranks take at this step boundary: save if any rank
+    wants to, exit if any rank must, with the highest exit code wanted (99,
+    a stop signal or deadline, over 75, a termination warning)."""
+    if ranks.world == 1:
+        return save, exit_code
+    wanted_save, code = ranks.all_max([int(save), exit_code or 0])
+    return bool(wanted_save) or bool(code), code or None
