@@ -63,6 +63,8 @@ class Outcome:
     # cancelled the requeued copy). The chain goes on from the checkpoint
     preempted: bool = False
     requeued: bool = False
+    # the stall watchdog stopped the app: no sign of progress for this many seconds
+    stalled: float | None = None
 
     @property
     def advanced(self) -> bool:
@@ -198,6 +200,25 @@ def _preempted(outcome: Outcome, policy: Policy, progress: Progress) -> Decision
     return Decision(Verdict.CONTINUE, f"{what}: counter {_counter(outcome)}", kept)
 
 
+STALLED_REASON = "app stalled"  # the report and the node exclusion count them by these words
+
+
+def _stalled_app(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+    """The watchdog stopped an app that showed no sign of progress for
+    ``--stall-timeout``: whatever its counter did before, a runner without
+    progress (two in a row stop the chain), never a retry of a failure."""
+    if outcome.stalled is None:
+        return None
+    stalled = progress.no_progress + 1
+    why = (f"{STALLED_REASON}: no sign of progress for {outcome.stalled:.0f} s, stopped "
+           f"(counter {_counter(outcome)})")
+    if stalled >= policy.max_no_progress:
+        return Decision(Verdict.STOP, f"{why}; {stalled} runners in a row without progress",
+                        replace(progress, no_progress=stalled), ChainState.STOPPED)
+    return Decision(Verdict.CONTINUE, f"{why}; runner {stalled} in a row without progress, the chain stops "
+                    f"at {policy.max_no_progress}", replace(progress, no_progress=stalled))
+
+
 def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
     """A runner that ended to let the next one go on: by the contract's
     codes, by Slurm ending it (TIMEOUT, PREEMPTED, NODE_FAIL) or by the
@@ -225,7 +246,8 @@ def _stalled_reason(outcome: Outcome, stalled: int) -> str:
 
 
 # In order: the first that applies decides (``decide``).
-RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done, _preempted, _handed_over)
+RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done, _preempted, _stalled_app,
+                           _handed_over)
 
 
 def _failure_reason(outcome: Outcome) -> str:

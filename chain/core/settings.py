@@ -82,6 +82,7 @@ class Settings:
     adaptive_margin: bool = True
     lookahead: bool = False
     step_aside_after: int = 60
+    stall_timeout: int = 0
     hooks: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()
     mail_user: str = ""
@@ -207,6 +208,10 @@ FIELDS: tuple[FieldSpec, ...] = (
               "submitter mode: when its runner has waited this long for resources, the submitter hands over to "
               "a successor that starts with the runner, so it never holds a slot its runner waits for "
               "(0: it waits)", metavar="SECONDS"),
+    FieldSpec("stall_timeout", "CHAIN_STALL_TIMEOUT", cv.integer(0),
+              "stop the app (stop signal, then kill) when its counter, output, iteration log and heartbeat file "
+              "($CHAIN_HEARTBEAT) have all stayed unchanged this long: a stall, counted as a runner without "
+              "progress (0: never)", metavar="SECONDS"),
     FieldSpec("hooks", "CHAIN_HOOKS", cv.commands, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
     FieldSpec("notify", "CHAIN_NOTIFY", cv.commands,
               "commands run once when the chain ends (completed, failed, stopped, cancelled), with CHAIN_ID, "

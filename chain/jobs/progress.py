@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from pathlib import Path
 
 from chain.core.counterspec import first_iteration, last_iteration
 
@@ -72,3 +73,19 @@ def iterations_printed(pattern: str, offset: int | None, fd: int = 1) -> tuple[i
     if last is None:
         return None, None
     return first_iteration(written_after(offset, fd), compiled), last
+
+
+def progress_marks(paths: list[Path]) -> tuple[tuple[int, int] | int | None, ...]:
+    """The signs of an app's progress the stall watchdog compares
+    (``core.stall``): each file's size and modification time (None when it
+    is not there) and the size of the job's log on fd 1 (``log_offset``)."""
+    marks: list[tuple[int, int] | int | None] = []
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            marks.append(None)
+            continue
+        marks.append((info.st_size, info.st_mtime_ns))
+    marks.append(log_offset())
+    return tuple(marks)

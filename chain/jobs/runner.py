@@ -35,9 +35,10 @@ from chain.core.runner_rules import (
     promotion_give_up,
 )
 from chain.core.settings import LaunchMode, Mode, Settings
+from chain.core.stall import StallWatch
 from chain.effects.appenv import app_environ, app_umask, mark_resuming
 from chain.errors import ChainError, CheckpointError
-from chain.jobs.progress import iterations_printed, log_offset
+from chain.jobs.progress import iterations_printed, log_offset, progress_marks
 from chain.jobs.relay import Relay, Turn
 from chain.jobs.sigterm import restart_count
 from chain.jobs.supervise import (
@@ -234,8 +235,8 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     guard = _start_guard(proc.pid, settings, stop_sig, record)
     deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else \
         _step_sender(proc, backend, record)
-    end = supervise(proc, plan, stop_signal=stop_sig, deliver=deliver,
-                    signals=signals, clock=clock, say=lambda line: _say(record, line))
+    end = supervise(proc, plan, stop_signal=stop_sig, deliver=deliver, signals=signals, clock=clock,
+                    say=lambda line: _say(record, line), watch=_stall_watch(chain, settings, workdir))
     if guard is not None:
         os.close(guard)  # the app has ended: its guard finds nothing to stop
     if settings.progress_pattern:
@@ -243,6 +244,20 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     if end.external == "SIGTERM":
         record.preempted = _preempting(backend, record)
     return _record_end(chain, settings, record, end, workdir)
+
+
+def _heartbeat(chain: ChainDir) -> Path:
+    return chain.root / "heartbeat"
+
+
+def _stall_watch(chain: ChainDir, settings: Settings, workdir: Path) -> StallWatch | None:
+    """The watchdog of ``--stall-timeout`` (none by default): the counter,
+    the iteration log, the heartbeat file and the job's log as signs of progress."""
+    if not settings.stall_timeout:
+        return None
+    paths = [workdir / settings.ckpt_path, workdir / os.environ.get("CHAIN_ITER_LOG", "iterations.log"),
+             _heartbeat(chain)]
+    return StallWatch(float(settings.stall_timeout), lambda: progress_marks(paths))
 
 
 def _preempting(backend: Backend, record: RunnerRecord) -> bool:
@@ -288,6 +303,8 @@ def _app_env(chain: ChainDir, settings: Settings, status: ChainStatus, plan: Sch
         CHAIN_DIR=str(chain.root),
         CHAIN_ID=status.chain_id,
     )
+    if settings.stall_timeout:
+        env["CHAIN_HEARTBEAT"] = str(_heartbeat(chain))  # touched by the app: a sign of life
     return env
 
 
@@ -323,11 +340,13 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
         classify_exit(end.app_exit_code, we_stopped, record.iter_after > before,
                       reached_max=record.iter_after >= settings.max_iter)
     record.app_exit_code, record.stop_sent, record.external_signal = end.app_exit_code, end.stop_sent, end.external
-    record.killed = end.killed
+    record.killed, record.stalled = end.killed, end.stalled
     record.stop_to_exit = (end.ended - end.stop_sent) if end.stop_sent else None
     detail = counter_error or describe_exit(end.how, end.ended - (record.app_start or end.ended),
                                             settings.stop_signal, end.stop_sent is not None, end.external,
                                             end.killed, exit_code=end.returncode if end.returncode >= 0 else None)
+    if end.stalled is not None:
+        detail = f"stopped as stalled, no sign of progress for {end.stalled:.0f} s: {detail}"
     if not counter_error and not present:
         # read as 0, the chain would only see "no advance": name the file the app never wrote
         detail += f"; {missing_counter(counter_source(settings), before)}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from chain.core.runner_rules import Schedule
+from chain.core.stall import StallWatch
 
 _SIGNALS = {int(s) for s in signal.Signals}
 
@@ -26,6 +27,7 @@ class AppEnd:
     stop_sent: float | None  # when the stop signal went out (None: never)
     external: str | None  # a signal the runner got from outside, as Python names it (SIGTERM)
     killed: bool  # it outlived the grace and was killed
+    stalled: float | None = None  # seconds without a sign of progress when the watchdog stopped it
 
     @property
     def app_exit_code(self) -> int:
@@ -58,11 +60,15 @@ Deliver = Callable[[int], None]
 
 
 def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int, deliver: Deliver,
-              signals: Signals, clock: Callable[[], float], say: Callable[[str], None]) -> AppEnd:
+              signals: Signals, clock: Callable[[], float], say: Callable[[str], None],
+              watch: StallWatch | None = None) -> AppEnd:
     """Wait for the app, signalling it at ``plan.stop_at`` (or at once when
-    the runner is signalled) and killing it at ``plan.kill_at``."""
+    the runner is signalled, or when ``watch`` finds it stalled) and killing
+    it at ``plan.kill_at`` (a stalled app: the same grace after its signal)."""
     stop_sent: float | None = None
     external: str | None = None
+    stalled: float | None = None
+    kill_at = plan.kill_at
     killed = False
     while True:
         if signals.received:
@@ -72,22 +78,28 @@ def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int
                 stop_sent = stop_sent or clock()
                 deliver(stop_signal)
         now = clock()
+        if stop_sent is None and watch is not None and watch.stalled(now):
+            stalled, stop_sent = watch.quiet_for(now), now
+            kill_at = now + max(1.0, plan.kill_at - plan.stop_at)
+            deliver(stop_signal)
+            say(f"no sign of progress for {stalled:.0f} s (counter, output, iteration log, heartbeat): "
+                f"the app stalled; sent {signal.Signals(stop_signal).name}")
         if stop_sent is None and now >= plan.stop_at:
             stop_sent = now
             deliver(stop_signal)
             say(f"sent {signal.Signals(stop_signal).name} to the app")
-        if stop_sent is not None and not killed and now >= max(plan.kill_at, stop_sent + 1):
+        if stop_sent is not None and not killed and now >= max(kill_at, stop_sent + 1):
             killed = True
             deliver(signal.SIGKILL)
             say("app still alive, killed it")
-        deadline = plan.stop_at if stop_sent is None else plan.kill_at
+        deadline = plan.stop_at if stop_sent is None else kill_at
         try:
             proc.wait(timeout=max(0.05, min(0.5, deadline - clock())))
             if external is None and signals.received:
                 # Slurm signals every process of the job (preemption, scancel): the app may
                 # have saved and exited on its own copy before this loop passed ours on
                 external = signal.Signals(signals.received[0]).name
-            return AppEnd(proc.returncode, clock(), stop_sent, external, killed)
+            return AppEnd(proc.returncode, clock(), stop_sent, external, killed, stalled)
         except subprocess.TimeoutExpired:
             continue
 

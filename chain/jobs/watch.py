@@ -150,7 +150,7 @@ class RunnerWatch:
                 iter_after=status.iter_before if record.iter_after is None else record.iter_after,
                 recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
                 stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
-                missing_counter_file=missing, preempted=record.preempted,
+                missing_counter_file=missing, preempted=record.preempted, stalled=record.stalled,
                 requeued=info is not None and info.state is JobState.REQUEUED,
             )
         after = status.iter_before if reading is None else reading.value

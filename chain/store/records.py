@@ -45,6 +45,7 @@ class RunnerRecord:
     external_signal: str | None = None  # a signal the runner got from outside (scancel, preemption)
     preempted: bool = False  # that signal was Slurm's preemption (scontrol's PreemptTime was set)
     killed: bool = False  # the app outlived the grace after the stop signal
+    stalled: float | None = None  # seconds without a sign of progress when the watchdog stopped the app
     # how far the app got, when something tells (--progress-pattern): the first and the
     # last iteration it printed; what it computed beyond its checkpoint is work to be redone
     iter_first: int | None = None
