@@ -38,15 +38,21 @@ class FakeBackend(Backend):
         self.limits: JobLimits | None = None  # the site's enforced per-user job limits
         self.limits_asked: list[tuple[str, str, str]] = []  # (account, qos, partition) of each ask
         self.released: list[str] = []  # jobs whose dependency was dropped
+        self.excluded: list[tuple[str, ...]] = []  # each submission's excluded nodes
+        self.down: set[str] = set()  # nodes shown down
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
-               env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+               env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = ()) -> str:
+        self.excluded.append(tuple(exclude))
         job_id = str(self.next_id)
         self.next_id += 1
         self.submitted.append((job_name, dependency))
         self.names.setdefault(job_name, []).append(job_id)
         self.states[job_id] = JobInfo(job_id, JobState.PENDING, name=job_name)
         return job_id
+
+    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        return self.down & set(nodes)
 
     def release(self, job_id: str) -> None:
         self.released.append(job_id)

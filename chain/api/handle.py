@@ -131,15 +131,16 @@ class Chain:
         return cancel_chain(self.chain_dir, backend=self._backend)
 
     def resume(self, *, environ: dict[str, str] | None = None, on_message: Callable[[str], None] | None = None,
-               **overrides: Any) -> Chain:
+               reset_excluded: bool = False, **overrides: Any) -> Chain:
         """Continue the chain from its checkpoint with its stored settings,
         ``overrides`` changing them (e.g. ``max_iter=1000`` to extend);
-        ``on_message`` as for ``submit``."""
+        ``on_message`` as for ``submit``; ``reset_excluded``: use again the
+        nodes the chain excluded."""
         _check_setting_names(overrides)
         _, status = open_chain(self.chain_dir)
         submit_chain(overrides, environ or {}, config=None, chain_dir=self.chain_dir,
                      workdir=Path(status.workdir), resume=True, notify=on_message,
-                     backend=self._backend)
+                     backend=self._backend, reset_excluded=reset_excluded)
         return self
 
     def report(self) -> list[Path]:

@@ -34,7 +34,7 @@ from chain.core.names import (
 from chain.core.protocol import Prepared, RelayStarted, Resumed, SubmitterQueued, SuccessorQueued
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
-from chain.effects.runners import drop_next, prequeue_next, submit_runner
+from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.store import (
     ChainDir,
@@ -101,6 +101,7 @@ def submit(
     new: bool = False,
     notify: Callable[[str], None] | None = None,
     backend: Backend | None = None,
+    reset_excluded: bool = False,
 ) -> Submitted:
     """Start a new chain in ``chain_dir``, or resume a stopped one.
 
@@ -109,18 +110,21 @@ def submit(
     directory under another name. ``notify`` receives lines for a person
     (settings not applied on resume, a wait for the previous submitter).
     ``backend`` replaces the one the settings choose (tests, embedding).
+    ``reset_excluded`` (with ``resume``): the nodes the chain excluded are used again.
     """
+    if reset_excluded and not resume:
+        raise ConfigError("--reset-excluded goes with --resume")
     chain = ChainDir(chain_dir)
     if chain_dir.exists() and not chain_dir.is_dir():
         raise ChainDirError(f"chain directory {chain_dir} is not a directory")
     with chain.locked():  # two commands at once: one chain, one submitter
         return _submit(chain, flags, environ, config=config, workdir=workdir, resume=resume, new=new,
-                       notify=notify, backend=backend)
+                       notify=notify, backend=backend, reset_excluded=reset_excluded)
 
 
 def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str], *, config: Path | None,
             workdir: Path, resume: bool, new: bool, notify: Callable[[str], None] | None,
-            backend: Backend | None) -> Submitted:
+            backend: Backend | None, reset_excluded: bool = False) -> Submitted:
     chain_dir = chain.root
     existing = chain.load_status() if chain.state_file.exists() else None
     settings = _checked_settings(chain, existing, flags, environ, config=config, workdir=workdir,
@@ -144,7 +148,7 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
     _write_chain_files(chain, stored, chain_id, workdir)
-    status = _resumed_status(chain, existing, backend) if existing else \
+    status = _resumed_status(chain, existing, backend, reset_excluded) if existing else \
         ChainStatus(chain_id=chain_id, created=time.time())
     Executor(chain, backend).apply(status, Prepared(name, str(workdir)))
     if relay:
@@ -208,7 +212,7 @@ def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backe
     # unreadable): one runner judges, then goes on or ends the chain (its id
     # joins worker_ids.txt if it takes over)
     name = runner_job_name(status.chain_id, status.runner_seq + 1)
-    job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir)
+    job_id = submit_runner_job(chain, backend, status, name, workdir)
     Executor(chain, backend).apply(status, SuccessorQueued(job_id))
     return job_id
 
@@ -236,10 +240,11 @@ def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workd
     write_json_atomic(chain.settings_file, settings.to_json())
 
 
-def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend) -> ChainStatus:
+def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend,
+                    reset_excluded: bool = False) -> ChainStatus:
     """A resumed chain's status: the next submitter cycle, pending, with the
-    failure counters reset."""
-    Executor(chain, backend).apply(status, Resumed())
+    failure counters reset (and the nodes' strikes, with ``reset_excluded``)."""
+    Executor(chain, backend).apply(status, Resumed(reset_excluded))
     if not status.runner_live:
         # a pre-queued runner of the previous run (its submitter died
         # before dropping it) must not run beside the new runners
@@ -324,7 +329,7 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
     if counter >= settings.max_iter:
         return
     submit_runner(chain, status, counter, settings.max_iter, time.time(),
-                        lambda name: backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=workdir),
+                        lambda name: submit_runner_job(chain, backend, status, name, workdir),
                         echo=False)
     if settings.lookahead or prequeue:
         # runner 2 queued now, not when the submitter job gets to it: on a

@@ -120,6 +120,7 @@ class Backend(abc.ABC):
         dependency: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        exclude: Sequence[str] = (),
     ) -> str:
         """Submit a rendered sbatch script; return the job id.
 
@@ -127,7 +128,8 @@ class Backend(abc.ABC):
         unique per submission where the caller relies on ``find_by_name``.
         ``dependency`` is an sbatch dependency expression such as
         ``singleton`` or ``afterany:123``. ``env`` is added to the job's
-        environment on top of the caller's.
+        environment on top of the caller's. ``exclude``: nodes the job must
+        not run on (``sbatch --exclude``; a backend with one host ignores it).
         """
 
     @abc.abstractmethod
@@ -176,6 +178,12 @@ class Backend(abc.ABC):
         runner's successor, when a requeue would hold its predecessor for
         the scheduler's requeue delay). A job no longer pending is left as it
         is. Backends that never requeue: nothing to do (this default)."""
+
+    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        """Those of ``nodes`` the scheduler shows down, draining, failed or
+        not responding (asked only after a runner lost a node or stalled).
+        Backends with one host: none (this default)."""
+        return set()
 
     def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
         """The scheduler's enforced per-user limits on the jobs of a chain

@@ -90,6 +90,8 @@ def submit(
                              "directory is kept as DIR.<chain id>)."),
     wait: bool = typer.Option(False, "--wait", help="Stay and show progress until the chain ends; exit 0 only if "
                               "it completed (10 failed, 11 stopped, 12 cancelled)."),
+    reset_excluded: bool = typer.Option(False, "--reset-excluded", help="With --resume: use again the nodes the "
+                                        "chain excluded after runners stalled or lost a node there."),
     **settings: Any,
 ) -> None:
     """Submit a new chain (or --resume a stopped one); prints the chain id and job id.
@@ -106,7 +108,7 @@ def submit(
     cwd = _cwd()
     result = api.submit(setting_flags(settings), os.environ, config=config,
                         chain_dir=api.chain_dir_path(chain_dir, cwd), workdir=cwd, resume=resume, new=new,
-                        notify=_notify)
+                        notify=_notify, reset_excluded=reset_excluded)
     try:  # a ^C from here on, even while these lines are written, stops the watching only
         typer.echo(f"chain {result.chain_id}: {result.job_kind} job {result.job_id} on {result.backend} "
                    f"({result.why})")

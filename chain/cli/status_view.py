@@ -181,6 +181,9 @@ def _jobs(report: StatusReport) -> list[Item]:
         items.append(_line(f"{name}{slurm}, {phase}{stop_at}"))
     if report.scheduler_error:
         items.append(_line(f"scheduler: {report.scheduler_error}", "yellow"))
+    if report.excluded_nodes:
+        items.append(_line(f"excluded nodes: {', '.join(report.excluded_nodes)} (runners stalled or lost the "
+                           "node there; chain submit --resume --reset-excluded uses them again)", "yellow"))
     return items
 
 

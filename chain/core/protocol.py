@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from chain.core.exclusion import excluded, struck
 from chain.core.model import ChainState
 
 if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
@@ -69,7 +70,10 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Resumed:
-    """``chain submit --resume``: the next submitter cycle, failure counters reset."""
+    """``chain submit --resume``: the next submitter cycle, failure counters
+    reset; with ``reset_excluded``, the nodes' strikes too (``core.exclusion``)."""
+
+    reset_excluded: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,13 +179,14 @@ class RelayTookOver:
 class Judged:
     """The current runner's outcome was decided; what the decision keeps.
     ``margin`` (margin, worst stop-to-exit, worst start-up) and ``reason``
-    are None when they do not change."""
+    are None when they do not change; ``blamed``: the nodes it strikes."""
 
     iteration: int
     no_progress: int
     retries_used: int
     margin: tuple[int, float, float] | None = None
     reason: str | None = None
+    blamed: tuple[str, ...] = ()  # nodes the runner's failure or stall is put on (core.exclusion)
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,9 @@ def _resumed(s: ChainStatus, e: Resumed) -> tuple[Change, tuple[Effect, ...]]:
                       "no_progress": 0, "retries_used": 0}
     if s.state.ended:  # a new run: its hooks run and its end is announced again
         change.update(hooks=[], end_announced=False)
+    if e.reset_excluded and s.node_strikes:
+        return {**change, "node_strikes": {}}, (Log(f"nodes no longer excluded: "
+                                                    f"{', '.join(excluded(s.node_strikes)) or 'none'}"),)
     return change, NONE
 
 
@@ -342,7 +350,14 @@ def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
         change.update(zip(("margin", "worst_stop_to_exit", "worst_startup"), e.margin, strict=True))
     if e.reason is not None:
         change["reason"] = e.reason
-    return change, SAVE
+    if not e.blamed:
+        return change, SAVE
+    strikes = struck(s.node_strikes, e.blamed)
+    change["node_strikes"] = strikes
+    newly = [n for n in excluded(strikes) if n not in excluded(s.node_strikes)]
+    line = (f"node(s) {', '.join(e.blamed)} blamed for runner {s.runner_seq}"
+            + (f"; excluded from the chain's later runners: {', '.join(newly)}" if newly else ""))
+    return change, (Log(line), Save())
 
 
 @_rule(CancelledUnjudged)

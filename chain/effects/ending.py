@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome
+from chain.core.exclusion import blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
 from chain.core.protocol import CancelledUnjudged, Ended, Ending, Judged
@@ -15,6 +16,7 @@ from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks
 from chain.effects.notify import announce_end
+from chain.errors import SchedulerError
 from chain.store import ChainDir, ChainStatus, runner_entry
 from chain.store.records import RunnerRecord
 
@@ -23,9 +25,11 @@ HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not 
 
 
 def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, outcome: Outcome,
-                    decision: Decision) -> None:
+                    decision: Decision, backend: Backend | None = None) -> None:
     """Write the current runner's judgment (runners.jsonl, chain.log) and the
-    counters the decision keeps; learn the margin from its stop."""
+    counters the decision keeps; learn the margin from its stop; put a
+    node-ish failure on its node (``core.exclusion``: ``backend`` says which
+    nodes are down)."""
     job_id = status.runner_job_id
     record = chain.runner_record(job_id)
     chain.judge_runner(runner_entry(
@@ -36,7 +40,24 @@ def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, ou
     margin, reason = (_adapt_margin(chain, settings, status, record, outcome) if settings.adaptive_margin
                       else (None, None))
     Executor(chain).apply(status, Judged(outcome.iter_after, decision.progress.no_progress,
-                                         decision.progress.retries_used, margin, reason))
+                                         decision.progress.retries_used, margin, reason,
+                                         _blamed(chain, record, outcome, backend)))
+
+
+def _blamed(chain: ChainDir, record: RunnerRecord | None, outcome: Outcome, backend: Backend | None) -> tuple[str, ...]:
+    """The nodes to blame for a runner that stalled or whose node failed
+    (NODE_FAIL, BOOT_FAIL); an app's own failure is the app's, not the node's."""
+    bad = outcome.stalled is not None or outcome.slurm_state in (JobState.NODE_FAIL, JobState.BOOT_FAIL)
+    nodes = record.nodes if record else []
+    if not bad or not nodes:
+        return ()
+    down: set[str] = set()
+    if len(nodes) > 1 and backend is not None:
+        try:
+            down = backend.down_nodes(nodes)
+        except SchedulerError as exc:
+            chain.log(f"could not ask which of the nodes {','.join(nodes)} are down: {exc}")
+    return tuple(blamed(nodes, down, bad))
 
 
 def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None,

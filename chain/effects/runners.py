@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chain.backends.base import Backend
+from chain.core.exclusion import excluded
 from chain.core.names import RUNNER_SCRIPT, runner_job_name
 from chain.core.protocol import RunnerIntended, RunnerSubmitted, SuccessorDropped, SuccessorQueued
 from chain.effects.executor import Executor
@@ -32,6 +33,15 @@ def submit_runner(chain: ChainDir, status: ChainStatus, counter: int, max_iter: 
     return job_id
 
 
+def submit_runner_job(chain: ChainDir, backend: Backend, status: ChainStatus, name: str, workdir: Path, *,
+                      dependency: str | None = None) -> str:
+    """One sbatch of the runner script as ``name``: every runner submission
+    of the chain goes through here, so none lands on a node the chain
+    excluded (``core.exclusion``)."""
+    return backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=dependency, cwd=workdir,
+                          exclude=excluded(status.node_strikes))
+
+
 def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *,
                   echo: bool = True) -> None:
     """Queue the next runner behind the current one (``afterany``) so its
@@ -42,8 +52,8 @@ def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdi
     its log lines name neither."""
     name = runner_job_name(status.chain_id, status.runner_seq + 1)
     try:
-        job_id = backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name,
-                                dependency=f"afterany:{status.runner_job_id}", cwd=workdir)
+        job_id = submit_runner_job(chain, backend, status, name, workdir,
+                                   dependency=f"afterany:{status.runner_job_id}")
     except SchedulerError as exc:
         chain.log(f"next runner: could not queue runner {status.runner_seq + 1}: {exc}", echo=echo)
         return

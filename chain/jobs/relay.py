@@ -30,7 +30,7 @@ from chain.core.decision import (
     decide,
 )
 from chain.core.model import ChainState
-from chain.core.names import RUNNER_SCRIPT, runner_job_name
+from chain.core.names import runner_job_name
 from chain.core.protocol import (
     CounterRead,
     RelayBroken,
@@ -42,7 +42,7 @@ from chain.core.protocol import (
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
-from chain.effects.runners import submit_runner
+from chain.effects.runners import submit_runner, submit_runner_job
 from chain.errors import CheckpointError, SchedulerError
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus
@@ -139,7 +139,7 @@ class Relay:
             info = watch.until_gone(job, requeued=record.preempted)
         outcome = watch.outcome(status, record, info)
         decision = self._decide(outcome, status)
-        record_judgment(self.chain, self.settings, status, outcome, decision)
+        record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
         if decision.verdict is Verdict.STOP:
             self.executor.apply(status, SuccessorTaken())  # this job: it ends the chain, nothing to cancel
             return TakeOver(Turn.END, status, decision.reason, decision.state)
@@ -194,9 +194,9 @@ class Relay:
         def submit() -> str:
             nonlocal attempts
             attempts += 1
-            return submit_idempotently(self.backend, name, lambda: self.backend.submit(
-                self.chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=f"afterany:{self.job_id}",
-                cwd=self.workdir), look_first=attempts > 1)
+            return submit_idempotently(self.backend, name, lambda: submit_runner_job(
+                self.chain, self.backend, status, name, self.workdir, dependency=f"afterany:{self.job_id}"),
+                look_first=attempts > 1)
 
         try:
             job_id = self.executor.retry(f"relay: queueing runner {status.runner_seq + 1}", submit,
@@ -233,10 +233,10 @@ class Relay:
                 elif not self.chain.cancel_file.exists() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
-                    record_judgment(self.chain, self.settings, status, outcome, decision)
+                    record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
                     return TakeOver(Turn.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
                 return TakeOver(Turn.LEAVE, status)
-            record_judgment(self.chain, self.settings, status, outcome, decision)
+            record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
             if decision.verdict is Verdict.STOP:
                 return TakeOver(Turn.END, status, decision.reason, decision.state)
             return TakeOver(Turn.COMPLETE, status)

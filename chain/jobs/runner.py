@@ -15,13 +15,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
 from chain.core.clock import steady_clock
 from chain.core.decision import missing_counter
+from chain.core.hostlist import expand_hostlist
 from chain.core.names import runner_name, runner_seq
 from chain.core.runner_rules import (
     EXIT_APP_ALIVE,
@@ -90,7 +91,8 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
     """Run the app once; returns the runner's exit code (``core.runner_rules``).
     ``clock``: wall-clock seconds that do not jump (``core.clock``) by default."""
     clock = clock or steady_clock()
-    record = RunnerRecord(job_id, job_name, seq=runner_seq(job_name), start=clock(), host=os.uname().nodename)
+    record = RunnerRecord(job_id, job_name, seq=runner_seq(job_name), start=clock(), host=os.uname().nodename,
+                          nodes=_job_nodes(os.environ))
     previous = chain.runner_record(job_id)
     if previous is not None and previous.ended:
         # Slurm requeued this job (node failure) after it had already run and
@@ -244,6 +246,15 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     if end.external == "SIGTERM":
         record.preempted = _preempting(backend, record)
     return _record_end(chain, settings, record, end, workdir)
+
+
+def _job_nodes(environ: Mapping[str, str]) -> list[str]:
+    """This job's nodes as Slurm names them (SLURM_JOB_NODELIST); none
+    outside Slurm, or when the list cannot be read."""
+    try:
+        return expand_hostlist(environ.get("SLURM_JOB_NODELIST", ""))
+    except ValueError:
+        return []
 
 
 def _heartbeat(chain: ChainDir) -> Path:

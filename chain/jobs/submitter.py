@@ -31,7 +31,6 @@ from chain.core.decision import (
 )
 from chain.core.model import ChainState
 from chain.core.names import (
-    RUNNER_SCRIPT,
     SUBMITTER_SCRIPT,
     runner_job_name,
     submitter_cycle,
@@ -50,7 +49,7 @@ from chain.core.protocol import (
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
-from chain.effects.runners import drop_next, prequeue_next, submit_runner
+from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.sigterm import TermCatcher, Terminated
 from chain.jobs.watch import HandOver, Preempted, RunnerWatch, StepAsideNow
@@ -239,8 +238,8 @@ class Submitter:
             nonlocal attempts
             attempts += 1
             # after a failed attempt the job may exist anyway: look it up first
-            return submit_idempotently(self.backend, name, lambda: self.backend.submit(
-                self.chain.scripts / RUNNER_SCRIPT, job_name=name, cwd=self.workdir), look_first=attempts > 1)
+            return submit_idempotently(self.backend, name, lambda: submit_runner_job(
+                self.chain, self.backend, status, name, self.workdir), look_first=attempts > 1)
 
         submit_runner(
             self.chain, status, counter, self.settings.max_iter, self.clock(),
@@ -279,7 +278,7 @@ class Submitter:
             prequeue_next(self.chain, self.backend, status, self.workdir)
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
-        record_judgment(self.chain, self.settings, status, outcome, decision)
+        record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:

@@ -26,6 +26,7 @@ class RunnerRecord:
     seq: int | None = None
     status: RunnerPhase = RunnerPhase.STARTING
     host: str = ""
+    nodes: list[str] = field(default_factory=list)  # the job's nodes as Slurm names them (SLURM_JOB_NODELIST)
     start: float | None = None
     end: float | None = None
     exit_code: int | None = None  # the runner's contract code (module doc of jobs.runner)

@@ -46,6 +46,7 @@ class ChainStatus:
     worst_stop_to_exit: float = 0.0  # slowest stop signal -> checkpoint complete (its save, else its exit) seen
     worst_startup: float = 0.0  # slowest runner start -> app start seen: it bounds the adaptive margin
     hooks: list[dict[str, Any]] = field(default_factory=list)
+    node_strikes: dict[str, int] = field(default_factory=dict)  # failed or stalled runners put on a node
     end_announced: bool = False  # --notify / --mail-user ran for this end (reset on resume)
     completed_at: float = 0.0
     version: int = STATE_VERSION

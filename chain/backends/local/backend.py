@@ -144,6 +144,7 @@ class LocalBackend(Backend):
         dependency: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        exclude: Sequence[str] = (),  # one host: nothing to leave out
     ) -> str:
         try:
             text = Path(script).read_text()

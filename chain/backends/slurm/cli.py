@@ -23,9 +23,11 @@ from chain.backends.base import (
 )
 from chain.backends.slurm.limits import site_limits
 from chain.backends.slurm.parse import (
+    NODE_NAME,
     SACCT_FIELDS,
     SACCT_USAGE_FIELDS,
     SQUEUE_FORMAT,
+    down_nodes,
     parse_sacct,
     parse_sacct_usage,
     parse_sbatch_parsable,
@@ -116,11 +118,13 @@ class SlurmCliBackend(Backend):
     # --- Backend -------------------------------------------------------------
     def submit(
         self, script: Path, *, job_name: str, dependency: str | None = None,
-        env: Mapping[str, str] | None = None, cwd: Path | None = None,
+        env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = (),
     ) -> str:
         argv = ["sbatch", "--parsable", f"--job-name={job_name}"]
         if dependency:
             argv.append(f"--dependency={dependency}")
+        if exclude:
+            argv.append(f"--exclude={','.join(exclude)}")
         argv.append(str(script))
         job_env = job_environment(os.environ, env)
 
@@ -209,6 +213,13 @@ class SlurmCliBackend(Backend):
     def release(self, job_id: str) -> None:
         self._retrying(["scontrol", "update", f"JobId={_checked([job_id])[0]}", "Dependency="],
                        ok_errors=("Invalid job id", "no longer pending", "already finished"))
+
+    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        """One sinfo for the nodes' states (``parse.down_nodes``)."""
+        names = [n for n in nodes if NODE_NAME.fullmatch(n)]
+        if not names:
+            return set()
+        return down_nodes(self._once(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N|%T"]))
 
     def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
         """``limits.site_limits``: sacctmgr (slurmdbd), then slurmctld once if a limit is set; one try each."""

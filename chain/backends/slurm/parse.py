@@ -208,3 +208,20 @@ def parse_sbatch_parsable(text: str) -> str:
     if not job_id.isdigit():
         raise ValueError(f"sbatch printed no job id: {text.strip()[:200]!r}")
     return job_id
+
+
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a node name as sinfo takes it, never an option
+# sinfo %T states a node is no use in: down, drained or draining, failed, or
+# not responding (a trailing "*"); "idle", "allocated", "mixed" are up
+_DOWN_STATES = ("down", "drain", "fail", "not_responding", "no_respond", "unknown")
+
+
+def down_nodes(text: str) -> set[str]:
+    """``sinfo -h -N -n NODES -o '%N|%T'``: the nodes shown down."""
+    found = set()
+    for line in text.splitlines():
+        name, _, state = line.strip().partition("|")
+        state = state.strip().lower()
+        if name and (state.endswith("*") or state.startswith(_DOWN_STATES)):
+            found.add(name)
+    return found

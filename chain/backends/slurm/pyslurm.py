@@ -70,7 +70,7 @@ _ATTRS: dict[str, tuple[str, ...]] = {
     "mem": ("memory_per_node",), "partition": ("partitions", "partition"),
     "constraint": ("constraints",), "exclusive": ("resource_sharing",),
     "mail-type": ("mail_types",), "reservation": ("reservations",), "gres": ("gres_per_node",),
-    "requeue": ("is_requeueable",), "no-requeue": ("is_requeueable",),
+    "requeue": ("is_requeueable",), "no-requeue": ("is_requeueable",), "exclude": ("excluded_nodes",),
 }
 _SHORT = {"J": "job-name", "o": "output", "e": "error", "t": "time", "d": "dependency",
           "D": "chdir", "n": "ntasks", "c": "cpus-per-task", "N": "nodes", "p": "partition",
@@ -242,7 +242,7 @@ class PyslurmBackend(Backend):
     # --- Backend -------------------------------------------------------------
     def submit(
         self, script: Path, *, job_name: str, dependency: str | None = None,
-        env: Mapping[str, str] | None = None, cwd: Path | None = None,
+        env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = (),
     ) -> str:
         script = Path(script)
         try:
@@ -260,6 +260,8 @@ class PyslurmBackend(Backend):
         options["job-name"] = job_name
         if dependency:
             options["dependency"] = dependency
+        if exclude:
+            options["exclude"] = ",".join(exclude)
         for name in ("output", "error"):
             if name in options and not os.path.isabs(str(options[name])):
                 options[name] = os.path.join(workdir, str(options[name]))
@@ -341,6 +343,12 @@ class PyslurmBackend(Backend):
                 if not self._invalid_id(exc.__cause__ or exc):
                     raise
         self.retry.call(attempt)
+
+    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        """With sinfo, as the CLI backend does (asked only after a runner lost a node or stalled)."""
+        from chain.backends.slurm.cli import SlurmCliBackend
+
+        return SlurmCliBackend(retry=self.retry).down_nodes(nodes)
 
     def release(self, job_id: str) -> None:
         """With scontrol, as the CLI backend does (one rare call, at a preemption)."""

@@ -1,0 +1,118 @@
+"""Nodes a chain leaves out (issue 30): the blame rule (chain.core.exclusion),
+strikes kept by the protocol's Judged event, every runner submission passing
+``--exclude``, ``chain status`` saying so, ``--resume --reset-excluded``
+clearing them, and sinfo's node states read on literal output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeBackend
+from typer.testing import CliRunner
+
+from chain import api
+from chain.backends.slurm.parse import down_nodes
+from chain.cli.commands import app
+from chain.core.decision import Outcome, Policy, Progress, decide
+from chain.core.exclusion import blamed, excluded, struck
+from chain.core.model import JobState
+from chain.core.protocol import Judged, Resumed, transition
+from chain.effects.ending import record_judgment
+from chain.effects.runners import submit_runner_job
+from chain.store import ChainDir, ChainStatus
+from chain.store.records import RunnerPhase, RunnerRecord
+
+
+def test_a_down_node_is_blamed_before_any_other() -> None:
+    assert blamed(["n1", "n2"], {"n2"}, True) == ["n2"]
+    assert blamed(["n1"], set(), True) == ["n1"]  # one node: its own
+    assert blamed(["n1", "n2"], set(), True) == []  # several, all up: no way to tell
+    assert blamed(["n1", "n2"], {"n2"}, False) == []  # a good runner blames nobody
+    assert blamed([], {"n2"}, True) == []
+
+
+def test_two_strikes_exclude_a_node() -> None:
+    strikes = struck({}, ["n2", "n2"])  # once per runner, however often named
+    assert strikes == {"n2": 1} and excluded(strikes) == []
+    strikes = struck(strikes, ["n2", "n3"])
+    assert strikes == {"n2": 2, "n3": 1} and excluded(strikes) == ["n2"]
+
+
+def test_the_protocol_keeps_strikes_and_says_when_a_node_is_excluded() -> None:
+    status = ChainStatus(chain_id="c", runner_seq=3, runner_live=True, node_strikes={"n2": 1})
+    after, effects = transition(status, Judged(10, 1, 0, blamed=("n2",)))
+    assert after.node_strikes == {"n2": 2} and status.node_strikes == {"n2": 1}
+    lines = [getattr(e, "line", "") for e in effects]
+    assert any("excluded from the chain's later runners: n2" in line for line in lines), lines
+    unchanged, _ = transition(status, Judged(10, 1, 0))
+    assert unchanged.node_strikes == {"n2": 1}
+
+
+def test_resume_resets_strikes_only_when_asked() -> None:
+    status = ChainStatus(chain_id="c", node_strikes={"n2": 2})
+    kept, _ = transition(status, Resumed())
+    assert kept.node_strikes == {"n2": 2}
+    reset, effects = transition(status, Resumed(reset_excluded=True))
+    assert reset.node_strikes == {} and "n2" in getattr(effects[0], "line", "")
+
+
+def _chain(tmp_path: Path, fake: FakeBackend) -> tuple[ChainDir, Any, ChainStatus]:
+    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=tmp_path / ".chain",
+               workdir=tmp_path, backend=fake)
+    chain = ChainDir(tmp_path / ".chain")
+    status = chain.load_status()
+    assert status is not None
+    return chain, api.stored_settings(chain), status
+
+
+def _judge(chain: ChainDir, settings: Any, status: ChainStatus, fake: FakeBackend, nodes: list[str],
+           **outcome: Any) -> None:
+    chain.write_runner_record(RunnerRecord(status.runner_job_id, seq=status.runner_seq, status=RunnerPhase.ENDED,
+                                           exit_code=1, nodes=nodes, iter_before=0, iter_after=0))
+    facts = Outcome(**{"exit_code": 1, "slurm_state": None, "iter_before": 0, "iter_after": 0, **outcome})
+    record_judgment(chain, settings, status, facts, decide(facts, Policy(10), Progress()), fake)
+
+
+def test_a_node_that_stalled_two_runners_is_left_out_of_the_next(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, settings, status = _chain(tmp_path, fake)
+    _judge(chain, settings, status, fake, ["n2"], stalled=600.0)
+    _judge(chain, settings, status, fake, ["n2"], stalled=600.0)
+    assert chain.load_status().node_strikes == {"n2": 2}  # type: ignore[union-attr]
+    assert "excluded from the chain's later runners: n2" in chain.log_file.read_text()
+    submit_runner_job(chain, fake, status, "c.r9", tmp_path)
+    assert fake.excluded[-1] == ("n2",) and fake.excluded[0] == ()  # the first runner went anywhere
+    report = api.status_report(chain.root, backend=fake)
+    assert report.excluded_nodes == ["n2"]
+
+
+def test_a_lost_node_of_two_is_the_one_blamed(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    fake.down = {"n2"}
+    chain, settings, status = _chain(tmp_path, fake)
+    _judge(chain, settings, status, fake, ["n1", "n2"], slurm_state=JobState.NODE_FAIL)
+    assert chain.load_status().node_strikes == {"n2": 1}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("outcome", [{"slurm_state": JobState.FAILED}, {"slurm_state": None},
+                                     {"slurm_state": JobState.PREEMPTED}, {"slurm_state": JobState.TIMEOUT}])
+def test_an_apps_own_failure_or_a_preemption_blames_no_node(tmp_path: Path, outcome: dict[str, Any]) -> None:
+    fake = FakeBackend()
+    chain, settings, status = _chain(tmp_path, fake)
+    _judge(chain, settings, status, fake, ["n1"], **outcome)
+    assert chain.load_status().node_strikes == {}  # type: ignore[union-attr]
+
+
+def test_reset_excluded_needs_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(app, ["submit", "--reset-excluded", "--app-cmd", "true", "--backend", "local"])
+    assert done.exit_code == 2 and "--reset-excluded goes with --resume" in done.output
+    assert not (tmp_path / ".chain").exists()
+
+
+def test_sinfo_node_states() -> None:
+    # sinfo -h -N -n n1,n2,n3,n4,n5 -o '%N|%T'
+    text = "n1|idle\nn2|down*\nn3|allocated*\nn4|drained\nn5|mixed\nn6|draining\n"
+    assert down_nodes(text) == {"n2", "n3", "n4", "n6"}
