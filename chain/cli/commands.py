@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
@@ -19,11 +18,6 @@ from chain import __version__
 from chain.cli.group import ChainGroup
 from chain.cli.options import setting_flags, with_setting_options
 from chain.errors import ChainError
-
-if TYPE_CHECKING:  # imported lazily at run time: `chain --help` stays fast
-    from chain.backends.base import Backend
-    from chain.core.settings import Settings
-    from chain.store import ChainDir
 
 app = typer.Typer(
     cls=ChainGroup,
@@ -315,37 +309,11 @@ def shell_helpers() -> None:
     typer.echo(str(shell_helpers_dir({})))
 
 
-def _job_context(chain_dir: str) -> tuple[ChainDir, Settings, Backend, Path]:
-    """Inside a job: the chain directory, its stored settings, the backend
-    it was submitted with, and the app's working directory."""
-    from chain import api
-    from chain.backends import make_backend
-    from chain.core.retry import RetryPolicy
-    from chain.store import ChainDir
-
-    path = Path(chain_dir)
-    chain = ChainDir(path)
-    settings = api.stored_settings(chain)
-    status_ = chain.load_status()
-    if status_ is None:
-        raise ChainError(f"no chain in {path}")
-    # Short per-request retries: the submitter rides out longer outages in its
-    # own loop, where it also keeps an eye on its hand-over deadline.
-    retry = RetryPolicy.for_jobs(settings.submitter_margin)
-    return chain, settings, make_backend(status_.backend, path, retry), Path(status_.workdir)
-
-
 @app.command("_submitter", hidden=True)
 def _submitter(chain_dir: str = typer.Option(..., "--chain-dir")) -> None:
-    from chain.jobs.output import keep_job_output
-    from chain.jobs.sigterm import restart_count
-    from chain.jobs.submitter import Submitter
+    from chain.jobs.entry import submitter_main
 
-    keep_job_output()  # a full disk under the job's log must not end the submitter
-    chain, settings, backend, workdir = _job_context(chain_dir)
-    raise typer.Exit(Submitter(chain, settings, backend, workdir, os.environ.get("SLURM_JOB_ID", ""),
-                               job_name=os.environ.get("SLURM_JOB_NAME", ""),
-                               restarts=restart_count(os.environ)).run())
+    raise typer.Exit(submitter_main(chain_dir))
 
 
 @app.command("_runner", hidden=True)
@@ -353,20 +321,9 @@ def _runner(
     chain_dir: str = typer.Option(..., "--chain-dir"),
     preflight_error: str | None = typer.Option(None, "--preflight-error"),
 ) -> None:
-    from chain.core.runner_rules import job_exit_code
-    from chain.jobs import runner
-    from chain.jobs.output import keep_job_output
-    from chain.jobs.supervise import die_with_parent
+    from chain.jobs.entry import runner_main
 
-    die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
-    keep_job_output()  # a full disk under the job's log must not end the runner
-
-    chain, settings, backend, workdir = _job_context(chain_dir)
-    raise typer.Exit(job_exit_code(runner.run(
-        chain, settings, backend,
-        job_id=os.environ.get("SLURM_JOB_ID", "0"), job_name=os.environ.get("SLURM_JOB_NAME", ""),
-        workdir=workdir, preflight_error=preflight_error,
-    )))
+    raise typer.Exit(runner_main(chain_dir, preflight_error))
 
 
 def main() -> None:

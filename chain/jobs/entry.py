@@ -1,0 +1,61 @@
+"""The in-job entry points: what ``chain _submitter`` and ``chain _runner``
+(the last line of the rendered sbatch scripts) run inside a job. The CLI
+only adapts them (``chain.cli.commands``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from chain.backends.base import Backend
+from chain.core.settings import Settings
+from chain.errors import ChainError
+from chain.store import ChainDir
+
+
+def job_context(chain_dir: str) -> tuple[ChainDir, Settings, Backend, Path]:
+    """Inside a job: the chain directory, its stored settings, the backend
+    it was submitted with, and the app's working directory."""
+    from chain import api
+    from chain.backends import make_backend
+    from chain.core.retry import RetryPolicy
+
+    path = Path(chain_dir)
+    chain = ChainDir(path)
+    settings = api.stored_settings(chain)
+    status = chain.load_status()
+    if status is None:
+        raise ChainError(f"no chain in {path}")
+    # Short per-request retries: the submitter rides out longer outages in its
+    # own loop, where it also keeps an eye on its hand-over deadline.
+    retry = RetryPolicy.for_jobs(settings.submitter_margin)
+    return chain, settings, make_backend(status.backend, path, retry), Path(status.workdir)
+
+
+def submitter_main(chain_dir: str, environ: Mapping[str, str] = os.environ) -> int:
+    """The submitter job; its exit code."""
+    from chain.jobs.output import keep_job_output
+    from chain.jobs.sigterm import restart_count
+    from chain.jobs.submitter import Submitter
+
+    keep_job_output()  # a full disk under the job's log must not end the submitter
+    chain, settings, backend, workdir = job_context(chain_dir)
+    return Submitter(chain, settings, backend, workdir, environ.get("SLURM_JOB_ID", ""),
+                     job_name=environ.get("SLURM_JOB_NAME", ""), restarts=restart_count(environ)).run()
+
+
+def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[str, str] = os.environ) -> int:
+    """A runner job; its exit code as the job's (``job_exit_code``)."""
+    from chain.core.runner_rules import job_exit_code
+    from chain.jobs import runner
+    from chain.jobs.output import keep_job_output
+    from chain.jobs.supervise import die_with_parent
+
+    die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
+    keep_job_output()  # a full disk under the job's log must not end the runner
+    chain, settings, backend, workdir = job_context(chain_dir)
+    return job_exit_code(runner.run(chain, settings, backend, job_id=environ.get("SLURM_JOB_ID", "0"),
+                                    job_name=environ.get("SLURM_JOB_NAME", ""), workdir=workdir,
+                                    preflight_error=preflight_error))
