@@ -14,7 +14,6 @@ from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.decision import cancelled_outside
-from chain.core.exclusion import excluded
 from chain.core.model import ChainState
 from chain.core.settings import Mode
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
@@ -177,7 +176,7 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
         runner_state=_job_state(slurm, status.runner_job_id) if status.runner_live else "",
         next_job_id=status.next_job_id, next_state=_job_state(slurm, status.next_job_id),
         relay_broken=status.relay_broken,
-        excluded_nodes=excluded(status.node_strikes),
+        excluded_nodes=list(status.excluded_nodes),
         current_runner=current, runners=[JudgedRunner.from_entry(r) for r in runners], runner_count=total,
         hooks=status.hooks, metrics=metrics, outputs=_outputs(chain), created=status.created,
         updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chain.core.exclusion import excluded, struck
+from chain.core.exclusion import EXCLUDE_AFTER, excluded, struck
 from chain.core.model import ChainState
 
 if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
@@ -187,6 +187,7 @@ class Judged:
     margin: tuple[int, float, float] | None = None
     reason: str | None = None
     blamed: tuple[str, ...] = ()  # nodes the runner's failure or stall is put on (core.exclusion)
+    exclude_after: int = EXCLUDE_AFTER  # strikes that exclude a node (0: never)
 
 
 @dataclass(frozen=True)
@@ -254,9 +255,9 @@ def _resumed(s: ChainStatus, e: Resumed) -> tuple[Change, tuple[Effect, ...]]:
                       "no_progress": 0, "retries_used": 0}
     if s.state.ended:  # a new run: its hooks run and its end is announced again
         change.update(hooks=[], end_announced=False)
-    if e.reset_excluded and s.node_strikes:
-        return {**change, "node_strikes": {}}, (Log(f"nodes no longer excluded: "
-                                                    f"{', '.join(excluded(s.node_strikes)) or 'none'}"),)
+    if e.reset_excluded and (s.node_strikes or s.excluded_nodes):
+        return {**change, "node_strikes": {}, "excluded_nodes": []}, (
+            Log(f"nodes no longer excluded: {', '.join(s.excluded_nodes) or 'none'}"),)
     return change, NONE
 
 
@@ -353,8 +354,8 @@ def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
     if not e.blamed:
         return change, SAVE
     strikes = struck(s.node_strikes, e.blamed)
-    change["node_strikes"] = strikes
-    newly = [n for n in excluded(strikes) if n not in excluded(s.node_strikes)]
+    newly = [n for n in excluded(strikes, e.exclude_after) if n not in s.excluded_nodes] if e.exclude_after else []
+    change.update(node_strikes=strikes, excluded_nodes=sorted([*s.excluded_nodes, *newly]))
     line = (f"node(s) {', '.join(e.blamed)} blamed for runner {s.runner_seq}"
             + (f"; excluded from the chain's later runners: {', '.join(newly)}" if newly else ""))
     return change, (Log(line), Save())

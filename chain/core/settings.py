@@ -83,6 +83,7 @@ class Settings:
     lookahead: bool = False
     step_aside_after: int = 60
     stall_timeout: int = 0
+    exclude_after: int = 2
     hooks: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()
     mail_user: str = ""
@@ -212,6 +213,9 @@ FIELDS: tuple[FieldSpec, ...] = (
               "stop the app (stop signal, then kill) when its counter, output, iteration log and heartbeat file "
               "($CHAIN_HEARTBEAT) have all stayed unchanged this long: a stall, counted as a runner without "
               "progress (0: never)", metavar="SECONDS"),
+    FieldSpec("exclude_after", "CHAIN_EXCLUDE_AFTER", cv.integer(0),
+              "leave a node out of the chain's later runners once this many runners stalled or lost the node "
+              "there (0: never)", metavar="INT"),
     FieldSpec("hooks", "CHAIN_HOOKS", cv.commands, "commands run when the chain completes", metavar="CMD...", flag="--hook"),
     FieldSpec("notify", "CHAIN_NOTIFY", cv.commands,
               "commands run once when the chain ends (completed, failed, stopped, cancelled), with CHAIN_ID, "

@@ -41,22 +41,27 @@ def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, ou
                       else (None, None))
     Executor(chain).apply(status, Judged(outcome.iter_after, decision.progress.no_progress,
                                          decision.progress.retries_used, margin, reason,
-                                         _blamed(chain, record, outcome, backend)))
+                                         _blamed(chain, record, outcome, backend), settings.exclude_after))
 
 
 def _blamed(chain: ChainDir, record: RunnerRecord | None, outcome: Outcome, backend: Backend | None) -> tuple[str, ...]:
     """The nodes to blame for a runner that stalled or whose node failed
-    (NODE_FAIL, BOOT_FAIL); an app's own failure is the app's, not the node's."""
+    (NODE_FAIL, BOOT_FAIL; or taken back by Slurm while one of its nodes is
+    down: a node failure requeues the job, as a preemption may). An app's own
+    failure is the app's, and a preemption nobody's."""
     bad = outcome.stalled is not None or outcome.slurm_state in (JobState.NODE_FAIL, JobState.BOOT_FAIL)
+    taken_back = outcome.preempted or outcome.requeued or outcome.slurm_state is JobState.PREEMPTED
     nodes = record.nodes if record else []
-    if not bad or not nodes:
+    if not (bad or taken_back) or not nodes or backend is None and not bad:
         return ()
     down: set[str] = set()
-    if len(nodes) > 1 and backend is not None:
+    if backend is not None and (len(nodes) > 1 or not bad):
         try:
             down = backend.down_nodes(nodes)
         except SchedulerError as exc:
             chain.log(f"could not ask which of the nodes {','.join(nodes)} are down: {exc}")
+    if not bad:  # taken back: a node failure only when one of its nodes is down
+        return tuple(n for n in nodes if n in down)
     return tuple(blamed(nodes, down, bad))
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chain.backends.base import Backend
-from chain.core.exclusion import excluded
 from chain.core.names import RUNNER_SCRIPT, runner_job_name
 from chain.core.protocol import RunnerIntended, RunnerSubmitted, SuccessorDropped, SuccessorQueued
 from chain.effects.executor import Executor
@@ -39,7 +38,7 @@ def submit_runner_job(chain: ChainDir, backend: Backend, status: ChainStatus, na
     of the chain goes through here, so none lands on a node the chain
     excluded (``core.exclusion``)."""
     return backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=dependency, cwd=workdir,
-                          exclude=excluded(status.node_strikes))
+                          exclude=status.excluded_nodes)
 
 
 def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *,

@@ -47,6 +47,7 @@ class ChainStatus:
     worst_startup: float = 0.0  # slowest runner start -> app start seen: it bounds the adaptive margin
     hooks: list[dict[str, Any]] = field(default_factory=list)
     node_strikes: dict[str, int] = field(default_factory=dict)  # failed or stalled runners put on a node
+    excluded_nodes: list[str] = field(default_factory=list)  # left out of later runners (sbatch --exclude)
     end_announced: bool = False  # --notify / --mail-user ran for this end (reset on resume)
     completed_at: float = 0.0
     version: int = STATE_VERSION

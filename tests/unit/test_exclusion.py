@@ -44,18 +44,28 @@ def test_the_protocol_keeps_strikes_and_says_when_a_node_is_excluded() -> None:
     status = ChainStatus(chain_id="c", runner_seq=3, runner_live=True, node_strikes={"n2": 1})
     after, effects = transition(status, Judged(10, 1, 0, blamed=("n2",)))
     assert after.node_strikes == {"n2": 2} and status.node_strikes == {"n2": 1}
+    assert after.excluded_nodes == ["n2"] and status.excluded_nodes == []
     lines = [getattr(e, "line", "") for e in effects]
     assert any("excluded from the chain's later runners: n2" in line for line in lines), lines
     unchanged, _ = transition(status, Judged(10, 1, 0))
-    assert unchanged.node_strikes == {"n2": 1}
+    assert unchanged.node_strikes == {"n2": 1} and unchanged.excluded_nodes == []
+
+
+def test_exclude_after_is_the_chains_setting() -> None:
+    status = ChainStatus(chain_id="c", runner_live=True)
+    once, _ = transition(status, Judged(10, 1, 0, blamed=("n2",), exclude_after=1))
+    assert once.excluded_nodes == ["n2"]
+    never, _ = transition(ChainStatus(chain_id="c", runner_live=True, node_strikes={"n2": 5}),
+                          Judged(10, 1, 0, blamed=("n2",), exclude_after=0))
+    assert never.node_strikes == {"n2": 6} and never.excluded_nodes == []
 
 
 def test_resume_resets_strikes_only_when_asked() -> None:
-    status = ChainStatus(chain_id="c", node_strikes={"n2": 2})
+    status = ChainStatus(chain_id="c", node_strikes={"n2": 2}, excluded_nodes=["n2"])
     kept, _ = transition(status, Resumed())
-    assert kept.node_strikes == {"n2": 2}
+    assert kept.node_strikes == {"n2": 2} and kept.excluded_nodes == ["n2"]
     reset, effects = transition(status, Resumed(reset_excluded=True))
-    assert reset.node_strikes == {} and "n2" in getattr(effects[0], "line", "")
+    assert reset.node_strikes == {} and reset.excluded_nodes == [] and "n2" in getattr(effects[0], "line", "")
 
 
 def _chain(tmp_path: Path, fake: FakeBackend) -> tuple[ChainDir, Any, ChainStatus]:
@@ -96,8 +106,18 @@ def test_a_lost_node_of_two_is_the_one_blamed(tmp_path: Path) -> None:
     assert chain.load_status().node_strikes == {"n2": 1}  # type: ignore[union-attr]
 
 
+def test_a_requeue_with_a_node_down_is_that_nodes_failure(tmp_path: Path) -> None:
+    """A node failure requeues the runner as a preemption would: the down node tells them apart."""
+    fake = FakeBackend()
+    fake.down = {"n2"}
+    chain, settings, status = _chain(tmp_path, fake)
+    _judge(chain, settings, status, fake, ["n1", "n2"], preempted=True)
+    assert chain.load_status().node_strikes == {"n2": 1}  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("outcome", [{"slurm_state": JobState.FAILED}, {"slurm_state": None},
-                                     {"slurm_state": JobState.PREEMPTED}, {"slurm_state": JobState.TIMEOUT}])
+                                     {"slurm_state": JobState.PREEMPTED}, {"slurm_state": JobState.TIMEOUT},
+                                     {"preempted": True}, {"requeued": True}])
 def test_an_apps_own_failure_or_a_preemption_blames_no_node(tmp_path: Path, outcome: dict[str, Any]) -> None:
     fake = FakeBackend()
     chain, settings, status = _chain(tmp_path, fake)
