@@ -126,9 +126,11 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
         _wait_job_state(lost, ("NODE_FAIL",), 30)
         info = _wait_job_state(requeued, ("PENDING",), 30)
         assert info["Restarts"] == "1", info
-        history = wait_until(lambda: "NODE_FAIL" in (h := _run("sacct", "-D", "-n", "-X", "-P", "-j", requeued,
-                                                                 "-o", "State")) and h,
-                             30, interval=1, what=f"job {requeued}'s NODE_FAIL record in sacct -D")
+        def node_fail_record() -> str | None:
+            records = _run("sacct", "-D", "-n", "-X", "-P", "-j", requeued, "-o", "State")
+            return records if "NODE_FAIL" in records else None
+
+        history = wait_until(node_fail_record, 30, interval=1, what=f"job {requeued}'s NODE_FAIL record in sacct -D")
         assert _job(beside)["JobState"] == "RUNNING"
         print(f"n2 not responding after {not_responding:.0f} s, down after {down:.0f} s; "
               f"requeued job's records: {history.split()}, {info['Reason']}, EligibleTime {info['EligibleTime']}")
