@@ -37,8 +37,10 @@ def submit_runner_job(chain: ChainDir, backend: Backend, status: ChainStatus, na
     """One sbatch of the runner script as ``name``: every runner submission
     of the chain goes through here, so none lands on a node the chain
     excluded (``core.exclusion``)."""
-    return backend.submit(chain.scripts / RUNNER_SCRIPT, job_name=name, dependency=dependency, cwd=workdir,
-                          exclude=status.excluded_nodes)
+    script = chain.scripts / RUNNER_SCRIPT
+    if not status.excluded_nodes:  # a Backend written before ``exclude`` keeps working
+        return backend.submit(script, job_name=name, dependency=dependency, cwd=workdir)
+    return backend.submit(script, job_name=name, dependency=dependency, cwd=workdir, exclude=status.excluded_nodes)
 
 
 def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -87,7 +87,7 @@ class SlowSbatch(FakeBackend):
         self.in_flight = self.most = 0
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
-               env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+               env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = ()) -> str:
         with self.lock:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
