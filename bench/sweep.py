@@ -555,7 +555,7 @@ def main() -> int:
 def rerender(path: Path) -> int:
     results = json.loads(path.read_text())
     for r in results["runs"]:
-        r["hooks_s"] = hook_seconds(sorted(Path(r["workdir"]).glob("c[0-9]*")))
+        r["hooks_s"] = hook_seconds(sorted(Path(r["workdir"]).glob("c[0-9]*"))) or r.get("hooks_s")
     write_results(path.parent, path.stem, results, render(results))
     return 0
 

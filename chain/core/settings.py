@@ -81,7 +81,7 @@ class Settings:
     retries: int = 0
     adaptive_margin: bool = True
     lookahead: bool = False
-    step_aside_after: int = 60
+    step_aside_after: int = 10
     stall_timeout: int = 0
     exclude_after: int = 2
     hooks: tuple[str, ...] = ()
