@@ -73,6 +73,7 @@ def _wait_job_state(job: str, states: tuple[str, ...], timeout: float) -> dict[s
 
 
 @pytest.mark.slurm
+@pytest.mark.multinode
 @pytest.mark.alone  # restarts the cluster with three nodes: every other test's jobs would be lost
 def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, tmp_path: Path) -> None:
     restart_cluster(slurm_cluster, "--nodes", "3")
