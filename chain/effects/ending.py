@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome
-from chain.core.exclusion import blamed
+from chain.core.exclusion import asks_node_states, blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
 from chain.core.protocol import CancelledUnjudged, Ended, Ending, Judged
@@ -45,24 +45,18 @@ def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, ou
 
 
 def _blamed(chain: ChainDir, record: RunnerRecord | None, outcome: Outcome, backend: Backend | None) -> tuple[str, ...]:
-    """The nodes to blame for a runner that stalled or whose node failed
-    (NODE_FAIL, BOOT_FAIL; or taken back by Slurm while one of its nodes is
-    down: a node failure requeues the job, as a preemption may). An app's own
-    failure is the app's, and a preemption nobody's."""
-    bad = outcome.stalled is not None or outcome.slurm_state in (JobState.NODE_FAIL, JobState.BOOT_FAIL)
+    """The nodes ``core.exclusion`` puts the runner's end on, sinfo asked
+    which of its nodes are down when the rule depends on it."""
+    failed = outcome.stalled is not None or outcome.slurm_state in (JobState.NODE_FAIL, JobState.BOOT_FAIL)
     taken_back = outcome.preempted or outcome.requeued or outcome.slurm_state is JobState.PREEMPTED
     nodes = record.nodes if record else []
-    if not (bad or taken_back) or not nodes or backend is None and not bad:
-        return ()
     down: set[str] = set()
-    if backend is not None and (len(nodes) > 1 or not bad):
+    if backend is not None and asks_node_states(nodes, failed=failed, taken_back=taken_back):
         try:
             down = backend.down_nodes(nodes)
         except SchedulerError as exc:
             chain.log(f"could not ask which of the nodes {','.join(nodes)} are down: {exc}")
-    if not bad:  # taken back: a node failure only when one of its nodes is down
-        return tuple(n for n in nodes if n in down)
-    return tuple(blamed(nodes, down, bad))
+    return tuple(blamed(nodes, down, failed=failed, taken_back=taken_back))
 
 
 def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None,

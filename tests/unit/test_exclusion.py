@@ -16,7 +16,7 @@ from chain import api
 from chain.backends.slurm.parse import down_nodes
 from chain.cli.commands import app
 from chain.core.decision import Outcome, Policy, Progress, decide
-from chain.core.exclusion import blamed, excluded, struck
+from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
 from chain.core.protocol import Judged, Resumed, transition
 from chain.effects.ending import record_judgment
@@ -26,11 +26,21 @@ from chain.store.records import RunnerPhase, RunnerRecord
 
 
 def test_a_down_node_is_blamed_before_any_other() -> None:
-    assert blamed(["n1", "n2"], {"n2"}, True) == ["n2"]
-    assert blamed(["n1"], set(), True) == ["n1"]  # one node: its own
-    assert blamed(["n1", "n2"], set(), True) == []  # several, all up: no way to tell
-    assert blamed(["n1", "n2"], {"n2"}, False) == []  # a good runner blames nobody
-    assert blamed([], {"n2"}, True) == []
+    assert blamed(["n1", "n2"], {"n2"}, failed=True) == ["n2"]
+    assert blamed(["n1"], set(), failed=True) == ["n1"]  # one node: its own
+    assert blamed(["n1", "n2"], set(), failed=True) == []  # several, all up: no way to tell
+    assert blamed(["n1", "n2"], {"n2"}, failed=False) == []  # a good runner blames nobody
+    assert blamed([], {"n2"}, failed=True) == []
+
+
+def test_a_runner_taken_back_blames_only_a_down_node() -> None:
+    assert blamed(["n1", "n2"], {"n2"}, failed=False, taken_back=True) == ["n2"]  # a node failure's requeue
+    assert blamed(["n1"], set(), failed=False, taken_back=True) == []  # a preemption: nobody's
+    assert asks_node_states(["n1"], failed=False, taken_back=True)
+    assert not asks_node_states(["n1"], failed=True, taken_back=False)  # one node failed: its own
+    assert asks_node_states(["n1", "n2"], failed=True, taken_back=False)
+    assert not asks_node_states(["n1", "n2"], failed=False, taken_back=False)
+    assert not asks_node_states([], failed=True, taken_back=True)
 
 
 def test_two_strikes_exclude_a_node() -> None:

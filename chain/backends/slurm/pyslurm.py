@@ -344,24 +344,24 @@ class PyslurmBackend(Backend):
                     raise
         self.retry.call(attempt)
 
-    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
-        """With sinfo, as the CLI backend does (asked only after a runner lost a node or stalled)."""
+    def _clients(self) -> Backend:
+        """Slurm's command-line clients, for the rare requests pyslurm's job
+        API does not cover (node states, a dependency dropped, slurmdbd's limits)."""
         from chain.backends.slurm.cli import SlurmCliBackend
 
-        return SlurmCliBackend(retry=self.retry).down_nodes(nodes)
+        return SlurmCliBackend(retry=self.retry)
+
+    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        """With sinfo (asked only after a runner lost a node or stalled)."""
+        return self._clients().down_nodes(nodes)
 
     def release(self, job_id: str) -> None:
-        """With scontrol, as the CLI backend does (one rare call, at a preemption)."""
-        from chain.backends.slurm.cli import SlurmCliBackend
-
-        SlurmCliBackend(retry=self.retry).release(job_id)
+        """With scontrol (one rare call, at a preemption)."""
+        self._clients().release(job_id)
 
     def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
-        """Read with Slurm's clients (sacctmgr, as the CLI backend does): the
-        limits are slurmdbd's, which pyslurm's job API does not cover."""
-        from chain.backends.slurm.cli import SlurmCliBackend
-
-        return SlurmCliBackend(retry=self.retry).job_limits(account=account, qos=qos, partition=partition)
+        """With sacctmgr: the limits are slurmdbd's."""
+        return self._clients().job_limits(account=account, qos=qos, partition=partition)
 
     def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
         job = self._load(job_id)
