@@ -18,7 +18,6 @@ from chain.api.config import (
     stored_settings,
 )
 from chain.api.listing import register
-from chain.app import atomic as app_atomic
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
@@ -36,6 +35,7 @@ from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainDirError, CheckpointError, ConfigError
+from chain.primitives import atomic
 from chain.store import (
     ChainDir,
     ChainStatus,
@@ -340,7 +340,7 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
 def _write_script(path: Path, text: str) -> None:
     """A job script: executable by its owner only, written atomically (a
     symlink planted at the temporary name is not followed)."""
-    app_atomic.write_text_atomic(path, text, mode=0o700)
+    atomic.write_text_atomic(path, text, mode=0o700)
 
 
 FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook

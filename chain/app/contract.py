@@ -21,51 +21,17 @@ checkpoint) prints the counter, one integer, and exits 0; it exits
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 
+# the codes, the signal parser and the helpers' place are the chain's too: one
+# definition each, in chain.primitives, named here for the app side
+from chain.primitives.codes import NO_CHECKPOINT_EXIT, ExitCode
+from chain.primitives.paths import shell_helpers_dir
+from chain.primitives.signals import signal_named, spelled
+
 __all__ = ["NO_CHECKPOINT_EXIT", "AppEnv", "ExitCode", "shell_helpers_dir", "signal_named"]
-
-NO_CHECKPOINT_EXIT = 100
-"""A ``--counter-cmd`` command's exit status for "no checkpoint yet" (counter 0):
-any other non-zero status is an error, so a typo never reads as a fresh start."""
-
-
-class ExitCode(IntEnum):
-    """The app's side of the runner contract."""
-
-    DONE = 0
-    """Every iteration is done: counter == MAX_ITER."""
-    TEMPFAIL = 75
-    """EX_TEMPFAIL: checkpointed and stopped on a termination warning."""
-    STOPPED = 99
-    """Checkpointed and stopped voluntarily (stop signal or deadline)."""
-
-
-def signal_named(name: str) -> signal.Signals | None:
-    """A signal from its name as users write it (``TERM``, ``sigint``,
-    ``SIGUSR1``); None when there is no such signal. The one parser of
-    signal names, for the app side and the chain alike."""
-    name = name.strip().upper()
-    if not name:
-        return None
-    try:
-        return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
-    except KeyError:
-        return None
-
-
-def shell_helpers_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Where ``chain.sh`` and ``chain.R`` live: ``$CHAIN_SHELL_HELPERS`` when
-    set, else the ``shell`` directory shipped inside the ``chain`` package."""
-    env = os.environ if environ is None else environ
-    given = env.get("CHAIN_SHELL_HELPERS")
-    if given:
-        return Path(given)
-    return Path(__file__).resolve().parent.parent / "shell"
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None) -> int:
@@ -125,10 +91,7 @@ class AppEnv:
             ckpt_path=Path(env.get("CKPT_PATH") or ckpt_path),
             checkpoint_every=max(1, _int(env, "CHECKPOINT_EVERY", checkpoint_every)),
             deadline=deadline,
-            stop_signal=(env.get("CHAIN_STOP_SIGNAL") or "TERM")
-            .strip()
-            .upper()
-            .removeprefix("SIG"),
+            stop_signal=spelled(env.get("CHAIN_STOP_SIGNAL") or "TERM"),
             shell_helpers=shell_helpers_dir(env),
             job_id=env.get("SLURM_JOB_ID") or None,
         )

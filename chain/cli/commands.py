@@ -18,6 +18,7 @@ from chain import __version__
 from chain.cli.group import ChainGroup
 from chain.cli.options import setting_flags, with_setting_options
 from chain.errors import ChainError
+from chain.primitives.codes import CliExit
 
 app = typer.Typer(
     cls=ChainGroup,
@@ -195,7 +196,7 @@ def _stopped_watching(directory: Path, again: str) -> int:
     newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
     typer.echo(f"{newline}chain: stopped watching; the chain goes on (its jobs keep running). "
                f"Watch it again with: {again} --chain-dir {shlex.quote(str(directory))}", err=True)
-    return 130
+    return CliExit.INTERRUPTED
 
 
 def _watch_until_ended(directory: Path, interval: float, history: int | None) -> int:
@@ -304,7 +305,7 @@ def list_chains(
 @app.command("shell-helpers")
 def shell_helpers() -> None:
     """Print the directory holding chain.sh and chain.R (source them in apps)."""
-    from chain.app.contract import shell_helpers_dir
+    from chain.primitives.paths import shell_helpers_dir
 
     typer.echo(str(shell_helpers_dir({})))
 

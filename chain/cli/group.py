@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 _NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
 
 from chain.errors import ChainError
+from chain.primitives.codes import CliExit
 
 
 def _silence_stdout() -> None:
@@ -74,7 +75,7 @@ class ChainGroup(typer.core.TyperGroup):
             sys.exit(exc.exit_code)
         except typer.Abort:
             typer.echo("chain: aborted", err=True)
-            sys.exit(130)
+            sys.exit(CliExit.INTERRUPTED)
         except click.exceptions.ClickException as exc:
             if _NO_ARGS_HELP is not None and isinstance(exc, _NO_ARGS_HELP):
                 typer.echo(exc.format_message())
@@ -82,11 +83,11 @@ class ChainGroup(typer.core.TyperGroup):
             typer.echo(f"chain: error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
-            sys.exit(130)
+            sys.exit(CliExit.INTERRUPTED)
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get("CHAIN_DEBUG"):
                 raise
             typer.echo(f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)",
                        err=True)
-            sys.exit(70)
+            sys.exit(CliExit.BUG)
         sys.exit(result if isinstance(result, int) else 0)

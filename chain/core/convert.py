@@ -16,10 +16,10 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from chain.app.contract import signal_named
 from chain.core.counterspec import SpecError, compile_progress_pattern, parse_counter_spec
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
+from chain.primitives import signals
 
 MAX_INT = 10**15  # beyond any counter or second count; keeps every sum a finite float
 
@@ -124,12 +124,12 @@ def choice(kind: type[enum.Enum]) -> Callable[[Any, str], Any]:
 
 def signal_name(value: Any, what: str) -> str:
     """A signal the app can catch, as its name without SIG (``TERM``)."""
-    sig = signal_named(text(value, what))
+    sig = signals.signal_named(text(value, what))
     if sig is None:
         raise ConfigError(f"{what} {value!r} is not a signal name (e.g. TERM, INT, USR1)")
     if sig in (signal.SIGKILL, signal.SIGSTOP):
         raise ConfigError(f"{what} {value!r} cannot be caught: the app could not checkpoint")
-    return sig.name.removeprefix("SIG")
+    return signals.signal_name(sig)
 
 
 def shell_words(value: Any, what: str) -> str:

@@ -14,15 +14,11 @@ from dataclasses import dataclass, replace
 from chain.core.model import (
     CONTINUE_CODES,
     CONTINUE_STATES,
-    EXIT_CHECKPOINTED,
-    EXIT_DONE,
-    EXIT_NO_ADVANCE,
-    EXIT_TEMPFAIL,
-    EXIT_TIMEOUT_ADVANCED,
     ChainState,
     JobState,
 )
 from chain.core.runner_rules import STOPPED_ON_SIGNAL
+from chain.primitives.codes import RunnerExit
 
 
 class Verdict(str, enum.Enum):
@@ -171,7 +167,7 @@ def _out_of_memory(outcome: Outcome, policy: Policy, progress: Progress) -> Deci
 
 
 def _done(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
-    if outcome.exit_code != EXIT_DONE or outcome.slurm_state not in (None, JobState.COMPLETED):
+    if outcome.exit_code != RunnerExit.DONE or outcome.slurm_state not in (None, JobState.COMPLETED):
         return None
     if outcome.iter_after >= policy.max_iter:
         return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Progress())
@@ -252,7 +248,7 @@ RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done
 
 def _failure_reason(outcome: Outcome) -> str:
     state, code, counter = outcome.slurm_state, outcome.exit_code, _counter(outcome)
-    if code == EXIT_NO_ADVANCE and outcome.recorded and outcome.stop_signalled and state in (None, JobState.FAILED):
+    if code == RunnerExit.NO_ADVANCE and outcome.recorded and outcome.stop_signalled and state in (None, JobState.FAILED):
         return f"the app was stopped at the deadline but {_no_advance(outcome)}"
     if not outcome.recorded:
         what = state.value if state else "ended"
@@ -263,7 +259,7 @@ def _failure_reason(outcome: Outcome) -> str:
 
 
 def _continue_reason(code: int | None, state: JobState | None, detail: str = "") -> str:
-    on_signal = code == EXIT_TIMEOUT_ADVANCED and detail.startswith(STOPPED_ON_SIGNAL)
+    on_signal = code == RunnerExit.TIMEOUT_ADVANCED and detail.startswith(STOPPED_ON_SIGNAL)
     if on_signal and state in (None, JobState.COMPLETED):
         # the app exited by itself after chain's signal (any code, 0 too): say so, not "stopped at the deadline"
         return detail
@@ -271,11 +267,12 @@ def _continue_reason(code: int | None, state: JobState | None, detail: str = "")
         return f"runner ended {state.value}"
     if state is JobState.CANCELLED:
         return "runner cancelled by the chain"
-    return {
-        EXIT_CHECKPOINTED: "app exited 99 (checkpointed)",
-        EXIT_TIMEOUT_ADVANCED: "runner stopped the app at the deadline (124)",
-        EXIT_TEMPFAIL: "app exited 75 (stopped on a termination warning)",
-    }.get(code or 0, f"runner exit {code}")
+    handed_over: dict[int, str] = {
+        RunnerExit.CHECKPOINTED: "app exited 99 (checkpointed)",
+        RunnerExit.TIMEOUT_ADVANCED: "runner stopped the app at the deadline (124)",
+        RunnerExit.TEMPFAIL: "app exited 75 (stopped on a termination warning)",
+    }
+    return handed_over.get(code or 0, f"runner exit {code}")
 
 
 def _failure(outcome: Outcome, policy: Policy, progress: Progress, reason: str) -> Decision:

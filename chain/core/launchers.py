@@ -16,7 +16,7 @@ import re
 import shlex
 import signal
 
-from chain.app.contract import signal_named
+from chain.primitives.signals import signal_name, signal_named
 
 FORWARDED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 """The signals torchrun's agent passes on to its workers."""
@@ -61,7 +61,7 @@ def torchrun_signal_warning(command: str, stop_signal: str) -> str | None:
     sig = signal_named(stop_signal)
     if launcher is None or sig is None or sig in FORWARDED:
         return None
-    name = sig.name.removeprefix("SIG")
+    name = signal_name(sig)
     return (f"--stop-signal {name} with {launcher} in --app-cmd: {launcher} forwards only "
             f"INT, TERM, HUP and QUIT to its workers, so they would never get {name} and "
             "checkpoint; use --stop-signal TERM (or INT)")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import enum
 
-from chain.app import atomic as app_atomic
-from chain.app.contract import ExitCode
 from chain.errors import CheckpointError
+from chain.primitives import atomic
+from chain.primitives.codes import CliExit, RunnerExit
 
 
 class JobState(str, enum.Enum):
@@ -100,15 +100,8 @@ _SHORT_STATES = {
 }
 
 
-# The runner's exit contract (the seed's, plus EX_TEMPFAIL from seed 000).
-# The app's codes are defined once, in chain.app.contract (the app side imports
-# nothing else of chain); 1 and 124 are the runner's own.
-EXIT_DONE = int(ExitCode.DONE)
-EXIT_NO_ADVANCE = 1
-EXIT_TEMPFAIL = int(ExitCode.TEMPFAIL)
-EXIT_CHECKPOINTED = int(ExitCode.STOPPED)
-EXIT_TIMEOUT_ADVANCED = 124
-CONTINUE_CODES = frozenset({EXIT_CHECKPOINTED, EXIT_TIMEOUT_ADVANCED, EXIT_TEMPFAIL})
+# The runner's codes that hand over to the next runner (the table: chain.primitives.codes).
+CONTINUE_CODES = frozenset({RunnerExit.CHECKPOINTED, RunnerExit.TIMEOUT_ADVANCED, RunnerExit.TEMPFAIL})
 # Slurm ended the runner but the app may have checkpointed before it did.
 CONTINUE_STATES = frozenset({JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL})
 
@@ -129,12 +122,12 @@ class ChainState(str, enum.Enum):
     def exit_code(self) -> int:
         """What ``chain submit --wait`` and ``chain status --watch`` exit with
         once the chain has ended in this state (README: exit codes)."""
-        return _END_EXIT_CODES.get(self, 0)
+        return _END_EXIT_CODES.get(self, CliExit.OK)
 
 
 # 0 only for a completed chain; distinct from the ChainError codes 1-4 and 70.
-_END_EXIT_CODES = {ChainState.COMPLETED: 0, ChainState.FAILED: 10, ChainState.STOPPED: 11,
-                   ChainState.CANCELLED: 12}
+_END_EXIT_CODES = {ChainState.COMPLETED: CliExit.OK, ChainState.FAILED: CliExit.CHAIN_FAILED,
+                   ChainState.STOPPED: CliExit.CHAIN_STOPPED, ChainState.CANCELLED: CliExit.CHAIN_CANCELLED}
 
 
 def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
@@ -142,14 +135,14 @@ def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
 
     The seed's ``tr -cd 0-9`` read ``v2 iter 10`` as 210 and an unreadable
     file as 0 (restarting the work); this refuses both. The parser is the app
-    side's (``chain.app.atomic``); this gives its error the chain's form.
+    side's too (``chain.primitives.atomic``); this gives its error the chain's form.
     """
     try:
-        return app_atomic.parse_counter(text, path)
-    except app_atomic.CounterFormatError as exc:
+        return atomic.parse_counter(text, path)
+    except atomic.CounterFormatError as exc:
         raise counter_error(path, exc) from None
 
 
-def counter_error(path: object, exc: app_atomic.CounterFormatError) -> CheckpointError:
+def counter_error(path: object, exc: atomic.CounterFormatError) -> CheckpointError:
     """The chain's one-line error for a counter that is not a plain integer."""
     return CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {exc.text!r}")

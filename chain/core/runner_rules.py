@@ -14,12 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.core.model import CONTINUE_CODES, EXIT_DONE, EXIT_NO_ADVANCE, EXIT_TIMEOUT_ADVANCED
-
-EXIT_PREFLIGHT = 2  # modules could not be loaded: the app never ran
-EXIT_BAD_CHECKPOINT = 3  # the counter is not a plain integer
-EXIT_CANNOT_START = 127  # the app's command could not be started
-EXIT_APP_ALIVE = 5  # an earlier app of the chain still ran until the stop time: not started
+from chain.core.model import CONTINUE_CODES
+from chain.primitives.codes import RunnerExit
 
 STOPPED_ON_SIGNAL = "app stopped on the signal"  # the account of an app that exited when asked to stop
 
@@ -76,8 +72,8 @@ def classify_exit(app_rc: int, we_stopped: bool, advanced: bool, *, reached_max:
     """
     if we_stopped:
         if reached_max:
-            return EXIT_DONE
-        return EXIT_TIMEOUT_ADVANCED if advanced else EXIT_NO_ADVANCE
+            return RunnerExit.DONE
+        return RunnerExit.TIMEOUT_ADVANCED if advanced else RunnerExit.NO_ADVANCE
     return app_rc
 
 
@@ -89,7 +85,7 @@ def job_exit_code(code: int) -> int:
     and ``--mail-type=FAIL`` does not mail at every handoff. The contract
     code stays in the runner's record, ``chain status`` and ``usage.csv``.
     """
-    return 0 if code in (EXIT_DONE, *CONTINUE_CODES) else code
+    return 0 if code in (RunnerExit.DONE, *CONTINUE_CODES) else code
 
 
 def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, external: str | None,
@@ -98,7 +94,7 @@ def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, exter
     ``supervise.AppEnd.how``; ``exit_code`` the app's exit status when it
     exited by itself (None: killed by a signal)."""
     if not stop_sent:  # the app ended on its own: done, or a failure
-        if exit_code == EXIT_DONE:
+        if exit_code == RunnerExit.DONE:
             return f"app finished (exit 0) after {ran:.1f} s"
         return f"{how} after {ran:.1f} s, before the stop signal"
     if exit_code is not None and not external and not killed:

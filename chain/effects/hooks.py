@@ -19,6 +19,7 @@ from typing import IO, Any
 from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.effects.appenv import app_environ, app_umask
+from chain.primitives.codes import HOOK_TIMED_OUT
 from chain.store import ChainDir, ChainStatus
 
 # The seed's convention: these scripts in the working directory run if present.
@@ -84,7 +85,7 @@ def run_hooks(
                 env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value,
                            CHAIN_REASON=reason)
                 entry["rc"] = _run_bounded(argv, workdir, log, env, max(1.0, left))
-            if entry["rc"] == 124:
+            if entry["rc"] == HOOK_TIMED_OUT:
                 entry["error"] = f"timed out after {max(1.0, left):.0f}s (the time the job had left)"
         except OSError as exc:
             entry["rc"] = 127
@@ -115,4 +116,4 @@ def _run_bounded(argv: list[str], workdir: Path, log: IO[str], env: dict[str, st
             except subprocess.TimeoutExpired:
                 continue
         proc.wait()
-        return 124
+        return HOOK_TIMED_OUT

@@ -36,9 +36,9 @@ def job_context(chain_dir: str) -> tuple[ChainDir, Settings, Backend, Path]:
 
 def submitter_main(chain_dir: str, environ: Mapping[str, str] = os.environ) -> int:
     """The submitter job; its exit code."""
-    from chain.jobs.output import keep_job_output
     from chain.jobs.sigterm import restart_count
     from chain.jobs.submitter import Submitter
+    from chain.primitives.output import keep_job_output
 
     keep_job_output()  # a full disk under the job's log must not end the submitter
     chain, settings, backend, workdir = job_context(chain_dir)
@@ -50,8 +50,8 @@ def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[st
     """A runner job; its exit code as the job's (``job_exit_code``)."""
     from chain.core.runner_rules import job_exit_code
     from chain.jobs import runner
-    from chain.jobs.output import keep_job_output
     from chain.jobs.supervise import die_with_parent
+    from chain.primitives.output import keep_job_output
 
     die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
     keep_job_output()  # a full disk under the job's log must not end the runner

@@ -18,17 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from chain.app.contract import shell_helpers_dir
 from chain.backends.base import Backend
 from chain.core.clock import steady_clock
 from chain.core.decision import missing_counter
 from chain.core.hostlist import expand_hostlist
 from chain.core.names import runner_name, runner_seq
 from chain.core.runner_rules import (
-    EXIT_APP_ALIVE,
-    EXIT_BAD_CHECKPOINT,
-    EXIT_CANNOT_START,
-    EXIT_PREFLIGHT,
     Schedule,
     classify_exit,
     describe_exit,
@@ -51,6 +46,9 @@ from chain.jobs.supervise import (
     group_sender,
     supervise,
 )
+from chain.primitives.codes import RunnerExit
+from chain.primitives.paths import shell_helpers_dir
+from chain.primitives.signals import signal_name, signal_named
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_chain_counter, read_counter_state, saved_at
 from chain.store.records import RunnerPhase, RunnerRecord
@@ -168,10 +166,10 @@ def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: 
     try:
         record.iter_before = read_chain_counter(settings, workdir)
     except CheckpointError as exc:
-        return _end(chain, record, EXIT_BAD_CHECKPOINT, clock(), str(exc))
+        return _end(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), str(exc))
     if preflight_error:
         record.iter_after = record.iter_before
-        return _end(chain, record, EXIT_PREFLIGHT, clock(), preflight_error)
+        return _end(chain, record, RunnerExit.PREFLIGHT, clock(), preflight_error)
     plan = plan_schedule(clock(), settings.runner_seconds, _margin(settings, status), slurm_end)
     return _run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
 
@@ -205,7 +203,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     if not lock.acquire(until=plan.stop_at, clock=clock, sleep=sleep):
         lock.close()
         record.iter_after = record.iter_before
-        return _end(chain, record, EXIT_APP_ALIVE, clock(),
+        return _end(chain, record, RunnerExit.APP_ALIVE, clock(),
                     "an earlier app of this chain is still running: not starting a second one")
     argv = ["bash", "-c", settings.app_cmd]
     if settings.launch_mode is LaunchMode.SRUN:
@@ -218,7 +216,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
                  f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}")
     signals = Signals()
     signals.install()
-    stop_sig = signal.Signals[f"SIG{settings.stop_signal}"]
+    stop_sig = signal_named(settings.stop_signal) or signal.SIGTERM  # the settings checked the name
     offset = log_offset() if settings.progress_pattern else None  # the app's output starts here
     try:
         # the app holds the lock (an inherited descriptor) for as long as it
@@ -229,7 +227,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
                                 preexec_fn=lambda: die_with_parent(stop_sig))  # noqa: PLW1509
     except OSError as exc:
         record.iter_after = record.iter_before
-        return _end(chain, record, EXIT_CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")
+        return _end(chain, record, RunnerExit.CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")
     finally:
         lock.close()
     record.app_start = clock()
@@ -328,7 +326,7 @@ def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: Runner
             if sig == signal.SIGKILL:
                 proc.kill()
             else:
-                backend.cancel(record.job_id, signal=signal.Signals(sig).name.removeprefix("SIG"), steps_only=True)
+                backend.cancel(record.job_id, signal=signal_name(sig), steps_only=True)
         except ProcessLookupError:
             pass
         except ChainError as exc:
@@ -347,7 +345,7 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
     # the app saw a stop signal either way (an outside one is forwarded as the stop signal): an exit 0
     # after it is a save-and-exit, judged by its counter, never "done" below MAX_ITER
     we_stopped = end.stop_sent is not None and (end.external is None or end.app_exit_code == 0)
-    code = EXIT_BAD_CHECKPOINT if counter_error else \
+    code = RunnerExit.BAD_CHECKPOINT if counter_error else \
         classify_exit(end.app_exit_code, we_stopped, record.iter_after > before,
                       reached_max=record.iter_after >= settings.max_iter)
     record.app_exit_code, record.stop_sent, record.external_signal = end.app_exit_code, end.stop_sent, end.external
@@ -372,7 +370,7 @@ def _end(chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: 
     record.status, record.exit_code, record.end, record.detail = RunnerPhase.ENDED, code, when, detail
     record.superseded = superseded
     chain.write_runner_record(record)
-    if not superseded and code in (EXIT_BAD_CHECKPOINT, EXIT_PREFLIGHT):
+    if not superseded and code in (RunnerExit.BAD_CHECKPOINT, RunnerExit.PREFLIGHT):
         _say(record, detail)
     return code
 

@@ -22,8 +22,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.app.atomic import CounterFormatError, parse_counter
-from chain.app.contract import NO_CHECKPOINT_EXIT
 from chain.core.counterspec import (
     CounterKind,
     CounterSpec,
@@ -34,6 +32,8 @@ from chain.core.counterspec import (
 from chain.core.decision import COUNTER_CMD_LABEL
 from chain.core.settings import Settings
 from chain.errors import CheckpointError
+from chain.primitives.atomic import CounterFormatError, parse_counter
+from chain.primitives.codes import NO_CHECKPOINT_EXIT
 from chain.store.jsonio import read_counter
 
 COUNTER_CMD_TIMEOUT = 120.0  # seconds a --counter-cmd command (or the torch reader) may take

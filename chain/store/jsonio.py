@@ -8,16 +8,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from chain.app import atomic as app_atomic
 from chain.core.model import counter_error
 from chain.errors import ChainDirError, CheckpointError
+from chain.primitives import atomic
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` so a reader sees the old or the new file
-    (``chain.app.atomic``'s write: temporary, fsync, rename, directory fsync)."""
+    (``chain.primitives.atomic``'s write: temporary, fsync, rename, directory fsync)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    app_atomic.write_json_atomic(path, data)
+    atomic.write_json_atomic(path, data)
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -67,8 +67,8 @@ def tail_lines(path: Path, count: int, *, max_bytes: int = 16384) -> list[str]:
 def read_counter(path: Path) -> int:
     """The checkpoint counter: missing file -> 0, anything but an integer -> error."""
     try:
-        value = app_atomic.read_counter(path)
-    except app_atomic.CounterFormatError as exc:
+        value = atomic.read_counter(path)
+    except atomic.CounterFormatError as exc:
         raise counter_error(path, exc) from None
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint counter {path}: {exc.strerror}") from None

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from chain.app.contract import NO_CHECKPOINT_EXIT
 from chain.core.counterspec import as_counter
+from chain.primitives.codes import NO_CHECKPOINT_EXIT
 
 
 def counter_of(value: object) -> int | None:

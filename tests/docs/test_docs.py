@@ -138,3 +138,18 @@ def test_troubleshooting_lists_every_reason(module: str) -> None:
     missing = sorted(text for text in reason_fragments((REPO / module).read_text(encoding="utf-8"))
                      if text not in page)
     assert not missing, f"docs/troubleshooting.md lacks these texts of {module}: {missing}"
+
+
+def test_the_exit_code_tables_name_every_code() -> None:
+    """The runner's table in the app contract and the command's codes in the
+    cluster page list every code of chain.primitives.codes, and no other."""
+    from chain.primitives.codes import CliExit, RunnerExit
+
+    contract = (DOCS / "app-contract.md").read_text(encoding="utf-8")
+    table = contract[contract.index("| runner exit |"):].split("\n\n")[0]
+    listed = {int(n) for row in table.splitlines()[2:] for n in re.findall(r"\d+", row.split("|")[1])}
+    assert listed == {int(code) for code in RunnerExit}
+    cluster = " ".join((DOCS / "cluster.md").read_text(encoding="utf-8").split())
+    paragraph = cluster[cluster.index("**Exit codes.**"):cluster.index("**Resume rule.**")]
+    named = {int(n) for n in re.findall(r"\b(\d+) [a-z]", paragraph)}
+    assert named == {int(code) for code in CliExit}, paragraph

@@ -27,7 +27,7 @@ from chain import errors
 from chain.cli import commands, status_view
 from chain.cli.commands import app
 from chain.core.model import ChainState
-from chain.store import ChainDir
+from chain.store import ChainDir, JudgedRunner
 
 runner = CliRunner()
 CHAIN = [sys.executable, "-m", "chain"]
@@ -59,10 +59,10 @@ def test_the_error_family_is_exported_from_chain() -> None:
               if isinstance(value, type) and issubclass(value, errors.ChainError)}
     assert family <= set(chain.__all__)
     assert all(getattr(chain, name) is getattr(errors, name) for name in family)
-    # still cheap: `import chain` loads no API (chain --help stays fast)
+    # still cheap: `import chain` loads no API (chain --help stays fast), only the errors and their codes
     probe = "import chain, sys; print(sorted(m for m in sys.modules if m.startswith('chain')))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "['chain', 'chain.errors']"
+    assert loaded.strip() == "['chain', 'chain.errors', 'chain.primitives', 'chain.primitives.codes']"
 
 
 # --- item 4: a closed stdout ends quietly with 0 -----------------------------------
@@ -140,7 +140,7 @@ def test_a_runner_line_without_a_number_is_not_runner_none(tmp_path: Path) -> No
     from chain.api.status import open_chain
 
     chain_dir = ChainDir(make_chain(tmp_path, 0, ChainState.FAILED))
-    chain_dir.append_runner({"job_id": "77", "state": "FAILED", "verdict": "fail", "reason": "r"})
+    chain_dir.append_runner(JudgedRunner(job_id="77", state="FAILED", verdict="fail", reason="r"))
     source = runner_log(*open_chain(chain_dir.root))
     assert source.what == "runner (job 77)"
 

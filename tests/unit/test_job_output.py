@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from chain.jobs.output import JobOutput
+from chain.primitives.output import JobOutput
 
 
 def test_a_refused_write_is_counted_not_raised() -> None:
@@ -35,7 +35,7 @@ def test_written_lines_arrive_whole_and_in_order() -> None:
 def test_a_job_process_survives_stdout_and_stderr_on_a_full_disk() -> None:
     """The entry's effect in a real process: print and an uncaught error's
     report both go to /dev/full; the process ends with its own exit code."""
-    code = ("from chain.jobs.output import keep_job_output\n"
+    code = ("from chain.primitives.output import keep_job_output\n"
             "keep_job_output()\n"
             "print('runner: stop signal', flush=True)\n"
             "print('warning', file=__import__('sys').stderr)\n"

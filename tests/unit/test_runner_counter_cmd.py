@@ -18,9 +18,9 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.core.decision import Policy, Progress, decide, missing_counter
-from chain.core.runner_rules import EXIT_BAD_CHECKPOINT
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
+from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_counter_state
 from chain.store.records import RunnerRecord
@@ -86,7 +86,7 @@ def test_a_checkpoint_never_written_is_named_by_its_spec(tmp_path: Path) -> None
 def test_a_failing_counter_command_stops_the_runner_with_its_reason(tmp_path: Path) -> None:
     chain, settings = _chain(tmp_path, "exit 0", None, counter_cmd="echo 'cannot open ckpt' >&2; exit 2")
     code, record = _run(tmp_path, chain, settings)
-    assert code == EXIT_BAD_CHECKPOINT
+    assert code == RunnerExit.BAD_CHECKPOINT
     assert record.detail == "--counter-cmd \"echo 'cannot open ckpt' >&2; exit 2\" exited 2: cannot open ckpt"
 
 

@@ -28,6 +28,7 @@ from chain.backends.local.dependency import parse_dependency
 from chain.backends.local.sbatch import Directives, parse_directives, substitute, time_limit
 from chain.backends.local.spool import JobRecord, Spool, current_user, same_process, short_hostname
 from chain.errors import ConfigError, SchedulerError
+from chain.primitives.signals import signal_named
 
 TIME_SCALE_ENV = "CHAIN_LOCAL_TIME_SCALE"  # test knob: multiplies every time limit
 KILL_WAIT_ENV = "CHAIN_LOCAL_KILL_WAIT"  # test knob: KillWait for backends built in jobs
@@ -50,15 +51,10 @@ def env_number(name: str, default: float, *, positive: bool = False) -> float:
 
 
 def _signal_number(name: str) -> signal.Signals:
-    text = name.strip().upper()
-    if text.isdigit():
-        return signal.Signals(int(text))
-    if not text.startswith("SIG"):
-        text = "SIG" + text
-    try:
-        return signal.Signals[text]
-    except KeyError as exc:
-        raise SchedulerError(f"scancel: unknown signal {name!r}") from exc
+    sig = signal_named(name)
+    if sig is None:
+        raise SchedulerError(f"scancel: unknown signal {name!r}")
+    return sig
 
 
 def record_to_info(record: JobRecord) -> JobInfo:

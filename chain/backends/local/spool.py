@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chain.app import atomic as app_atomic
 from chain.core.retry import RetryPolicy
 from chain.errors import SchedulerError
+from chain.primitives import atomic
 
 # A record still without a supervisor this long after submit lost its submitter
 # mid-submit (submit() itself waits for the supervisor to register).
@@ -231,7 +231,7 @@ class Spool:
         and durable (fsync: records must survive a reboot); a file system that
         refuses writes for a while is ridden out (``RetryPolicy.for_storage``)."""
         path, data = self.record_path(record.job_id), record.to_json()
-        self.storage.call(lambda: app_atomic.write_json_atomic(path, data))
+        self.storage.call(lambda: atomic.write_json_atomic(path, data))
 
     def name_dir(self, name: str) -> Path:
         quoted = urllib.parse.quote(name, safe="")

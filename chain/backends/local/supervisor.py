@@ -26,7 +26,7 @@ from chain.backends.local.spool import (
     proc_ticks,
     short_hostname,
 )
-from chain.jobs.output import keep_job_output
+from chain.primitives.output import keep_job_output
 
 POLL = 0.1  # seconds between looks at the spool / the job: local files, cheap
 

@@ -47,6 +47,7 @@ from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
 from chain.core.timefmt import parse_slurm_time, sbatch_minutes
 from chain.errors import ConfigError, SchedulerError
+from chain.primitives.signals import signal_named
 
 T = TypeVar("T")
 
@@ -330,9 +331,10 @@ class PyslurmBackend(Backend):
             try:
                 job = self.pyslurm.Job(int(job_id))
                 if signal:
-                    name = signal.strip().upper()
-                    sig: int | str = int(name) if name.isdigit() else (
-                        name if name.startswith("SIG") else "SIG" + name)
+                    named = signal_named(signal)
+                    if named is None:
+                        raise SchedulerError(f"scancel: unknown signal {signal!r}")
+                    sig = int(named)
                     # pyslurm: steps="children" is every step but the batch one
                     target = "children" if steps_only else "batch"
                     self._once("send_signal", lambda: job.send_signal(sig, steps=target))
