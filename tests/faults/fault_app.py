@@ -31,11 +31,15 @@ from typing import Any
 
 try:
     from chain.app import AppEnv, ExitCode, StopMonitor, read_counter, write_counter
-    from chain.app import atomic as chain_atomic
+    from chain.primitives import (
+        atomic as chain_atomic,  # where the writes live (chain.app names them)
+    )
 except ImportError:  # run from a checkout without installing slurm-chain
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from chain.app import AppEnv, ExitCode, StopMonitor, read_counter, write_counter
-    from chain.app import atomic as chain_atomic
+    from chain.primitives import (
+        atomic as chain_atomic,  # where the writes live (chain.app names them)
+    )
 
 
 class IterLog:
@@ -83,7 +87,7 @@ class RenameGate:
 
     def replace(self, src: Any, dst: Any) -> None:
         caller = sys._getframe(1).f_code
-        if caller.co_name != "write_bytes_atomic" or Path(caller.co_filename) != Path(chain_atomic.__file__):
+        if caller.co_name != "write_bytes_atomic" or caller is not chain_atomic.write_bytes_atomic.__code__:
             raise AssertionError(f"RenameGate called from {caller.co_filename}:{caller.co_name}")
         self.log("inside", self.value)
         if self.delay:
@@ -98,7 +102,7 @@ def main() -> int:
     log = IterLog(os.environ.get("CHAIN_ITER_LOG", "iterations.log"), env.job_id)
     ckpt = Path(env.ckpt_path)
     gate = RenameGate(log)
-    setattr(chain_atomic, "os", gate)  # noqa: B010 - chain.app.atomic's own `os` name only
+    setattr(chain_atomic, "os", gate)  # noqa: B010 - the atomic module's own `os` name only
 
     i = read_counter(ckpt) or 0
     committed = i
