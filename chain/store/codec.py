@@ -4,8 +4,10 @@
 against its type hint (``int``, ``float``, ``str``, ``bool``, enums,
 ``X | None``, ``list[...]``, ``tuple[str, ...]``, ``dict[str, Any]``): a
 record edited by hand or torn by a crash is refused with its path and field,
-never half-used. ``encode`` is the inverse. Keys the reader does not know are
-ignored (a newer writer); missing keys take the field's default.
+never half-used (``lenient``: a field that does not fit takes its default,
+for logs whose old lines are read as far as they go). ``encode`` is the
+inverse. Keys the reader does not know are ignored (a newer writer); missing
+keys take the field's default.
 """
 
 from __future__ import annotations
@@ -46,39 +48,46 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def decode(cls: type[T], data: Any) -> T:
-    """``cls`` from a JSON object, every field checked against its type."""
+def decode(cls: type[T], data: Any, *, lenient: bool = False) -> T:
+    """``cls`` from a JSON object, every field checked against its type
+    (``lenient``: one that does not fit is left out, as if missing)."""
     if not isinstance(data, dict):
         raise RecordError("not a JSON object")
-    hints = _hints(typing.cast(type, cls))  # a class is hashable; mypy cannot see it through type[T]
+    shape = _shape(typing.cast(type, cls))  # a class is hashable; mypy cannot see it through type[T]
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data:
+    for name, hint, _ in shape:
+        if name not in data:
             continue
         try:
-            values[f.name] = _check(hints[f.name], data[f.name])
+            values[name] = _check(hint, data[name])
         except RecordError:
-            raise RecordError(f"bad {f.name} {data[f.name]!r}") from None
-    missing = [f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-               if f.name not in values and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+            if not lenient:
+                raise RecordError(f"bad {name} {data[name]!r}") from None
+    missing = [name for name, _, required in shape if required and name not in values]
     if missing:  # said here: the constructor's TypeError is Python's wording, not a person's
         raise RecordError(f"no {', '.join(missing)}")
     return cls(**values)
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    """A record class's type hints, evaluated once per class: get_type_hints
-    compiles every annotation string anew, which was 3/4 of reading 10 000
-    runner records (``chain status --json``)."""
-    return typing.get_type_hints(cls)
+def _shape(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """A record class's fields: (name, type hint, required), evaluated once
+    per class: get_type_hints compiles every annotation string anew, which
+    was 3/4 of reading 10 000 runner records (``chain status --json``)."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+                 for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _form(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """A hint's origin and arguments (``typing.get_origin``, ``get_args``), once per hint."""
+    return typing.get_origin(hint), typing.get_args(hint)
 
 
 def _check(hint: Any, value: Any) -> Any:
-    origin = typing.get_origin(hint)
+    origin, options = _form(hint)
     if origin in (Union, types.UnionType):
-        options = typing.get_args(hint)
         if value is None and type(None) in options:
             return None
         for option in options:
@@ -92,7 +101,7 @@ def _check(hint: Any, value: Any) -> Any:
     if origin in (list, tuple):
         if not isinstance(value, list):
             raise RecordError(f"is {value!r}, not a list")
-        item = typing.get_args(hint)[0]
+        item = options[0]
         checked = [_check(item, v) for v in value]
         return tuple(checked) if origin is tuple else checked
     if origin is dict:
