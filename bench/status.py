@@ -39,7 +39,7 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     """A completed chain of ``n_runners`` 30 s runners, as chain writes it."""
     from chain import api
     from chain.core.model import ChainState
-    from chain.store import ChainDir, ChainStatus, write_json_atomic
+    from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
     if work.exists():
         shutil.rmtree(work)
@@ -64,7 +64,7 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     # append_runner fsyncs each line: the bulk goes in one write, the last
     # runner through chain's own append_runner
     chain.runners_log.write_text("".join(lines[:-1]))
-    chain.append_runner(json.loads(lines[-1]))
+    chain.append_runner(JudgedRunner(**json.loads(lines[-1])))
     chain.worker_ids.write_text("".join(f"{100000 + i}\n" for i in range(1, n_runners + 1)))
     for i in range(n_runners - 4, n_runners + 1):
         job, start = str(100000 + i), t0 + (i - 1) * 32

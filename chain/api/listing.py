@@ -140,6 +140,7 @@ def _row(directory: Path, now: float) -> ChainRow:
     from chain.api.status import open_chain
     from chain.reporting.metrics import RECENT_RUNNERS, progress_metrics
     from chain.store.jsonio import read_json
+    from chain.store.records import RunnerView
 
     chain, status = open_chain(directory)
     try:
@@ -156,8 +157,7 @@ def _row(directory: Path, now: float) -> ChainRow:
         iteration = _live_counter(settings, status.workdir, iteration)
         runners, _ = chain.recent_runners(RECENT_RUNNERS + 1)
         current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
-        runners += [current.to_json()] if current else []
-        metrics = progress_metrics(runners, iteration, max_iter, now)
+        metrics = progress_metrics(RunnerView.window(runners, current), iteration, max_iter, now)
     return ChainRow(str(directory), status.chain_id, mode, status.state.value, iteration, max_iter,
                     metrics["rate_per_hour"], metrics["eta_seconds"], status.reason)
 

@@ -33,10 +33,8 @@ def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> 
     if seq is not None and seq == status.runner_seq and status.runner_job_id:
         return runner_log(chain, status)
     for entry in reversed(list(chain.iter_runners())):
-        if seq is None or entry.get("seq") == seq:
-            job_id, entry_seq = str(entry.get("job_id", "")), entry.get("seq")
-            return LogSource(runner_name(entry_seq if isinstance(entry_seq, int) else None, job_id), job_id,
-                             chain.runner_output(job_id))
+        if seq is None or entry.seq == seq:
+            return LogSource(runner_name(entry.seq, entry.job_id), entry.job_id, chain.runner_output(entry.job_id))
     raise ChainDirError(f"chain {status.chain_id} has no runner {seq}" if seq is not None else
                         f"chain {status.chain_id} has run no runner yet")
 

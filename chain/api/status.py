@@ -18,40 +18,11 @@ from chain.core.model import ChainState
 from chain.core.settings import Mode
 from chain.errors import ChainDirError, CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter, tail_lines
-from chain.store.codec import RecordError, decode, encode
-from chain.store.records import RunnerRecord
+from chain.store.codec import encode
+from chain.store.records import JudgedRunner, RunnerRecord, RunnerView
 
 METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
 FAILURE_TAIL_LINES = 12
-
-
-@dataclass
-class JudgedRunner:
-    """One line of the runners table (a judged runner, ``runners.jsonl``)."""
-
-    job_id: str = ""
-    seq: int | None = None
-    state: str | None = None
-    exit_code: int | None = None
-    iter_before: int | None = None
-    iter_after: int | None = None
-    verdict: str = ""
-    reason: str = ""
-    start: float | None = None
-    end: float | None = None
-
-    @classmethod
-    def from_entry(cls, entry: Mapping[str, Any]) -> JudgedRunner:
-        """From a ``runners.jsonl`` line; a malformed line keeps what is valid."""
-        known = {k: entry.get(k) for k in cls.__dataclass_fields__ if entry.get(k) is not None}
-        try:
-            return decode(cls, known)
-        except RecordError:
-            return cls(job_id=str(entry.get("job_id", "")), reason=str(entry.get("reason", "")))
-
-    @property
-    def wall(self) -> float | None:
-        return self.end - self.start if self.end is not None and self.start is not None else None
 
 
 @dataclass
@@ -125,7 +96,7 @@ class StatusReport:
     def to_json(self) -> dict[str, Any]:
         data = encode(self)
         data["current_runner"] = self.current_runner.to_json() if self.current_runner else None
-        data["runners"] = [encode(r) for r in self.runners]
+        data["runners"] = [r.table_json() for r in self.runners]
         data["failure"] = encode(self.failure) if self.failure else None
         return data
 
@@ -166,8 +137,8 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
 
     from chain.reporting.metrics import chain_metrics
 
-    metrics = chain_metrics(recent[-METRICS_WINDOW:] + ([current.to_json()] if current else []), iteration,
-                            settings.max_iter, time.time(), ended=status.state.ended)
+    metrics = chain_metrics(RunnerView.window(recent[-METRICS_WINDOW:], current), iteration, settings.max_iter,
+                            time.time(), ended=status.state.ended)
     report = StatusReport(
         chain_id=status.chain_id, state=status.state, iteration=iteration, max_iter=settings.max_iter,
         backend=status.backend, mode=settings.mode.value, reason=status.reason, submitter_cycle=status.submitter_cycle,
@@ -177,7 +148,7 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
         next_job_id=status.next_job_id, next_state=_job_state(slurm, status.next_job_id),
         relay_broken=status.relay_broken,
         excluded_nodes=list(status.excluded_nodes),
-        current_runner=current, runners=[JudgedRunner.from_entry(r) for r in runners], runner_count=total,
+        current_runner=current, runners=runners, runner_count=total,
         hooks=status.hooks, metrics=metrics, outputs=_outputs(chain), created=status.created,
         updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,
         chain_dir=str(chain.root), log=str(chain.log_file), scheduler_error=scheduler_error,
@@ -266,11 +237,9 @@ def _cancelled_outside(status: ChainStatus, slurm: Mapping[str, JobInfo], cancel
     return cancelled_outside(gone[0]) if gone else ""
 
 
-def _failure_output(chain: ChainDir, runner: dict[str, Any] | None) -> FailureOutput | None:
+def _failure_output(chain: ChainDir, runner: JudgedRunner | None) -> FailureOutput | None:
     """The failing runner's output: its path and last lines, for ``chain status``."""
-    if not runner or not isinstance(runner.get("job_id"), str):
+    if runner is None or not runner.job_id:
         return None
-    path = chain.runner_output(runner["job_id"])
-    seq = runner.get("seq")
-    return FailureOutput(runner["job_id"], str(path), tail_lines(path, FAILURE_TAIL_LINES),
-                         seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None)
+    path = chain.runner_output(runner.job_id)
+    return FailureOutput(runner.job_id, str(path), tail_lines(path, FAILURE_TAIL_LINES), seq=runner.seq)

@@ -17,7 +17,7 @@ from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks
 from chain.effects.notify import announce_end
 from chain.errors import SchedulerError
-from chain.store import ChainDir, ChainStatus, runner_entry
+from chain.store import ChainDir, ChainStatus, judged_runner
 from chain.store.records import RunnerRecord
 
 MARGIN_WARNING = "margin does not fit"  # the reason chain status shows while the app's stop does not fit
@@ -32,8 +32,8 @@ def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, ou
     nodes are down)."""
     job_id = status.runner_job_id
     record = chain.runner_record(job_id)
-    chain.judge_runner(runner_entry(
-        status, record.to_json() if record else {}, state=outcome.slurm_state.value if outcome.slurm_state else "",
+    chain.judge_runner(judged_runner(
+        status, record, state=outcome.slurm_state.value if outcome.slurm_state else "",
         exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
         verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
     chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
@@ -125,8 +125,8 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
     judged, forget the queued one, announce the end, save."""
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
-        chain.judge_runner(runner_entry(
-            status, record.to_json(), state="CANCELLED", exit_code=record.exit_code,
+        chain.judge_runner(judged_runner(
+            status, record, state="CANCELLED", exit_code=record.exit_code,
             iter_before=status.iter_before if record.iter_before is None else record.iter_before,
             iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
             reason=reason, recorded=record.ended))

@@ -3,50 +3,38 @@
 No I/O here: callers read the chain's records and ``iterations.log`` and pass
 their contents in, so every function is tested on literal data.
 
-A *runner* is a dict with the keys the runner record (``runners/<id>.json``)
-or the submitter's judgement (a line of ``runners.jsonl``) carry: ``start``,
-``end``, ``iter_before``, ``iter_after`` and, if the runner stopped the app,
-``stop_sent`` (record) or ``stop_to_exit`` (both). Missing or ``None`` values
-are tolerated everywhere.
+A *runner* is a ``chain.store.records.RunnerView``: its own record
+(``runners/<id>.json``) and its judgement (a line of ``runners.jsonl``)
+merged, either of them possibly missing: ``start``, ``end``, ``iter_before``,
+``iter_after`` and, if the runner stopped the app, ``stop_sent`` (record) or
+``stop_to_exit`` (both). Unknown (``None``) values are tolerated everywhere.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from chain.core.decision import PREEMPTED_REASONS
+from chain.store.records import RunnerView
 
 RECENT_RUNNERS = 5  # the rate is measured over the last few runners
 EVENTS = ("start", "iter", "ckpt", "exit")
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
 # --- one runner ------------------------------------------------------------------
 
-def runner_wall(runner: Mapping[str, Any]) -> float | None:
+def runner_wall(runner: RunnerView) -> float | None:
     """Seconds from the runner's start to its end (its own clock), or None."""
-    start, end = _num(runner.get("start")), _num(runner.get("end"))
-    if start is None or end is None:
+    if runner.start is None or runner.end is None:
         return None
-    return max(0.0, end - start)
+    return max(0.0, runner.end - runner.start)
 
 
-def useful_seconds(runner: Mapping[str, Any]) -> float:
+def useful_seconds(runner: RunnerView) -> float:
     """Time the app computed: start until the stop signal, or until it exited
     when it ended by itself (done, voluntary checkpoint, crash). 0 for a
     runner that never ran the app (superseded, preflight failure, no record)
@@ -54,25 +42,28 @@ def useful_seconds(runner: Mapping[str, Any]) -> float:
     checkpointed, so it was lost (counting it made a chain that made no
     progress show 100 % efficiency).
     """
-    start, end = _num(runner.get("start")), _num(runner.get("end"))
-    if start is None or end is None or runner.get("superseded") or _stalled(runner):
+    start, end = runner.start, runner.end
+    if start is None or end is None or runner.superseded or _stalled(runner):
         return 0.0
-    cut = _num(runner.get("stop_sent"))
+    cut = runner.stop_sent
     if cut is None:
-        stop_to_exit = _num(runner.get("stop_to_exit"))
-        cut = end - stop_to_exit if stop_to_exit is not None else end
+        cut = end - runner.stop_to_exit if runner.stop_to_exit is not None else end
     return max(0.0, min(cut, end) - start)
 
 
-def _stalled(runner: Mapping[str, Any]) -> bool:
+def _stalled(runner: RunnerView) -> bool:
     """Both counters known and the second not past the first (a live runner
     has no ``iter_after`` yet: not stalled)."""
-    before, after = _int(runner.get("iter_before")), _int(runner.get("iter_after"))
+    before, after = runner.iter_before, runner.iter_after
     return before is not None and after is not None and after <= before
 
 
-def advance(runner: Mapping[str, Any]) -> int:
-    before, after = _int(runner.get("iter_before")), _int(runner.get("iter_after"))
+def advance(runner: RunnerView) -> int:
+    return gain(runner.iter_before, runner.iter_after)
+
+
+def gain(before: int | None, after: int | None) -> int:
+    """Iterations a counter moved from ``before`` to ``after`` (0 when unknown or back)."""
     if before is None or after is None:
         return 0
     return max(0, after - before)
@@ -80,7 +71,7 @@ def advance(runner: Mapping[str, Any]) -> int:
 
 # --- the chain -------------------------------------------------------------------
 
-def rate_per_hour(runners: list[dict[str, Any]], iteration: int, now: float,
+def rate_per_hour(runners: list[RunnerView], iteration: int, now: float,
                   recent: int = RECENT_RUNNERS) -> float | None:
     """Iterations per wall-clock hour over the last ``recent`` finished runners.
 
@@ -90,8 +81,7 @@ def rate_per_hour(runners: list[dict[str, Any]], iteration: int, now: float,
     counter already moved (``iteration`` > its ``iter_before``) is included
     up to ``now``. None when nothing advanced yet.
     """
-    done = sorted((r for r in runners if runner_wall(r) is not None),
-                  key=lambda r: float(r["start"]))
+    done = sorted((r for r in runners if runner_wall(r) is not None), key=_started)
     total, begin, end = _window(done, recent)
     live = _live_progress(runners, iteration, now)
     if live is not None:
@@ -104,7 +94,11 @@ def rate_per_hour(runners: list[dict[str, Any]], iteration: int, now: float,
     return total * 3600.0 / (end - begin)
 
 
-def _window(done: list[dict[str, Any]], recent: int) -> tuple[int, float | None, float | None]:
+def _started(runner: RunnerView) -> float:
+    return runner.start if runner.start is not None else 0.0
+
+
+def _window(done: list[RunnerView], recent: int) -> tuple[int, float | None, float | None]:
     """(iterations, begin, end) of the last ``recent`` finished runners (by
     start): from the end of the runner before them (else the first one's
     submission or start) to the last one's end."""
@@ -112,32 +106,32 @@ def _window(done: list[dict[str, Any]], recent: int) -> tuple[int, float | None,
     if not window:
         return 0, None, None
     previous = done[-len(window) - 1] if len(done) > len(window) else None
-    begin = _num(previous.get("end")) if previous else None
+    begin = previous.end if previous else None
     if begin is None:
-        begin = _num(window[0].get("submitted")) or _num(window[0]["start"])
-    return sum(advance(r) for r in window), begin, _num(window[-1]["end"])
+        begin = window[0].submitted or window[0].start
+    return sum(advance(r) for r in window), begin, window[-1].end
 
 
-def _live_progress(runners: list[dict[str, Any]], iteration: int, now: float) -> tuple[int, float] | None:
+def _live_progress(runners: list[RunnerView], iteration: int, now: float) -> tuple[int, float] | None:
     """The live runner's (the latest started without an end) iterations so
     far and its submission (or start); None unless it advanced by ``now``."""
-    live = [r for r in runners if _num(r.get("start")) is not None and _num(r.get("end")) is None]
+    live = [r for r in runners if r.start is not None and r.end is None]
     if not live:
         return None
-    current = max(live, key=lambda r: float(r["start"]))
-    before = _int(current.get("iter_before"))
-    if before is None or iteration <= before or now <= float(current["start"]):
+    current = max(live, key=_started)
+    before, start = current.iter_before, _started(current)
+    if before is None or iteration <= before or now <= start:
         return None
-    return iteration - before, _num(current.get("submitted")) or float(current["start"])
+    return iteration - before, current.submitted or start
 
 
-def preempted_runners(runners: list[dict[str, Any]]) -> list[str]:
+def preempted_runners(runners: list[RunnerView]) -> list[str]:
     """Pure: the jobs of the runners Slurm took back (preempted or requeued),
     by their judgment (``core.decision``): not failures, not runners without progress."""
-    return [str(r.get("job_id")) for r in runners if str(r.get("reason") or "").startswith(PREEMPTED_REASONS)]
+    return [r.job_id for r in runners if (r.reason or "").startswith(PREEMPTED_REASONS)]
 
 
-def efficiency(runners: list[dict[str, Any]], redone: Redone | None = None) -> float | None:
+def efficiency(runners: list[RunnerView], redone: Redone | None = None) -> float | None:
     """Useful compute / allocated time (runner wall time) over all finished
     runners: 0.0 when nothing was useful; None when nothing was allocated or
     when ``redone`` (default: ``redone_from_runners``) cannot tell the work a
@@ -150,13 +144,13 @@ def efficiency(runners: list[dict[str, Any]], redone: Redone | None = None) -> f
     return max(0.0, useful - redone.seconds) / allocated
 
 
-def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float, *,
+def chain_metrics(runners: list[RunnerView], iteration: int, max_iter: int, now: float, *,
                   ended: bool = False, redone: Redone | None = None) -> dict[str, Any]:
     """``rate_per_hour``, ``eta_seconds``, ``efficiency`` and ``redone_unknown``
     (the runners whose lost work nothing tells: ``redone``, by default
     ``redone_from_runners``) for ``chain status``.
 
-    ``runners``: runner records or runners.jsonl entries (or both merged, as
+    ``runners``: runner records or runners.jsonl entries, or both merged (as
     ``chain.reporting.usage.load_runners`` returns them); ``iteration``: the current
     counter; ``now``: epoch seconds. Unknown values are None; the ETA is 0
     once the counter reached ``max_iter``. An ``ended`` chain (completed,
@@ -168,7 +162,7 @@ def chain_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, 
     return {**progress_metrics(runners, iteration, max_iter, now, ended=ended), **known}
 
 
-def progress_metrics(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float, *,
+def progress_metrics(runners: list[RunnerView], iteration: int, max_iter: int, now: float, *,
                      ended: bool = False) -> dict[str, float | None]:
     """``rate_per_hour`` and ``eta_seconds`` alone (``chain_metrics``'s):
     the last ``RECENT_RUNNERS`` runners (and a live one) are all it reads."""
@@ -241,6 +235,11 @@ class Redone:
     # a lower bound, and no efficiency is claimed
     unknown: tuple[str, ...] = ()
 
+    def to_json(self) -> dict[str, Any]:
+        """``summary.json``'s ``work_redone``: a lower bound when ``unknown`` names runners."""
+        return {"iterations": self.iterations, "seconds": round(self.seconds, 3), "restarts_behind": self.restarts,
+                "by_job": self.by_job, "source": self.source, "unknown": list(self.unknown)}
+
 
 def work_redone(events: Iterable[IterEvent]) -> Redone:
     """Pure: from the iteration log, the iterations computed again.
@@ -278,7 +277,7 @@ def work_redone(events: Iterable[IterEvent]) -> Redone:
 SAVED_EXITS = (0, 99)  # an app that exited so by itself had saved its progress (the contract)
 
 
-def lost_iterations(runner: Mapping[str, Any]) -> int | None:
+def lost_iterations(runner: RunnerView) -> int | None:
     """Pure: the iterations this runner's app computed beyond the checkpoint
     it left, which the next runner computes again; None when nothing tells.
 
@@ -288,30 +287,29 @@ def lost_iterations(runner: Mapping[str, Any]) -> int | None:
     not killed), and for a runner that never ran the app. An app killed, dead
     of a signal, or failed lost what it computed since its last save: unknown.
     """
-    before, after = _int(runner.get("iter_before")), _int(runner.get("iter_after"))
-    first, reached = _int(runner.get("iter_first")), _int(runner.get("iter_reached"))
-    if runner.get("superseded") or before is None:
+    before, after, first, reached = runner.iter_before, runner.iter_after, runner.iter_first, runner.iter_reached
+    if runner.superseded or before is None:
         return 0
-    if _int(runner.get("app_exit_code")) in SAVED_EXITS and not runner.get("killed"):
+    if runner.app_exit_code in SAVED_EXITS and not runner.killed:
         return 0  # first: an app that prints "iter N" before computing N lost nothing by exiting
     if after is not None and first is not None and reached is not None:
         return max(0, (reached - first + 1) - (after - before))
     return None
 
 
-def _ran(runner: Mapping[str, Any]) -> bool:
-    return not runner.get("superseded") and _int(runner.get("iter_before")) is not None
+def _ran(runner: RunnerView) -> bool:
+    return not runner.superseded and runner.iter_before is not None
 
 
-def lost_and_redone(runners: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any], int | None]]:
+def lost_and_redone(runners: list[RunnerView]) -> list[tuple[RunnerView, RunnerView, int | None]]:
     """Pure: (runner, the next runner that ran the app, what the first lost)
     for each runner that advanced and has such a successor: what the report
     counts and the plot draws."""
-    ran = [r for r in runners if _ran(r) and r.get("iter_after") is not None]
+    ran = [r for r in runners if _ran(r) and r.iter_after is not None]
     return [(loser, redoer, lost_iterations(loser)) for loser, redoer in pairwise(ran) if not _stalled(loser)]
 
 
-def redone_from_runners(runners: list[dict[str, Any]]) -> Redone:
+def redone_from_runners(runners: list[RunnerView]) -> Redone:
     """Pure: the work redone in a chain with no iteration log, from its runner
     records (in order): what each runner's app lost (``lost_iterations``) is
     redone by the next runner that ran the app, and counted for that job.
@@ -323,12 +321,12 @@ def redone_from_runners(runners: list[dict[str, Any]]) -> Redone:
     count, seconds = 0, 0.0
     for loser, redoer, lost in lost_and_redone(runners):
         if lost is None:
-            unknown.append(str(loser.get("seq") if loser.get("seq") is not None else loser.get("job_id")))
+            unknown.append(str(loser.seq) if loser.seq is not None else loser.job_id)
             continue
         if lost == 0:
             continue
         count += lost
-        job = str(redoer.get("job_id", ""))
+        job = redoer.job_id
         by_job[job] = by_job.get(job, 0) + lost
         computed = advance(loser) + lost
         seconds += useful_seconds(loser) * lost / computed

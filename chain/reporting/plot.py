@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -21,12 +20,12 @@ from matplotlib.figure import Figure
 
 from chain.reporting.metrics import (
     IterEvent,
-    advance,
     format_rate,
+    gain,
     lost_and_redone,
     rate_per_hour,
-    runner_wall,
 )
+from chain.store.records import RunnerView
 
 
 @dataclass(frozen=True)
@@ -66,22 +65,16 @@ class ProgressData:
         return min(starts) if starts else 0.0
 
 
-def _spans(runners: list[dict[str, Any]]) -> list[Span]:
-    spans = []
-    for r in runners:
-        if runner_wall(r) is not None:
-            seq = r.get("seq")
-            spans.append(Span(str(r.get("job_id", "")), seq if isinstance(seq, int) else None,
-                              float(r["start"]), float(r["end"])))
+def _spans(runners: list[RunnerView]) -> list[Span]:
+    spans = [Span(r.job_id, r.seq, r.start, r.end) for r in runners if r.start is not None and r.end is not None]
     return sorted(spans, key=lambda s: s.start)
 
 
-def _gaps(spans: list[Span], runners: list[dict[str, Any]]) -> list[tuple[float, float]]:
+def _gaps(spans: list[Span], runners: list[RunnerView]) -> list[tuple[float, float]]:
     """Intervals from the first submission to the last end with no runner running."""
     if not spans:
         return []
-    submitted = [float(r["submitted"]) for r in runners
-                 if isinstance(r.get("submitted"), (int, float)) and r["submitted"]]
+    submitted = [r.submitted for r in runners if r.submitted]
     cursor = min([spans[0].start, *submitted])
     gaps = []
     for span in spans:
@@ -91,7 +84,7 @@ def _gaps(spans: list[Span], runners: list[dict[str, Any]]) -> list[tuple[float,
     return gaps
 
 
-def progress_data(events: list[IterEvent], runners: list[dict[str, Any]], *, max_iter: int,
+def progress_data(events: list[IterEvent], runners: list[RunnerView], *, max_iter: int,
                   chain_id: str, now: float | None = None) -> ProgressData:
     """Pure: the plotted series.
 
@@ -132,37 +125,49 @@ def _log_series(events: list[IterEvent]) -> tuple[list[Segment], list[tuple[floa
     return segments, checkpoints
 
 
-def _finished(runners: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted((r for r in runners if runner_wall(r) is not None and isinstance(r.get("iter_before"), int)
-                   and isinstance(r.get("iter_after"), int)), key=lambda r: float(r["start"]))
+@dataclass(frozen=True)
+class _Finished:
+    """A runner that ran from ``start`` to ``end``, its counter known at both."""
+
+    runner: RunnerView
+    start: float
+    end: float
+    before: int
+    after: int
+
+    @property
+    def saved(self) -> float:
+        """When the runner's counter moved to ``after``: its checkpoint file's
+        mtime when that fell inside the runner, else its end (all that is known)."""
+        saved = self.runner.saved_at
+        return saved if saved is not None and self.start <= saved <= self.end else self.end
 
 
-def _saved(runner: dict[str, Any]) -> float:
-    """When the runner's counter moved to ``iter_after``: its checkpoint file's
-    mtime when that fell inside the runner, else its end (all that is known)."""
-    start, end, saved = float(runner["start"]), float(runner["end"]), runner.get("saved_at")
-    return float(saved) if isinstance(saved, (int, float)) and start <= saved <= end else end
+def _finished(runners: list[RunnerView]) -> list[_Finished]:
+    done = [_Finished(r, r.start, r.end, r.iter_before, r.iter_after) for r in runners
+            if r.start is not None and r.end is not None and r.iter_before is not None and r.iter_after is not None]
+    return sorted(done, key=lambda f: f.start)
 
 
-def _record_segments(runners: list[dict[str, Any]]) -> list[Segment]:
+def _record_segments(runners: list[RunnerView]) -> list[Segment]:
     """Without a log: each finished runner's counter, up to its last save, then flat."""
-    return [Segment(str(r.get("job_id", "")), [float(r["start"]), _saved(r), float(r["end"])],
-                    [r["iter_before"], r["iter_after"], r["iter_after"]]) for r in _finished(runners)]
+    return [Segment(f.runner.job_id, [f.start, f.saved, f.end], [f.before, f.after, f.after])
+            for f in _finished(runners)]
 
 
-def _record_redone(runners: list[dict[str, Any]]) -> list[tuple[float, float, int, int]]:
+def _record_redone(runners: list[RunnerView]) -> list[tuple[float, float, int, int]]:
     """The stretches killed apps computed past their last save, as far as they printed."""
     stretches = []
-    finished = {id(r) for r in _finished(runners)}
+    finished = {id(f.runner): f for f in _finished(runners)}
     for r, _, lost in lost_and_redone(runners):
-        if lost and id(r) in finished:
-            stop = r.get("stop_sent")
-            until = float(stop) if isinstance(stop, (int, float)) else float(r["end"])
-            stretches.append((_saved(r), max(_saved(r), until), r["iter_after"], r["iter_after"] + lost))
+        f = finished.get(id(r))
+        if lost and f is not None:
+            until = r.stop_sent if r.stop_sent is not None else f.end
+            stretches.append((f.saved, max(f.saved, until), f.after, f.after + lost))
     return stretches
 
 
-def _rate(data: ProgressData, runners: list[dict[str, Any]], now: float | None) -> float | None:
+def _rate(data: ProgressData, runners: list[RunnerView], now: float | None) -> float | None:
     """``rate_per_hour`` up to ``now`` (default: the last runner's end); with
     no finished runner yet, the plotted segments' own rate."""
     current = max([0, *(i for s in data.segments for i in s.iterations)])
@@ -171,8 +176,7 @@ def _rate(data: ProgressData, runners: list[dict[str, Any]], now: float | None) 
     if rate is not None or not data.segments:
         return rate
     first, final = data.segments[0].times[0], data.segments[-1].times[-1]
-    done = sum(advance({"iter_before": s.iterations[0], "iter_after": s.iterations[-1]})
-               for s in data.segments)
+    done = sum(gain(s.iterations[0], s.iterations[-1]) for s in data.segments)
     return done * 3600.0 / (final - first) if final > first and done else None
 
 

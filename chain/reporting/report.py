@@ -55,6 +55,7 @@ from chain.reporting.usage import (
     usage_totals,
 )
 from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store.records import RunnerView
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -115,7 +116,7 @@ class _Chain:
     workdir: Path
     max_iter: int
     iteration: int
-    runners: list[dict[str, Any]]
+    runners: list[RunnerView]
     submitters: list[str]
     events: list[IterEvent]
     redone: Redone  # from the iteration log when there is one, else from the runner records
@@ -127,7 +128,7 @@ class _Chain:
         workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
         runners = load_runners(chain)
         iteration = status.iteration if status else max(
-            [r["iter_after"] for r in runners if isinstance(r.get("iter_after"), int)], default=0)
+            [r.iter_after for r in runners if r.iter_after is not None], default=0)
         events = _read_events(workdir)
         return cls(chain, status, workdir, _max_iter(chain), iteration, runners,
                    load_submitter_ids(chain, status.submitter_job_id if status else ""), events,
@@ -135,7 +136,7 @@ class _Chain:
 
     @property
     def runner_ids(self) -> list[str]:
-        return [str(r["job_id"]) for r in self.runners]
+        return [r.job_id for r in self.runners]
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def _ended(chain: _Chain) -> list[str]:
     (a relay runner ends its chain with the hooks)."""
     current = chain.status.submitter_job_id if chain.status else ""
     here = os.environ.get("SLURM_JOB_ID", "")
-    ended = [str(r["job_id"]) for r in chain.runners if r.get("judged") or r.get("status") == "ended"]
+    ended = [r.job_id for r in chain.runners if r.judged or r.ended]
     return [j for j in ended + [j for j in chain.submitters if j != current] if j != here]
 
 
@@ -186,13 +187,12 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
 
 
-def _rates(runners: list[dict[str, Any]], iteration: int, max_iter: int, now: float,
+def _rates(runners: list[RunnerView], iteration: int, max_iter: int, now: float,
            ended: bool, redone: Redone) -> dict[str, Any]:
     """The span (first submission to the last runner's end), the mean rate over
     it, and ``chain status``'s metrics (no rate or ETA once the chain ended)."""
-    submitted = [r["submitted"] for r in runners
-                 if isinstance(r.get("submitted"), (int, float)) and r["submitted"]]
-    ends = [r["end"] for r in runners if isinstance(r.get("end"), (int, float))]
+    submitted = [r.submitted for r in runners if r.submitted]
+    ends = [r.end for r in runners if r.end is not None]
     span = round(max(ends) - min(submitted), 3) if ends and submitted else None
     advanced = sum(advance(r) for r in runners)
     return {
@@ -214,13 +214,6 @@ def _plot(chain: _Chain, chain_id: str, notes: list[str]) -> Path | None:
         return None
 
 
-def _redone_json(redone: Redone) -> dict[str, Any]:
-    """``work_redone``: the figures are a lower bound when ``unknown`` names runners."""
-    return {"iterations": redone.iterations, "seconds": round(redone.seconds, 3),
-            "restarts_behind": redone.restarts, "by_job": redone.by_job, "source": redone.source,
-            "unknown": list(redone.unknown)}
-
-
 def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]], now: float,
              environ: Mapping[str, str]) -> dict[str, Any]:
     state, reason = final_state(chain.status, environ)
@@ -236,7 +229,7 @@ def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]],
         "totals": usage_totals(rows, chain.redone),
         "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records,
                                accounting.source).to_json(),
-        "work_redone": _redone_json(chain.redone),
+        "work_redone": chain.redone.to_json(),
         "preempted": preempted_runners(chain.runners),
         **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended,
                  chain.redone),

@@ -10,6 +10,7 @@ submitter jobs: their allocation is a cost of the chain beside the runners'.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from chain.backends.base import Backend, JobUsage
 from chain.errors import SchedulerError
 from chain.reporting.metrics import Redone, runner_wall, useful_seconds
 from chain.store import ChainDir
+from chain.store.records import JudgedRunner, RunnerView
 
 COLUMNS = (
     "seq", "job_id",
@@ -78,12 +80,13 @@ def _id_key(job_id: str) -> tuple[int, str]:
 
 # --- the chain's own records -----------------------------------------------------------
 
-def load_runners(chain: ChainDir) -> list[dict[str, Any]]:
+def load_runners(chain: ChainDir) -> list[RunnerView]:
     """Every runner of the chain: worker_ids.txt order, then runners.jsonl.
 
-    Each dict is the runner's own record (``runners/<id>.json``) overlaid with
-    its runners.jsonl judgement (``verdict``, ``reason``, ``submitted``, the
-    Slurm ``state`` and runner ``exit_code``); either may be missing.
+    Each is the runner's own record (``runners/<id>.json``, read as far as
+    it is valid) overlaid with its runners.jsonl judgement (``verdict``,
+    ``reason``, ``submitted``, the runner ``exit_code``): ``RunnerView.merge``;
+    either may be missing.
     """
     ids: list[str] = []
     try:
@@ -91,24 +94,13 @@ def load_runners(chain: ChainDir) -> list[dict[str, Any]]:
                if line.strip()]
     except OSError:
         pass
-    judged: dict[str, dict[str, Any]] = {}
+    judged: dict[str, JudgedRunner] = {}
     for entry in chain.iter_runners():
-        job_id = str(entry.get("job_id") or "")
-        if job_id:
-            judged[job_id] = entry
-            ids.append(job_id)
-    runners: list[dict[str, Any]] = []
-    for job_id in dict.fromkeys(ids):
-        merged: dict[str, Any] = dict(chain.read_record(job_id) or {})
-        merged["record"] = bool(merged)
-        entry = judged.get(job_id, {})
-        for key, value in entry.items():
-            if value is not None or key not in merged:
-                merged[key] = value
-        merged["job_id"] = job_id
-        merged["judged"] = bool(entry)
-        runners.append(merged)
-    return runners
+        if entry.job_id:
+            judged[entry.job_id] = entry
+            ids.append(entry.job_id)
+    return [RunnerView.merge(job_id, chain.runner_record(job_id, lenient=True), judged.get(job_id))
+            for job_id in dict.fromkeys(ids)]
 
 
 def load_submitter_ids(chain: ChainDir, current: str = "") -> list[str]:
@@ -190,7 +182,7 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, JobUsage],
+def build_rows(runners: list[RunnerView], acct: Mapping[str, JobUsage],
                redone_by_job: Mapping[str, int] | None = None, *,
                now: float | None = None) -> list[dict[str, Any]]:
     """One row per runner (COLUMNS); Slurm columns None without an accounting
@@ -202,30 +194,28 @@ def build_rows(runners: list[dict[str, Any]], acct: Mapping[str, JobUsage],
     lost = allocated - useful, so the three add up per row. A runner still
     running (a start, no end) counts as useful up to ``now`` if given.
     """
-    return [_row(runner, acct.get(str(runner["job_id"])), redone_by_job, now) for runner in runners]
+    return [_row(runner, acct.get(runner.job_id), redone_by_job, now) for runner in runners]
 
 
-def _row(runner: dict[str, Any], u: JobUsage | None, redone_by_job: Mapping[str, int] | None,
+def _row(runner: RunnerView, u: JobUsage | None, redone_by_job: Mapping[str, int] | None,
          now: float | None) -> dict[str, Any]:
-    job_id = str(runner["job_id"])
-    running = (now is not None and isinstance(runner.get("start"), (int, float))
-               and runner.get("end") is None and not runner.get("judged"))
-    if running:
-        runner = dict(runner, end=now)
+    """The runner's row of usage.csv: where the typed runner becomes the file's dict."""
+    job_id = runner.job_id
+    if now is not None and runner.start is not None and runner.end is None and not runner.judged:
+        runner = dataclasses.replace(runner, end=now)  # running: useful so far
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(seq=runner.get("seq"), job_id=job_id, runner_exit_code=runner.get("exit_code"),
-               app_exit_code=runner.get("app_exit_code"), stop_to_exit_s=_r(runner.get("stop_to_exit")),
-               verdict=runner.get("verdict"), reason=runner.get("reason"),
-               node=_short_host(runner.get("host")),
+    row.update(seq=runner.seq, job_id=job_id, runner_exit_code=runner.exit_code,
+               app_exit_code=runner.app_exit_code, stop_to_exit_s=_r(runner.stop_to_exit),
+               verdict=runner.verdict, reason=runner.reason, node=_short_host(runner.host),
                redone_iterations=_redone(redone_by_job, job_id), **_counters(runner))
     row.update(_times(runner, u.elapsed if u is not None else None))
     row.update(_accounted(u, row["node"]) if u is not None else {"queue_wait_s": _own_queue_wait(runner)})
     return row
 
 
-def _counters(runner: Mapping[str, Any]) -> dict[str, Any]:
-    before, after = runner.get("iter_before"), runner.get("iter_after")
-    iterations = after - before if isinstance(before, int) and isinstance(after, int) else None
+def _counters(runner: RunnerView) -> dict[str, Any]:
+    before, after = runner.iter_before, runner.iter_after
+    iterations = after - before if before is not None and after is not None else None
     return {"iter_before": before, "iter_after": after, "iterations": iterations}
 
 
@@ -234,7 +224,7 @@ def _redone(redone_by_job: Mapping[str, int] | None, job_id: str) -> int | None:
     return None if redone_by_job is None else redone_by_job.get(job_id, 0)
 
 
-def _times(runner: Mapping[str, Any], elapsed: float | None) -> dict[str, Any]:
+def _times(runner: RunnerView, elapsed: float | None) -> dict[str, Any]:
     """allocated (accounted elapsed, else the runner's own wall time) = useful + lost."""
     allocated = elapsed if elapsed is not None else runner_wall(runner)
     useful = useful_seconds(runner)
@@ -253,19 +243,17 @@ def _accounted(u: JobUsage, own_node: str | None) -> dict[str, Any]:
             "cpu_s": _r(u.cpu), "max_rss_bytes": u.max_rss}
 
 
-def _own_queue_wait(runner: Mapping[str, Any]) -> float | None:
+def _own_queue_wait(runner: RunnerView) -> float | None:
     """Queue wait from our own clock: submission to the runner's start."""
-    sub, st = runner.get("submitted"), runner.get("start")
-    if isinstance(sub, (int, float)) and isinstance(st, (int, float)) and sub and st >= sub:
+    sub, st = runner.submitted, runner.start
+    if sub and st is not None and st >= sub:
         return _r(st - sub)
     return None
 
 
-def _short_host(host: Any) -> str | None:
+def _short_host(host: str) -> str | None:
     """The runner's ``os.uname().nodename`` as Slurm names nodes (no domain)."""
-    if not isinstance(host, str) or not host:
-        return None
-    return host.split(".")[0]
+    return host.split(".")[0] if host else None
 
 
 def _sum(rows: list[dict[str, Any]], key: str) -> float:

@@ -4,9 +4,10 @@ Everything is JSON written atomically and validated on load; nothing read
 from it is sourced or evaluated.
 """
 
-from chain.store.chaindir import ChainDir, runner_entry
+from chain.store.chaindir import ChainDir
 from chain.store.jsonio import read_counter, read_json, tail_lines, write_json_atomic
+from chain.store.records import JudgedRunner, RunnerView, judged_runner
 from chain.store.status import ChainStatus
 
-__all__ = ["ChainDir", "ChainStatus", "read_counter", "read_json", "runner_entry", "tail_lines",
-           "write_json_atomic"]
+__all__ = ["ChainDir", "ChainStatus", "JudgedRunner", "RunnerView", "judged_runner", "read_counter", "read_json",
+           "tail_lines", "write_json_atomic"]

@@ -18,7 +18,7 @@ from typing import Any
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError
 from chain.store.jsonio import read_json, tail_lines, write_json_atomic
-from chain.store.records import RunnerRecord
+from chain.store.records import JudgedRunner, RunnerRecord
 from chain.store.status import ChainStatus
 
 LOCK_WAIT = 30.0  # seconds a chain command waits for another one on the same chain
@@ -150,18 +150,19 @@ class ChainDir:
         finally:
             os.close(fd)  # releases the lock
 
-    def runner_record(self, job_id: str) -> RunnerRecord | None:
-        """The runner's own record, typed; None if it wrote none (yet) or it is unreadable."""
+    def runner_record(self, job_id: str, *, lenient: bool = False) -> RunnerRecord | None:
+        """The runner's own record, typed; None if it wrote none (yet) or it
+        is unreadable (``lenient``: ``RunnerRecord.from_json``'s)."""
         data = self.read_record(job_id)
-        return None if data is None else RunnerRecord.from_json(data)
+        return None if data is None else RunnerRecord.from_json(data, lenient=lenient)
 
     def write_runner_record(self, record: RunnerRecord) -> None:
         path, data = self.record_file(record.job_id), record.to_json()
         self._durably(path, lambda: write_json_atomic(path, data))
 
-    def append_runner(self, entry: dict[str, Any]) -> None:
+    def append_runner(self, entry: JudgedRunner) -> None:
         """One line per judged runner; a single O_APPEND write."""
-        line = json.dumps(entry, sort_keys=True) + "\n"
+        line = json.dumps(entry.to_json(), sort_keys=True) + "\n"
 
         def append() -> None:
             fd = os.open(self.runners_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -172,27 +173,24 @@ class ChainDir:
                 os.close(fd)
         self._durably(self.runners_log, append)
 
-    def judge_runner(self, entry: dict[str, Any]) -> None:
+    def judge_runner(self, entry: JudgedRunner) -> None:
         """Append a runner's judgement once: a submitter restarted (or a
         cancel) after the line was written does not write it again."""
         last = self.last_runner()
-        if not (last and last.get("job_id") == entry.get("job_id")):
+        if not (last and last.job_id == entry.job_id):
             self.append_runner(entry)
 
-    def iter_runners(self) -> Iterator[dict[str, Any]]:
+    def iter_runners(self) -> Iterator[JudgedRunner]:
+        """Every judged runner, in order (a torn or foreign line is skipped)."""
         try:
             with self.runners_log.open(encoding="utf-8") as fh:
                 for line in fh:
-                    try:
-                        entry = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a torn last line after a crash
-                    if isinstance(entry, dict):
+                    if (entry := JudgedRunner.from_line(line)) is not None:
                         yield entry
         except FileNotFoundError:
             return
 
-    def recent_runners(self, count: int) -> tuple[list[dict[str, Any]], int]:
+    def recent_runners(self, count: int) -> tuple[list[JudgedRunner], int]:
         """The last ``count`` judged runners and how many there are in all:
         the entries from the file's tail only, the total by counting lines
         (``chain status`` on 10 000 runners)."""
@@ -205,22 +203,16 @@ class ChainDir:
             return [], 0
         return self._tail_entries(count), total
 
-    def last_runner(self) -> dict[str, Any] | None:
+    def last_runner(self) -> JudgedRunner | None:
         """Last judged runner, read from the end of ``runners.jsonl`` (the
         submitter asks at every judgement: never read the whole log)."""
         entries = self._tail_entries(1)
         return entries[-1] if entries else None
 
-    def _tail_entries(self, count: int) -> list[dict[str, Any]]:
+    def _tail_entries(self, count: int) -> list[JudgedRunner]:
         # one extra line: a torn last line after a crash is skipped
-        entries: list[dict[str, Any]] = []
-        for line in tail_lines(self.runners_log, count + 1, max_bytes=max(1 << 16, 4096 * (count + 1))):
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict):
-                entries.append(entry)
+        lines = tail_lines(self.runners_log, count + 1, max_bytes=max(1 << 16, 4096 * (count + 1)))
+        entries = [entry for line in lines if (entry := JudgedRunner.from_line(line)) is not None]
         return entries[-count:] if count else []
 
     def add_worker_id(self, job_id: str) -> None:
@@ -247,19 +239,3 @@ def _append_line(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(line + "\n")
 
-
-def runner_entry(status: ChainStatus, record: dict[str, Any], *, state: str, exit_code: Any,
-                 iter_before: Any, iter_after: Any, verdict: str, reason: str, recorded: bool) -> dict[str, Any]:
-    """The line ``runners.jsonl`` keeps for the chain's current runner."""
-    return {
-        "job_id": status.runner_job_id, "seq": status.runner_seq, "state": state, "exit_code": exit_code,
-        "iter_before": iter_before, "iter_after": iter_after, "verdict": verdict, "reason": reason,
-        "submitted": status.runner_submitted, "start": record.get("start"), "end": record.get("end"),
-        "stop_to_exit": record.get("stop_to_exit"), "recorded": recorded,
-        # what the report needs to tell known from unknown redone work
-        **{key: record[key] for key in _LOST_WORK_FACTS if record.get(key) is not None},
-    }
-
-
-_LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_first", "iter_reached",
-                   "saved_at")

@@ -4,6 +4,7 @@ printed report that fits 80 columns with its node column filled."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -17,13 +18,13 @@ from _report_data import (
     DRIVER_RUNNERS,
     DRIVER_SUBMITTERS,
     LOCAL_SUBMITTER,
-    RUNNERS_JSONL,
     SACCT_CHAIN,
     SACCT_DRIVER,
     SACCT_LONG,
     write_chain,
     write_long_chain,
 )
+from _runners import judged
 from rich.console import Console
 
 from chain.backends.local.backend import local_usage
@@ -34,6 +35,7 @@ from chain.reporting.metrics import chain_metrics, efficiency, redone_from_runne
 from chain.reporting.report import driver_line, final_state, make_report
 from chain.reporting.usage import build_rows, driver_usage, usage_totals
 from chain.store import ChainStatus
+from chain.store.records import RunnerView
 
 
 class FakeSacct:
@@ -71,8 +73,9 @@ STALLED = """\
 """
 
 
-def _stalled() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in STALLED.splitlines()]
+def _stalled() -> list[RunnerView]:
+    runners: list[RunnerView] = judged(STALLED)
+    return runners
 
 
 def test_no_progress_is_zero_efficiency() -> None:
@@ -87,14 +90,13 @@ def test_no_progress_is_zero_efficiency() -> None:
 
 
 def test_efficiency_counts_only_the_runners_that_advanced() -> None:
-    advanced = {"start": 0.0, "end": 100.0, "stop_to_exit": 10.0, "iter_before": 0, "iter_after": 20,
-                "app_exit_code": 99}
+    advanced = RunnerView(start=0.0, end=100.0, stop_to_exit=10.0, iter_before=0, iter_after=20, app_exit_code=99)
     assert efficiency([advanced, *_stalled()]) == pytest.approx(90 / 1300)
 
 
 def test_efficiency_is_unknown_only_without_allocation() -> None:
     assert efficiency([]) is None
-    assert efficiency([{"start": 5.0, "end": 5.0, "iter_before": 1, "iter_after": 1}]) is None
+    assert efficiency([RunnerView(start=5.0, end=5.0, iter_before=1, iter_after=1)]) is None
     assert usage_totals(build_rows([], {}))["efficiency"] is None
 
 
@@ -116,7 +118,7 @@ def test_report_of_a_stalled_chain_says_zero(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("state", list(ChainState))
 def test_rate_and_eta_only_while_the_chain_runs(state: ChainState) -> None:
-    runners = [json.loads(line) for line in RUNNERS_JSONL.splitlines()][:2]  # 22 of 30 done
+    runners = judged()[:2]  # 22 of 30 done
     live = chain_metrics(runners, 22, 30, now=1795938890.0)
     m = chain_metrics(runners, 22, 30, now=1795938890.0, ended=state.ended)
     assert live["rate_per_hour"] and live["eta_seconds"]
@@ -302,8 +304,8 @@ def test_printed_report_fits_80_columns_with_the_node(tmp_path: Path, backend: s
 
 
 def test_node_comes_from_sacct_else_the_runner_record() -> None:
-    runners = [dict(json.loads(line), host="vm.example.org") for line in RUNNERS_JSONL.splitlines()]
+    runners = [dataclasses.replace(r, host="vm.example.org") for r in judged()]
     acct = parse_sacct_usage(SACCT_CHAIN.replace("|vm|", "|node7|"))
     assert {r["node"] for r in build_rows(runners, acct)} == {"node7"}
     assert {r["node"] for r in build_rows(runners, {})} == {"vm"}
-    assert {r["node"] for r in build_rows([dict(r, host=None) for r in runners], {})} == {None}
+    assert {r["node"] for r in build_rows([dataclasses.replace(r, host="") for r in runners], {})} == {None}

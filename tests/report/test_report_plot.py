@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib.image
 import pytest
-from _report_data import ITER_LOG, ITER_LOG_RESTART, RUNNERS_JSONL, records
+from _report_data import ITER_LOG, ITER_LOG_RESTART
+from _runners import both as _runners
 
 from chain.reporting.metrics import parse_iteration_log
 from chain.reporting.plot import progress_data, render_progress
-
-
-def _runners() -> list[dict[str, object]]:
-    judged = {j["job_id"]: j for j in map(json.loads, RUNNERS_JSONL.splitlines())}
-    return [dict(r, submitted=judged[r["job_id"]]["submitted"]) for r in records()]
+from chain.store.records import RunnerView
 
 
 def test_series_equal_the_iteration_log() -> None:
@@ -36,7 +32,7 @@ def test_runner_spans_and_queue_gaps() -> None:
     runners = _runners()
     data = progress_data(parse_iteration_log(ITER_LOG), runners, max_iter=30, chain_id="c")
     assert [(s.job, s.seq, s.start, s.end) for s in data.spans] == [
-        (r["job_id"], r["seq"], r["start"], r["end"]) for r in runners]
+        (r.job_id, r.seq, r.start, r.end) for r in runners]
     # gaps: first submission -> first start, then each end -> next start
     assert data.gaps == [
         (1795938872.620649, 1795938875.6853447),
@@ -60,15 +56,15 @@ def test_fallback_to_runner_records() -> None:
     assert data.source == "runner records"
     # the counter reaches iter_after at the runner's end when nothing tells when it was saved
     assert [(s.times, s.iterations) for s in data.segments] == [
-        ([r["start"], r["end"], r["end"]], [r["iter_before"], r["iter_after"], r["iter_after"]]) for r in runners]
+        ([r.start, r.end, r.end], [r.iter_before, r.iter_after, r.iter_after]) for r in runners]
     assert data.redone == []
 
 
 def test_records_rise_to_the_last_save_and_mark_the_lost_stretch() -> None:
-    killed = {"job_id": "41", "seq": 1, "start": 100.0, "end": 160.0, "stop_sent": 155.0, "saved_at": 140.0,
-              "iter_before": 0, "iter_after": 10, "iter_first": 0, "iter_reached": 17, "app_exit_code": 143}
-    after = {"job_id": "42", "seq": 2, "start": 170.0, "end": 200.0, "iter_before": 10, "iter_after": 20,
-             "app_exit_code": 0, "saved_at": 500.0}  # a save time outside the runner is not believed
+    killed = RunnerView(job_id="41", seq=1, start=100.0, end=160.0, stop_sent=155.0, saved_at=140.0,
+                        iter_before=0, iter_after=10, iter_first=0, iter_reached=17, app_exit_code=143)
+    after = RunnerView(job_id="42", seq=2, start=170.0, end=200.0, iter_before=10, iter_after=20,
+                       app_exit_code=0, saved_at=500.0)  # a save time outside the runner is not believed
     data = progress_data([], [killed, after], max_iter=20, chain_id="c")
     assert [(s.times, s.iterations) for s in data.segments] == [
         ([100.0, 140.0, 160.0], [0, 10, 10]), ([170.0, 200.0, 200.0], [10, 20, 20])]

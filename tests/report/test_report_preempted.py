@@ -6,12 +6,13 @@ from __future__ import annotations
 from chain.core.decision import Outcome, Policy, Progress, decide
 from chain.core.model import JobState
 from chain.reporting.metrics import preempted_runners
+from chain.store.records import RunnerView
 
 
 def test_the_runners_slurm_took_back_are_named_by_their_judgment() -> None:
     preempted = decide(Outcome(None, JobState.PREEMPTED, 5, 5), Policy(10), Progress()).reason
     requeued = decide(Outcome(124, None, 5, 9, requeued=True), Policy(10), Progress()).reason
     timed_out = decide(Outcome(None, JobState.TIMEOUT, 5, 9), Policy(10), Progress()).reason
-    runners = [{"job_id": "7", "reason": preempted}, {"job_id": "8", "reason": requeued},
-               {"job_id": "9", "reason": timed_out}, {"job_id": "10"}]
+    runners = [RunnerView(job_id="7", reason=preempted), RunnerView(job_id="8", reason=requeued),
+               RunnerView(job_id="9", reason=timed_out), RunnerView(job_id="10")]
     assert preempted_runners(runners) == ["7", "8"]

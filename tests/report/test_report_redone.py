@@ -12,12 +12,13 @@ import pytest
 
 from chain.reporting.metrics import chain_metrics, efficiency, lost_iterations, redone_from_runners
 from chain.reporting.report import redone_line
+from chain.store.records import RunnerView
 
 
-def _runner(seq: int, before: int, after: int, **facts: Any) -> dict[str, Any]:
+def _runner(seq: int, before: int, after: int, **facts: Any) -> RunnerView:
     start = 100.0 * seq
-    return {"job_id": str(40 + seq), "seq": seq, "iter_before": before, "iter_after": after,
-            "start": start, "end": start + 60.0, "stop_to_exit": 5.0, **facts}
+    return RunnerView(job_id=str(40 + seq), seq=seq, iter_before=before, iter_after=after,
+                      start=start, end=start + 60.0, stop_to_exit=5.0, **facts)
 
 
 # nanoGPT's numbering: "iter N" printed after computing iteration N (0-based); killed at the stop
@@ -40,7 +41,7 @@ STEP_1_BASED = _runner(2, 10, 20, iter_first=11, iter_reached=20, app_exit_code=
     (_runner(1, 0, 10), None),  # no record of the app's end (NODE_FAIL, TIMEOUT with no record)
     (_runner(1, 0, 0, superseded=True), 0),  # never ran the app
 ])
-def test_what_one_runner_lost(runner: dict[str, Any], lost: int | None) -> None:
+def test_what_one_runner_lost(runner: RunnerView, lost: int | None) -> None:
     assert lost_iterations(runner) == lost
 
 
@@ -74,7 +75,7 @@ def test_the_last_runner_and_a_stalled_one_add_nothing() -> None:
 
 
 def test_a_runner_still_running_is_not_judged() -> None:
-    live = {"job_id": "43", "seq": 3, "iter_before": 20, "start": 300.0}
+    live = RunnerView(job_id="43", seq=3, iter_before=20, start=300.0)
     assert redone_from_runners([_runner(1, 0, 10, app_exit_code=99), live]).unknown == ()
 
 

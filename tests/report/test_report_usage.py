@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import subprocess
 from collections.abc import Sequence
@@ -16,9 +17,9 @@ from _report_data import (
     SACCT_CHAIN,
     SACCT_MIXED,
     SACCT_MIXED_X,
-    records,
     write_chain,
 )
+from _runners import recorded
 
 from chain.backends.slurm import cli
 from chain.backends.slurm.parse import (
@@ -39,6 +40,7 @@ from chain.reporting.usage import (
     usage_totals,
 )
 from chain.store import ChainDir
+from chain.store.records import RunnerView
 
 
 class FakeSacct:
@@ -182,12 +184,13 @@ def test_rows_and_totals_add_up(tmp_path: Path) -> None:
 def test_useful_is_capped_at_the_allocation() -> None:
     # sacct's whole seconds may be shorter than the runner's own clock
     acct = parse_sacct_usage(SACCT_CHAIN.replace("|6|00:00.620", "|5|00:00.620"))
-    rows = build_rows([records()[0]], acct)
+    rows = build_rows([recorded()[0]], acct)
     assert rows[0]["allocated_s"] == 5.0 and rows[0]["useful_s"] == 5.0 and rows[0]["lost_s"] == 0.0
 
 
 def test_rows_without_accounting_use_own_records() -> None:
-    runners = [dict(r, submitted=s) for r, s in zip(records(), (1795938872.620649, None, 1795938889.1779118))]
+    runners = [dataclasses.replace(r, submitted=s)
+               for r, s in zip(recorded(), (1795938872.620649, None, 1795938889.1779118))]
     rows = build_rows(runners, {})
     for row in rows:
         assert all(row[c] is None for c in SLURM_COLUMNS if c not in ("queue_wait_s", "node"))
@@ -199,7 +202,7 @@ def test_rows_without_accounting_use_own_records() -> None:
 
 
 def test_runner_without_record_or_start() -> None:
-    rows = build_rows([{"job_id": "99", "seq": 4, "submitted": 5.0}], {})
+    rows = build_rows([RunnerView(job_id="99", seq=4, submitted=5.0)], {})
     t = usage_totals(rows)
     assert rows[0]["useful_s"] == 0.0 and rows[0]["allocated_s"] is None and rows[0]["lost_s"] is None
     assert (t["allocated_s"], t["useful_s"], t["lost_s"]) == (0.0, 0.0, 0.0) and t["efficiency"] is None
@@ -209,10 +212,10 @@ def test_load_runners_merges_ids_records_and_judgements(tmp_path: Path) -> None:
     chain = write_chain(tmp_path)
     (chain / "worker_ids.txt").write_text("36\n37\n38\n39\n")  # 39: submitted, not started
     runners = load_runners(ChainDir(chain))
-    assert [r["job_id"] for r in runners] == ["36", "37", "38", "39"]
-    assert runners[0]["verdict"] == "continue" and runners[0]["host"] == "vm" and runners[0]["judged"]
-    assert runners[0]["submitted"] == 1795938872.620649
-    assert runners[3] == {"job_id": "39", "record": False, "judged": False}
+    assert [r.job_id for r in runners] == ["36", "37", "38", "39"]
+    assert runners[0].verdict == "continue" and runners[0].host == "vm" and runners[0].judged
+    assert runners[0].submitted == 1795938872.620649 and runners[0].ended
+    assert runners[3] == RunnerView(job_id="39", judged=False)
 
 
 # --- make_report ---------------------------------------------------------------------
@@ -284,7 +287,7 @@ def test_make_report_on_an_empty_chain(tmp_path: Path) -> None:
 
 
 def test_a_running_runner_is_useful_so_far() -> None:
-    live = {"job_id": "60", "start": 100.0, "status": "running", "iter_before": 5}
+    live = RunnerView(job_id="60", start=100.0, iter_before=5)
     acct = parse_sacct_usage("60|RUNNING|0:0|2026-11-29T07:52:15|2026-11-29T07:52:15|Unknown|42|00:00:00|vm|\n")
     row = build_rows([live], acct, now=141.0)[0]
     assert (row["allocated_s"], row["useful_s"], row["lost_s"]) == (42.0, 41.0, 1.0)
@@ -298,3 +301,27 @@ def test_report_prints_error_text_literally(chain_dir: Path, capsys: pytest.Capt
     make_report(chain_dir, echo=True, backends=backends(FakeSacct((1, "", message))), settle=0)
     out = capsys.readouterr().out
     assert "[/x] bad [bold]thing" in out
+
+
+def test_load_runners_reads_old_and_broken_lines_and_records(tmp_path: Path) -> None:
+    """A line of an earlier version, a field of the wrong type (unknown; the
+    line's other fields and the record's value are used), a torn last line;
+    a record with a bad field keeps its valid ones."""
+    chain = write_chain(tmp_path)
+    with (chain / "runners.jsonl").open("a") as fh:
+        fh.write('{"job_id": "39", "seq": "x", "start": 1795938897.0, "end": 1795938899.5, "iter_before": 30, '
+                 '"iter_after": 30, "verdict": "stop", "reason": null, "unknown_key": 1}\n')
+        fh.write('[1, 2]\n{"job_id": "40", "state": "FAILED", "exit_code": 2, "end": "late"}\n{"job_id": "41", "se')
+    (chain / "runners" / "40.json").write_text(json.dumps(
+        {"job_id": "40", "start": 1795938900.0, "end": 1795938910.0, "host": "n1.x", "status": "ended",
+         "iter_before": 30, "iter_after": 31, "stop_sent": "soon"}))
+    runners = load_runners(ChainDir(chain))
+    assert [r.job_id for r in runners] == ["36", "37", "38", "39", "40"]
+    assert runners[3] == RunnerView(job_id="39", start=1795938897.0, end=1795938899.5, iter_before=30,
+                                    iter_after=30, verdict="stop", reason="", judged=True)
+    assert runners[4] == RunnerView(job_id="40", host="n1.x", start=1795938900.0, end=1795938910.0,
+                                    iter_before=30, iter_after=31, exit_code=2, verdict="", reason="",
+                                    ended=True, judged=True)
+    rows = build_rows(runners, {})
+    assert [(r["seq"], r["node"], r["allocated_s"], r["iterations"]) for r in rows[3:]] == [
+        (None, None, 2.5, 0), (None, "n1", 10.0, 1)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from chain.core.model import ChainState
 from chain.core.settings import resolve
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
 
 def make_chain(tmp_path: Path, runners: int, state: ChainState, *, reason: str = "app checkpointed (99)",
@@ -20,10 +20,10 @@ def make_chain(tmp_path: Path, runners: int, state: ChainState, *, reason: str =
     write_json_atomic(chain_dir.settings_file, settings.to_json())
     now = time.time()
     for i in range(runners):
-        chain_dir.append_runner({"job_id": str(job_base + i), "seq": i + 1, "state": "FAILED", "exit_code": 99, "app_exit_code": 99,
-                                 "iter_before": first + i * 10, "iter_after": first + i * 10 + 10,
-                                 "verdict": "continue", "reason": reason, "start": now - 100 + i * 10,
-                                 "end": now - 91 + i * 10})
+        chain_dir.append_runner(JudgedRunner(job_id=str(job_base + i), seq=i + 1, state="FAILED", exit_code=99,
+                                             app_exit_code=99, iter_before=first + i * 10,
+                                             iter_after=first + i * 10 + 10, verdict="continue", reason=reason,
+                                             start=now - 100 + i * 10, end=now - 91 + i * 10))
     chain_dir.save_status(ChainStatus(chain_id="chain-abcdef", state=state, workdir=str(tmp_path), backend="local",
                                       iteration=first + runners * 10, runner_seq=runners))
     (tmp_path / "state_iter.txt").write_text(f"{first + runners * 10}\n")

@@ -55,10 +55,10 @@ def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> Non
     in the report and in its JSON."""
     fake = FakeBackend()
     run = Chain.submit(tmp_path, app_cmd="true", max_iter=10, runner_time="10:00", backend=fake)
-    from chain.store import ChainDir
+    from chain.store import ChainDir, JudgedRunner
 
     store = ChainDir(run.chain_dir)
-    store.append_runner({"job_id": "103", "seq": 2, "state": "COMPLETED", "verdict": "stop", "reason": "x"})
+    store.append_runner(JudgedRunner(job_id="103", seq=2, state="COMPLETED", verdict="stop", reason="x"))
     status = store.load_status()
     assert status is not None
     status.state = ChainState.STOPPED

@@ -13,7 +13,7 @@ from chain.api.status import status_report
 from chain.cli import app
 from chain.core.model import ChainState
 from chain.core.settings import resolve
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
 
 def _chain(path: Path, chain_id: str, state: ChainState) -> Path:
@@ -88,8 +88,8 @@ def test_the_rate_is_chain_status_s_from_the_last_runners_alone(tmp_path: Path) 
     chain_dir = _chain(tmp_path / "r" / ".chain", "chain-rate00", ChainState.RUNNING)
     chain = ChainDir(chain_dir)
     for i in range(30):  # one iteration a runner: 360 s each for 25 runners, then 36 s
-        chain.append_runner({"job_id": str(i), "seq": i + 1, "iter_before": i, "iter_after": i + 1,
-                             "start": 3600.0 * i, "end": 3600.0 * i + (360.0 if i < 25 else 36.0)})
+        chain.append_runner(JudgedRunner(job_id=str(i), seq=i + 1, iter_before=i, iter_after=i + 1,
+                                         start=3600.0 * i, end=3600.0 * i + (360.0 if i < 25 else 36.0)))
     [row] = listing.list_rows([chain_dir], now=3600.0 * 30)
     # the last 5 runners: from runner 25's predecessor's end to runner 30's end
     window = (3600.0 * 29 + 36.0) - (3600.0 * 24 + 360.0)

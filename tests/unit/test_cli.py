@@ -76,7 +76,9 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
                 "runners"):
         assert key in data
     assert data["state"] == "completed" and data["iteration"] == 30 and len(data["runners"]) == 3
-    assert set(data["runners"][0]) >= {"job_id", "state", "exit_code", "iter_before", "iter_after"}
+    # the runners table's keys, in order, as before the judged line was one type (not its lost-work facts)
+    assert list(data["runners"][0]) == ["job_id", "seq", "state", "exit_code", "iter_before", "iter_after",
+                                        "verdict", "reason", "start", "end"]
     # an ended chain shows no rate or ETA (issue 13); a running one does
     assert data["metrics"]["rate_per_hour"] is None and data["metrics"]["eta_seconds"] is None
     assert data["metrics"]["efficiency"] is not None
@@ -138,8 +140,9 @@ def test_status_says_when_nothing_drives_the_chain() -> None:
 def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[str]) -> None:
     """Reasons and paths come from apps and users: brackets and :name: are
     not rich markup or emoji codes."""
-    from chain.api.status import JudgedRunner, StatusReport
+    from chain.api.status import StatusReport
     from chain.cli.status_view import print_status
+    from chain.store.records import JudgedRunner
 
     reason = "app exited 3: [bold]oops[/] :smile: [/bad]"
     report = StatusReport(
@@ -243,9 +246,9 @@ def test_render_of_a_stored_chain_uses_its_settings(tmp_path: Path, monkeypatch:
 
 def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> None:
     """Not past the rows kept by --history (seen: "runner 11" with 49 judged)."""
-    from chain.api.status import JudgedRunner, StatusReport
+    from chain.api.status import StatusReport
     from chain.cli.status_view import progress_line
-    from chain.store.records import RunnerPhase, RunnerRecord
+    from chain.store.records import JudgedRunner, RunnerPhase, RunnerRecord
 
     report = StatusReport(chain_id="c", state=ChainState.RUNNING, iteration=490, max_iter=1000, runner_job_id="77",
                           runners=[JudgedRunner(job_id=str(i)) for i in range(10)], runner_count=49)

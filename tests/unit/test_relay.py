@@ -74,7 +74,7 @@ def test_successor_judges_a_handoff_becomes_current_and_queues_the_next(tmp_path
     assert fake.submitted[-1] == (runner_job_name(status.chain_id, 3), "afterany:102")
     assert now.next_job_id == "103"
     judged = list(chain.iter_runners())
-    assert [(r["job_id"], r["verdict"]) for r in judged] == [("101", "continue")]
+    assert [(r.job_id, r.verdict) for r in judged] == [("101", "continue")]
     # its record has the exit code: Slurm is asked only for the state (no sacct)
     assert fake.asked_exit_codes == [False]
 
@@ -254,7 +254,7 @@ def test_the_released_successor_cancels_the_requeued_predecessor_at_once(tmp_pat
     assert take.step is Turn.RUN and fake.cancelled == ["101"]
     assert fake.queries <= 3  # one look, the cancel, then settled: no handoff schedule waited out
     [judged] = chain.iter_runners()
-    assert judged["verdict"] == "continue" and "preempted" in judged["reason"]
+    assert judged.verdict == "continue" and "preempted" in judged.reason
 
 
 def test_the_runner_ends_the_chain_when_its_queued_successor_was_scancelled(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_the_runner_ends_the_chain_when_its_queued_successor_was_scancelled(tmp_
     assert status is not None and status.state is ChainState.CANCELLED
     assert status.reason == "runner job 102 was cancelled outside chain (scancel)" and status.iteration == 4
     [judged] = chain.iter_runners()
-    assert (judged["job_id"], judged["verdict"], judged["iter_after"]) == ("101", "continue", 4)
+    assert (judged.job_id, judged.verdict, judged.iter_after) == ("101", "continue", 4)
 
 
 def test_a_successor_cancelled_by_chain_cancel_is_not_cancelled_outside(tmp_path: Path) -> None:

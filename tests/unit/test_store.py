@@ -10,6 +10,7 @@ import pytest
 from chain.core.model import ChainState
 from chain.errors import ChainDirError
 from chain.store import ChainDir, ChainStatus, tail_lines
+from chain.store.records import JudgedRunner, RunnerPhase, RunnerRecord, RunnerView, judged_runner
 
 OK = {"chain_id": "c-1", "state": "running"}
 
@@ -51,13 +52,13 @@ def test_last_runner_skips_a_torn_line_and_counts_all(tmp_path: Path) -> None:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     for i in range(500):
-        chain.append_runner({"job_id": str(i), "seq": i + 1})
+        chain.append_runner(JudgedRunner(job_id=str(i), seq=i + 1))
     with chain.runners_log.open("a") as fh:
         fh.write('{"job_id": "torn')  # a crash mid-append
     last = chain.last_runner()
-    assert last is not None and last["job_id"] == "499"
+    assert last is not None and last.job_id == "499"
     recent, total = chain.recent_runners(3)
-    assert [r["job_id"] for r in recent] == ["497", "498", "499"] and total == 500
+    assert [r.job_id for r in recent] == ["497", "498", "499"] and total == 500
 
 
 def test_a_second_command_waits_for_the_lock_then_is_refused(tmp_path: Path) -> None:
@@ -102,3 +103,87 @@ def test_a_record_missing_a_required_field_says_so_in_words() -> None:
     with pytest.raises(RecordError) as raised:
         decode(RunnerRecord, {"seq": 2})
     assert str(raised.value) == "no job_id"
+
+
+# --- runners.jsonl: one typed line (JudgedRunner), written as before, old lines read ----------------
+
+def _judge(record: RunnerRecord | None) -> str:
+    status = ChainStatus(chain_id="c-1", runner_job_id="36", runner_seq=1, runner_submitted=1795938872.620649)
+    entry = judged_runner(status, record, state="FAILED", exit_code=99, iter_before=0, iter_after=11,
+                          verdict="continue", reason="app checkpointed (99) (0->11)", recorded=record is not None)
+    return json.dumps(entry.to_json(), sort_keys=True)
+
+
+def test_a_judged_line_is_written_as_earlier_versions_wrote_it() -> None:
+    """Every field up to ``recorded`` (null when unknown); the lost-work facts
+    only as far as the runner's record told them (``killed`` always does)."""
+    record = RunnerRecord("36", start=1795938875.6853447, end=1795938881.5052211, app_exit_code=99,
+                          iter_first=1, iter_reached=11)
+    assert _judge(record) == (
+        '{"app_exit_code": 99, "end": 1795938881.5052211, "exit_code": 99, "iter_after": 11, "iter_before": 0, '
+        '"iter_first": 1, "iter_reached": 11, "job_id": "36", "killed": false, "reason": "app checkpointed (99) '
+        '(0->11)", "recorded": true, "seq": 1, "start": 1795938875.6853447, "state": "FAILED", '
+        '"stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}')
+    assert _judge(None) == (
+        '{"end": null, "exit_code": 99, "iter_after": 11, "iter_before": 0, "job_id": "36", "reason": '
+        '"app checkpointed (99) (0->11)", "recorded": false, "seq": 1, "start": null, "state": "FAILED", '
+        '"stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}')
+    line = JudgedRunner.from_line(_judge(record))
+    assert line is not None and json.dumps(line.to_json(), sort_keys=True) == _judge(record)
+
+
+OLD_AND_BROKEN = (
+    '{"job_id": "7", "seq": 1, "state": "COMPLETED", "verdict": "continue", "reason": "ok", "old_key": [1]}',
+    '[1, 2]',
+    '"a string"',
+    '{"job_id": "8", "seq": "two", "start": 5, "end": "late", "verdict": null, "reason": 3, "killed": 1}',
+    '{"job_id": 9, "iter_before": 1, "iter_after": 2.5}',
+    '{"job_id": "10", "seq": 4, "sta',
+)
+
+
+def test_old_and_broken_lines_are_read_as_far_as_they_go(tmp_path: Path) -> None:
+    """Lines of earlier versions (keys missing, unknown keys), a field of the
+    wrong type (unknown, the rest kept), a number for a job id, a line that is
+    no object and a torn last line (skipped)."""
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    chain.runners_log.write_text("\n".join(OLD_AND_BROKEN))
+    runners = list(chain.iter_runners())
+    assert runners == [
+        JudgedRunner(job_id="7", seq=1, state="COMPLETED", verdict="continue", reason="ok"),
+        JudgedRunner(job_id="8", start=5.0),
+        JudgedRunner(job_id="9", iter_before=1),
+    ]
+    assert chain.last_runner() == runners[-1]
+    assert chain.recent_runners(2)[0] == runners[1:]
+    assert JudgedRunner.from_line("null") is None and JudgedRunner.from_json({}) == JudgedRunner()
+
+
+def test_a_judgment_is_written_once(tmp_path: Path) -> None:
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    for job_id in ("7", "7", "8", "8"):
+        chain.judge_runner(JudgedRunner(job_id=job_id, verdict="continue"))
+    assert [r.job_id for r in chain.iter_runners()] == ["7", "8"]
+
+
+def test_a_runner_is_its_judgment_over_its_own_record() -> None:
+    record = RunnerRecord("36", seq=1, host="vm", start=1.0, end=9.0, exit_code=124, killed=True,
+                          status=RunnerPhase.ENDED, superseded=False, stop_sent=8.0)
+    judged = JudgedRunner(job_id="36", seq=1, exit_code=None, start=2.0, verdict="continue", submitted=0.5)
+    merged = RunnerView.merge("36", record, judged)
+    assert (merged.start, merged.end, merged.exit_code, merged.stop_sent, merged.killed) == (2.0, 9.0, 124, 8.0, True)
+    assert (merged.host, merged.verdict, merged.submitted, merged.ended, merged.judged) == (
+        "vm", "continue", 0.5, True, True)
+    assert RunnerView.merge("39", None, None) == RunnerView(job_id="39")
+    assert RunnerView.window([judged], record) == [RunnerView.merge("36", None, judged),
+                                                   RunnerView.merge("36", record, None)]
+
+
+def test_a_lenient_record_keeps_its_valid_fields() -> None:
+    data = {"job_id": "36", "start": "soon", "end": 9.0, "status": "ended"}
+    assert RunnerRecord.from_json(data) is None
+    record = RunnerRecord.from_json(data, lenient=True)
+    assert record is not None and (record.start, record.end, record.ended) == (None, 9.0, True)
+    assert RunnerRecord.from_json({"start": 1.0}, lenient=True) is None  # no job: no record

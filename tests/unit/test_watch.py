@@ -63,7 +63,7 @@ def test_a_node_fail_runner_is_recorded_and_shown_with_no_exit(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     chain = _judge_unrecorded(tmp_path, JobState.NODE_FAIL)
     [entry] = list(chain.iter_runners())
-    assert entry["state"] == "NODE_FAIL" and entry["exit_code"] is None
+    assert entry.state == "NODE_FAIL" and entry.exit_code is None
     monkeypatch.chdir(tmp_path)
     data = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)
     assert data["runners"][0]["exit_code"] is None
