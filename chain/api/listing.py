@@ -74,10 +74,10 @@ def registered(environ: Mapping[str, str]) -> list[Path]:
 
 
 def _rewrite(path: Path, entries: list[str]) -> None:
-    from chain.app import atomic as app_atomic
+    from chain.primitives import atomic
 
     try:
-        app_atomic.write_text_atomic(path, "".join(f"{e}\n" for e in entries), mode=0o600)
+        atomic.write_text_atomic(path, "".join(f"{e}\n" for e in entries), mode=0o600)
     except OSError:
         pass
 

@@ -24,8 +24,9 @@ def test_the_shell_helpers_spell_the_apps_codes_as_the_table() -> None:
 
 
 def test_the_runner_hands_over_with_the_apps_codes() -> None:
-    assert RunnerExit.CHECKPOINTED == ExitCode.STOPPED and RunnerExit.TEMPFAIL == ExitCode.TEMPFAIL
-    assert RunnerExit.DONE == ExitCode.DONE
+    pairs = [(RunnerExit.CHECKPOINTED, ExitCode.STOPPED), (RunnerExit.TEMPFAIL, ExitCode.TEMPFAIL),
+             (RunnerExit.DONE, ExitCode.DONE)]
+    assert all(int(runner) == int(app) for runner, app in pairs)
 
 
 def test_every_error_and_end_state_exits_with_a_command_code() -> None:

@@ -60,7 +60,7 @@ def _signal_number(name: str) -> signal.Signals:
 def record_to_info(record: JobRecord) -> JobInfo:
     return JobInfo(
         job_id=record.job_id,
-        state=JobState.parse(record.state),
+        state=record.state,
         exit_code=record.exit_code,
         signal=record.signal or None,  # Slurm's ":0" means no signal
         reason=record.reason,
@@ -84,7 +84,7 @@ def local_usage(record: JobRecord, now: float) -> JobUsage:
     else:
         elapsed = max(0.0, upto - record.start) if upto is not None else None
     return JobUsage(
-        job_id=record.job_id, state=record.state,
+        job_id=record.job_id, state=record.state.value,
         exit_code="" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}",
         submit=record.submit_time, start=record.start, end=end, elapsed=elapsed, node=record.hostname or "",
     )
@@ -212,7 +212,7 @@ class LocalBackend(Backend):
             with self.spool.locked(job_id):
                 record = self.spool.read(job_id)
                 if record is not None and record.active:
-                    record.finish("FAILED", reason="supervisor failed to start", exit_code=1)
+                    record.finish(JobState.FAILED, reason="supervisor failed to start", exit_code=1)
                     self.spool.write(record)
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise SchedulerError(f"local backend: supervisor of job {job_id} failed: {tail}")
@@ -241,10 +241,10 @@ class LocalBackend(Backend):
             if record is None or not record.active:
                 return  # already ended: nothing to do
             record.cancelled_by = record.cancelled_by or current_user()
-            if record.state == "PENDING":
+            if record.state is JobState.PENDING:
                 # Not started, and the supervisor starts it only under this lock
                 # after re-reading: finishing the record here is the whole cancel.
-                record.finish("CANCELLED", reason="None")
+                record.finish(JobState.CANCELLED, reason="None")
                 self.spool.write(record)
                 return
             record.cancel_requested = True
@@ -261,7 +261,7 @@ class LocalBackend(Backend):
             record = self.spool.read(job_id)
             if record is None or not record.active:
                 return
-            if record.state == "PENDING" or record.batch_pid is None:
+            if record.state is JobState.PENDING or record.batch_pid is None:
                 raise SchedulerError(f"scancel: job {job_id} is pending execution")
             try:
                 os.kill(record.batch_pid, sig)
@@ -270,7 +270,7 @@ class LocalBackend(Backend):
 
     def end_time(self, job_id: str) -> float | None:
         record = self.spool.refresh(str(job_id))
-        if record is None or record.state != "RUNNING":
+        if record is None or record.state is not JobState.RUNNING:
             return None
         return record.end
 

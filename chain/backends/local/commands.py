@@ -44,7 +44,7 @@ def _queue_row(record: JobRecord, now: float) -> tuple[str, ...]:
                                   - record.start)
     limit = "UNLIMITED" if record.time_limit is None else format_duration(record.time_limit)
     code = "-" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}"
-    return (record.job_id, record.name, record.state, elapsed, limit, code, record.reason)
+    return (record.job_id, record.name, record.state.value, elapsed, limit, code, record.reason)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from chain.backends.local.spool import JobRecord, Spool
+from chain.core.model import JobState
 
 Verdict = Literal["ok", "wait", "never"]
 
@@ -61,11 +62,11 @@ def _singleton_verdict(spool: Spool, me: JobRecord, ended: set[str]) -> Verdict:
 
 
 # after<kind>:<id> once the job has ended, by its final state.
-_ENDED_RULES: dict[str, Callable[[str], Verdict]] = {
+_ENDED_RULES: dict[str, Callable[[JobState], Verdict]] = {
     "afterany": lambda state: "ok",
-    "afterok": lambda state: "ok" if state == "COMPLETED" else "never",
-    "aftercorr": lambda state: "ok" if state == "COMPLETED" else "never",
-    "afternotok": lambda state: "never" if state == "COMPLETED" else "ok",
+    "afterok": lambda state: "ok" if state is JobState.COMPLETED else "never",
+    "aftercorr": lambda state: "ok" if state is JobState.COMPLETED else "never",
+    "afternotok": lambda state: "never" if state is JobState.COMPLETED else "ok",
 }
 
 
@@ -73,7 +74,7 @@ def _after_verdict(kind: str, dep: JobRecord | None) -> Verdict:
     if dep is None:  # purged ids count as satisfied in Slurm
         return "ok"
     if kind == "after":  # started (or ended) will do
-        return "wait" if dep.state == "PENDING" else "ok"
+        return "wait" if dep.state is JobState.PENDING else "ok"
     if dep.active:
         return "wait"
     return _ENDED_RULES[kind](dep.state)

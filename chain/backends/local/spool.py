@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chain.core.model import JobState
 from chain.core.retry import RetryPolicy
 from chain.errors import SchedulerError
 from chain.primitives import atomic
@@ -42,7 +43,7 @@ from chain.primitives import atomic
 _UNREGISTERED_GRACE = 60.0
 LOST_REASON = "supervisor lost"
 
-ACTIVE_STATES = ("PENDING", "RUNNING")
+ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)  # a local job is never configuring or suspended
 
 
 @dataclass
@@ -66,7 +67,7 @@ class JobRecord:
     kill_wait: float
     env: dict[str, str]  # added on top of the submitter's environment
     submit_time: float
-    state: str = "PENDING"
+    state: JobState = JobState.PENDING
     reason: str = "None"
     start: float | None = None
     end: float | None = None  # scheduled end while RUNNING, real end after
@@ -88,11 +89,13 @@ class JobRecord:
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
         record = cls(**known)
+        record.state = JobState.parse(str(known.get("state", "PENDING")))
         record.extra.update(extra)
         return record
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        data["state"] = self.state.value
         extra = data.pop("extra")
         data.update(extra)
         return data
@@ -101,7 +104,7 @@ class JobRecord:
     def active(self) -> bool:
         return self.state in ACTIVE_STATES
 
-    def finish(self, state: str, *, reason: str, exit_code: int = 0, sig: int = 0) -> None:
+    def finish(self, state: JobState, *, reason: str, exit_code: int = 0, sig: int = 0) -> None:
         self.state = state
         self.reason = reason
         self.exit_code = exit_code
@@ -271,7 +274,7 @@ class Spool:
             # Nobody enforces limits or cancels any more: a job left running
             # would race its successor, so kill what is left of it.
             kill_job_group(record, signal.SIGKILL)
-            record.finish("NODE_FAIL", reason=LOST_REASON)
+            record.finish(JobState.NODE_FAIL, reason=LOST_REASON)
             self.write(record)
         return record
 

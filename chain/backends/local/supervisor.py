@@ -26,6 +26,7 @@ from chain.backends.local.spool import (
     proc_ticks,
     short_hostname,
 )
+from chain.core.model import JobState
 from chain.primitives.output import keep_job_output
 
 POLL = 0.1  # seconds between looks at the spool / the job: local files, cheap
@@ -88,7 +89,7 @@ class Supervisor:
         """Poll until runnable; False when the job ended while pending."""
         while True:
             record = self.spool.read(self.job_id)
-            if record is None or record.state != "PENDING":
+            if record is None or record.state is not JobState.PENDING:
                 return False  # cancelled while pending (cancel() wrote the record)
             if self.term_received:
                 self._finish_pending_on_term()
@@ -100,7 +101,7 @@ class Supervisor:
             if record.reason != reason:
                 with self.spool.locked(self.job_id):
                     record = self.spool.read(self.job_id)
-                    if record is not None and record.state == "PENDING":
+                    if record is not None and record.state is JobState.PENDING:
                         record.reason = reason
                         self.spool.write(record)
             # Slurm leaves a never-satisfiable job pending; no need to look often.
@@ -109,15 +110,15 @@ class Supervisor:
     def _finish_pending_on_term(self) -> None:
         with self.spool.locked(self.job_id):
             record = self.spool.read(self.job_id)
-            if record is not None and record.state == "PENDING":
-                record.finish("CANCELLED", reason="supervisor got SIGTERM")
+            if record is not None and record.state is JobState.PENDING:
+                record.finish(JobState.CANCELLED, reason="supervisor got SIGTERM")
                 self.spool.write(record)
 
     def _start(self) -> JobRecord | None:
         """Start the batch shell under the lock, so cancel() sees PENDING or RUNNING."""
         with self.spool.locked(self.job_id):
             record = self.spool.read(self.job_id)
-            if record is None or record.state != "PENDING":
+            if record is None or record.state is not JobState.PENDING:
                 return None
             record.start = time.time()
             record.end = None if record.time_limit is None else record.start + record.time_limit
@@ -137,10 +138,10 @@ class Supervisor:
                         start_new_session=True,  # own process group: signal it whole
                     )
             except OSError as exc:
-                record.finish("FAILED", reason=f"launch failed: {exc}", exit_code=1)
+                record.finish(JobState.FAILED, reason=f"launch failed: {exc}", exit_code=1)
                 self.spool.write(record)
                 return None
-            record.state = "RUNNING"
+            record.state = JobState.RUNNING
             record.reason = "None"
             record.batch_pid = self.proc.pid
             record.batch_ticks = proc_ticks(self.proc.pid)
@@ -158,11 +159,11 @@ class Supervisor:
         self._record_end(record, outcome, code, sig)
         self.proc.wait()  # reap only now that the record no longer names the pid
 
-    def _watch(self, record: JobRecord, proc: subprocess.Popen[bytes]) -> tuple[str | None, tuple[int, int]]:
+    def _watch(self, record: JobRecord, proc: subprocess.Popen[bytes]) -> tuple[JobState | None, tuple[int, int]]:
         """Wait for the batch shell to exit, ending it on its time limit or a
         cancel (SIGTERM, then SIGKILL after KillWait): (why we ended it,
-        "TIMEOUT"/"CANCELLED", or None; its exit code and signal)."""
-        outcome: str | None = None
+        TIMEOUT/CANCELLED, or None; its exit code and signal)."""
+        outcome: JobState | None = None
         kill_at: float | None = None
         last_look = time.time()
         while (status := _exited(proc)) is None:
@@ -178,31 +179,31 @@ class Supervisor:
             time.sleep(POLL)
         return outcome, status
 
-    def _reason_to_end(self, record: JobRecord, now: float, last_look: float) -> tuple[str | None, float]:
-        """("TIMEOUT"/"CANCELLED" or None, when the record was last read)."""
+    def _reason_to_end(self, record: JobRecord, now: float, last_look: float) -> tuple[JobState | None, float]:
+        """(TIMEOUT/CANCELLED or None, when the record was last read)."""
         if record.end is not None and now >= record.end:
-            return "TIMEOUT", last_look
+            return JobState.TIMEOUT, last_look
         if not (self.term_received or now - last_look >= 1.0):
             return None, last_look
         # The record is the truth; the signal only makes us look now.
         fresh = self.spool.read(self.job_id)
         if self.term_received or (fresh is not None and fresh.cancel_requested):
-            return "CANCELLED", now
+            return JobState.CANCELLED, now
         return None, now
 
-    def _record_end(self, record: JobRecord, outcome: str | None, code: int, sig: int) -> None:
+    def _record_end(self, record: JobRecord, outcome: JobState | None, code: int, sig: int) -> None:
         with self.spool.locked(self.job_id):
             final = self.spool.read(self.job_id) or record
-            if outcome == "TIMEOUT":
-                final.finish("TIMEOUT", reason="TimeLimit")  # ExitCode 0:0 like Slurm
-            elif outcome == "CANCELLED":
+            if outcome is JobState.TIMEOUT:
+                final.finish(JobState.TIMEOUT, reason="TimeLimit")  # ExitCode 0:0 like Slurm
+            elif outcome is JobState.CANCELLED:
                 if not final.cancel_requested:
                     final.reason = "supervisor got SIGTERM"
-                final.finish("CANCELLED", reason=final.reason, exit_code=code, sig=sig)
+                final.finish(JobState.CANCELLED, reason=final.reason, exit_code=code, sig=sig)
             elif code == 0 and sig == 0:
-                final.finish("COMPLETED", reason="None")
+                final.finish(JobState.COMPLETED, reason="None")
             else:
-                final.finish("FAILED", reason="NonZeroExitCode", exit_code=code, sig=sig)
+                final.finish(JobState.FAILED, reason="NonZeroExitCode", exit_code=code, sig=sig)
             self.spool.write(final)
 
     def _crash(self, exc: BaseException) -> None:
@@ -211,7 +212,7 @@ class Supervisor:
             record = self.spool.read(self.job_id)
             if record is not None and record.active:
                 kill_job_group(record, signal.SIGKILL)
-                record.finish("NODE_FAIL", reason=f"supervisor error: {exc!r}")
+                record.finish(JobState.NODE_FAIL, reason=f"supervisor error: {exc!r}")
                 self.spool.write(record)
 
 
