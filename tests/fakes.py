@@ -104,14 +104,24 @@ def sigint_default() -> None:
 
 
 class SteppingClock:
-    """Time that moves only when the code under test sleeps: pass the
-    instance as ``clock`` and its ``sleep`` as ``sleep``; no test really waits."""
+    """Time that moves only when the code under test sleeps (or the test
+    moves ``now``): pass the instance (or its ``clock``) as ``clock`` and its
+    ``sleep`` as ``sleep``; no test really waits. ``slept`` lists the sleeps
+    asked for; ``min_step`` makes each sleep advance at least that much (a
+    0.1 s poll would make a two-minute wait 1200 looks)."""
 
-    def __init__(self, now: float = 0.0) -> None:
+    def __init__(self, now: float = 0.0, *, min_step: float = 0.0) -> None:
         self.now = now
+        self.min_step = min_step
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
 
+    def clock(self) -> float:
+        """The time, for code that takes a bound method."""
+        return self.now
+
     def sleep(self, seconds: float) -> None:
-        self.now += seconds
+        self.slept.append(seconds)
+        self.now += max(seconds, self.min_step)

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from fakes import SteppingClock
 
 from chain.app import (
     AsyncSaver,
@@ -26,14 +27,6 @@ from chain.app import (
 )
 
 
-class FakeClock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_formulas() -> None:
     assert young_daly_interval(30, 3600 * 6) == pytest.approx(math.sqrt(2 * 30 * 21600))
     assert overhead_interval(30) == pytest.approx(600)  # 20 * C for 5 %
@@ -46,14 +39,14 @@ def test_formulas() -> None:
 
 
 def test_cost_meter_measures_with_injected_clock(caplog: pytest.LogCaptureFixture) -> None:
-    clock = FakeClock()
+    clock = SteppingClock(1000.0)
     meter = CostMeter(clock=clock)
     assert meter.last is None and meter.worst == 0.0
     with caplog.at_level("INFO", logger="chain.app.interval"):
         with meter.measure():
-            clock.t += 2.5
+            clock.now += 2.5
         with meter.measure():
-            clock.t += 0.5
+            clock.now += 0.5
     assert meter.samples == [2.5, 0.5] and meter.worst == 2.5 and meter.mean == 1.5
     assert "C=2.500s" in caplog.text  # the measured cost is logged
 
@@ -62,11 +55,11 @@ def test_step_and_wall_clock_schedules() -> None:
     steps = StepSchedule(5)
     assert [s for s in range(16) if steps.due(s)] == [5, 10, 15]
     assert not StepSchedule(0).due(10)
-    clock = FakeClock()
+    clock = SteppingClock(1000.0)
     wall = WallClockSchedule(900, clock)
-    clock.t += 899
+    clock.now += 899
     assert not wall.due()
-    clock.t += 1
+    clock.now += 1
     assert wall.due()
     wall.mark_saved()
     assert not wall.due()
@@ -74,10 +67,10 @@ def test_step_and_wall_clock_schedules() -> None:
 
 
 def test_policy_combines_steps_and_wall_clock() -> None:
-    clock = FakeClock()
+    clock = SteppingClock(1000.0)
     policy = CheckpointPolicy(every_steps=100, every_seconds=600, clock=clock)
     assert policy.due(1) is None
-    clock.t += 600  # a slow stretch: the wall clock fires before step 100
+    clock.now += 600  # a slow stretch: the wall clock fires before step 100
     assert policy.due(37) is SaveReason.WALL_CLOCK
     policy.saved()
     assert policy.due(38) is None
@@ -85,7 +78,7 @@ def test_policy_combines_steps_and_wall_clock() -> None:
 
 
 def test_policy_overhead_mode_tracks_measured_cost() -> None:
-    clock = FakeClock()
+    clock = SteppingClock(1000.0)
     policy = CheckpointPolicy(mode=IntervalMode.OVERHEAD, every_seconds=3600, clock=clock)
     policy.saved(cost_seconds=12.0)
     assert policy.interval_seconds == pytest.approx(240)  # 20 * C
@@ -96,7 +89,7 @@ def test_policy_overhead_mode_tracks_measured_cost() -> None:
 
 
 def test_policy_young_daly_and_shorten() -> None:
-    clock = FakeClock()
+    clock = SteppingClock(1000.0)
     policy = CheckpointPolicy(mode=IntervalMode.YOUNG_DALY, mtbf_seconds=7200, clock=clock)
     policy.saved(cost_seconds=4.0)
     assert policy.interval_seconds == pytest.approx(240)  # sqrt(2 * 4 * 7200)

@@ -1,4 +1,4 @@
-"""Hooks and the submitter's deadline (issue 15, item 7): the hooks start
+"""The hooks (``chain.effects.hooks``) and the submitter's deadline: the hooks start
 only with time left in the job (else a successor submitter runs them with
 its whole time), a hook that outlives the time it has is stopped with its
 children and recorded as timed out, and is never run a second time."""

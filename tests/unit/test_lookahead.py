@@ -1,4 +1,4 @@
-"""A runner pre-queued by lookahead must never outlive its chain: chain
+"""Lookahead (``chain.effects.runners``): a runner pre-queued by lookahead must never outlive its chain: chain
 cancel and every way the submitter stops cancel it, a resume cancels a stale
 one, and a stale one that starts anyway exits without running the app (found
 in review: chain submit --lookahead queues runner 2 at once)."""

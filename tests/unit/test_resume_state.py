@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, SteppingClock
 
 from chain import api
 from chain.backends.base import JobInfo
@@ -78,21 +78,8 @@ def _ended_status(state: ChainState) -> Any:
     return ChainStatus(chain_id="c-1", state=state, submitter_job_id="41", submitter_cycle=3)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> None:
-    backend, clock, said = FinishingBackend(polls=3), FakeClock(), list[str]()
+    backend, clock, said = FinishingBackend(polls=3), SteppingClock(), list[str]()
     api.refuse_live_submitter(backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append,
                                sleep=clock.sleep, clock=clock)
     assert backend.queries == 4 and clock.slept == [2.0, 2.0, 2.0]
@@ -100,7 +87,7 @@ def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> No
 
 
 def test_resume_gives_up_waiting_with_a_clear_error() -> None:
-    backend, clock = FinishingBackend(polls=10**6), FakeClock()
+    backend, clock = FinishingBackend(polls=10**6), SteppingClock()
     with pytest.raises(ChainDirError, match=r"is stopped but its submitter \(job 41\) is still finishing "
                                                 r"its report after 120s"):
         api.refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep,
@@ -109,7 +96,7 @@ def test_resume_gives_up_waiting_with_a_clear_error() -> None:
 
 
 def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
-    backend, clock = FinishingBackend(polls=1), FakeClock()
+    backend, clock = FinishingBackend(polls=1), SteppingClock()
     with pytest.raises(ChainDirError, match=r"still has an active submitter \(job 41\)"):
         api.refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
                                    clock=clock)

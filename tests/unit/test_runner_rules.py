@@ -1,4 +1,5 @@
-"""Issue 20: a runner pre-queued by lookahead waits to be promoted at most
+"""Promotion (``core.runner_rules.promotion_give_up`` and the runner's wait
+for it): a runner pre-queued by lookahead waits to be promoted at most
 its patience and never past its own end less its margin; a runner that
 gives up is judged as one that ran no app (not a timeout: no margin raised,
 no runner without progress counted). Clocks are injected: no real sleeps."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, SteppingClock
 
 from chain import api
 from chain.backends.base import JobState
@@ -16,8 +17,8 @@ from chain.core.decision import Policy, Progress, Verdict, decide
 from chain.core.model import ChainState
 from chain.core.runner_rules import promotion_give_up
 from chain.core.settings import Settings
-from chain.jobs import runner
 from chain.effects.ending import record_judgment
+from chain.jobs import runner
 from chain.jobs.runner import PROMOTION_PATIENCE
 from chain.jobs.submitter import Submitter
 from chain.jobs.watch import RunnerWatch
@@ -37,20 +38,6 @@ class EndingBackend(FakeBackend):
         return self.end
 
 
-class FakeTime:
-    """A clock that only the runner's sleeps advance, by whole seconds (its
-    0.1 s polls would make a 120 s wait 1200 reads of the chain's state)."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 1.0)
-
-
 def _chain(tmp_path: Path, *, margin: int = 0, runner_time: str = "1:30",
            runner_margin: int = 10) -> tuple[ChainDir, Settings]:
     """Runner 1 (job 101) computes; runner 2 (job 102) is queued behind it."""
@@ -67,7 +54,7 @@ def _chain(tmp_path: Path, *, margin: int = 0, runner_time: str = "1:30",
 
 def _wait_unpromoted(tmp_path: Path, chain: ChainDir, settings: Settings, end: float | None) -> float:
     """Runner 2 starts at T0 and is never promoted: how long it waited."""
-    fake = FakeTime()
+    fake = SteppingClock(T0, min_step=1.0)  # by whole seconds: its 0.1 s polls
     code = runner.run(chain, settings, EndingBackend(end), job_id="102", job_name="c-1.r2", workdir=tmp_path,
                       clock=fake.clock, sleep=fake.sleep)
     assert code == 0 and not (tmp_path / "ran").exists(), "it ran the app without being promoted"

@@ -1,4 +1,4 @@
-"""Security checks (issue 7): nothing the chain reads is evaluated, sourced or
+"""Security checks across the tree: nothing the chain reads is evaluated, sourced or
 unpickled; corrupt or ill-typed state gives one line of error; the chain's
 files respect the umask and none is world-writable."""
 

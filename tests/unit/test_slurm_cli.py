@@ -1,4 +1,4 @@
-"""The Slurm commands the CLI backend runs for a query, and under daemon
+"""``chain.backends.slurm.cli``: the Slurm commands the CLI backend runs for a query, and under daemon
 outages (fault suite, tests/faults): slurmdbd down -> one sacct try, then
 scontrol; slurmctld down -> end_time gives up after one try (the caller uses
 the configured limit)."""

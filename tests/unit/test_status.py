@@ -1,4 +1,4 @@
-"""``chain status`` and ``Chain.status()`` only read (issue 28): the chain
+"""``chain status`` and ``Chain.status()`` (``chain.api.status``) only read: the chain
 directory is byte-identical after them, for a running relay chain, an ended
 one and one whose jobs were scancelled outside chain; the last is reported
 ("cancelled outside chain"), never settled, and watchers stop on it."""

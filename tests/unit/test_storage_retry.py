@@ -11,23 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fakes import SteppingClock
 
 from chain.core.model import ChainState
 from chain.core.retry import STORAGE_PATIENCE, RetryPolicy
 from chain.store import ChainDir, ChainStatus
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def _failing(errors: list[OSError]) -> object:
@@ -39,15 +27,15 @@ def _failing(errors: list[OSError]) -> object:
 
 
 def test_a_full_disk_for_a_while_is_ridden_out() -> None:
-    t = FakeTime()
+    t = SteppingClock()
     policy = RetryPolicy.for_storage(sleep=t.sleep, clock=t.clock)
     write = _failing([OSError(errno.ENOSPC, "No space left on device"), OSError(errno.EROFS, "Read-only")])
     assert policy.call(write) == "written"  # type: ignore[arg-type]
-    assert len(t.sleeps) == 2 and all(0 <= s <= 15 for s in t.sleeps)
+    assert len(t.slept) == 2 and all(0 <= s <= 15 for s in t.slept)
 
 
 def test_a_refusal_longer_than_the_patience_fails() -> None:
-    t = FakeTime()
+    t = SteppingClock()
     policy = RetryPolicy.for_storage(sleep=t.sleep, clock=t.clock)
     forever = [OSError(errno.EPERM, "Operation not permitted") for _ in range(10_000)]
     with pytest.raises(PermissionError):
@@ -57,11 +45,11 @@ def test_a_refusal_longer_than_the_patience_fails() -> None:
 
 
 def test_other_errors_are_not_repeated() -> None:
-    t = FakeTime()
+    t = SteppingClock()
     policy = RetryPolicy.for_storage(sleep=t.sleep, clock=t.clock)
     with pytest.raises(FileNotFoundError):
         policy.call(_failing([FileNotFoundError(errno.ENOENT, "gone")]))  # type: ignore[arg-type]
-    assert t.sleeps == []
+    assert t.slept == []
 
 
 def _need_chattr(path: Path) -> None:
@@ -71,7 +59,7 @@ def _need_chattr(path: Path) -> None:
         pytest.skip("chattr +i needs root")
     probe = path / "probe"
     probe.write_text("x")
-    if subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode != 0:
+    if subprocess.run(["chattr", "+i", str(probe)], check=False, capture_output=True).returncode != 0:
         pytest.fail(f"chattr +i does not work on {path}")
     subprocess.run(["chattr", "-i", str(probe)], check=True)
 
