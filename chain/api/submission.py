@@ -21,6 +21,7 @@ from chain.api.listing import register
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend, JobState
 from chain.core import settings as settings_mod
+from chain.core.events import Prepared, RelayStarted, Resumed, SubmitterQueued, SuccessorQueued
 from chain.core.launchers import torchrun_signal_warning
 from chain.core.model import ChainState
 from chain.core.names import (
@@ -30,7 +31,6 @@ from chain.core.names import (
     runner_job_name,
     submitter_job_name,
 )
-from chain.core.protocol import Prepared, RelayStarted, Resumed, SubmitterQueued, SuccessorQueued
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome
+from chain.core.events import CancelledUnjudged, Ended, Ending, Judged
 from chain.core.exclusion import asks_node_states, blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
-from chain.core.protocol import CancelledUnjudged, Ended, Ending, Judged
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks

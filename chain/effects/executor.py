@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from chain.backends.base import Backend
-from chain.core.protocol import (
+from chain.core.events import (
     Cancel,
     Effect,
     Event,
@@ -20,8 +20,8 @@ from chain.core.protocol import (
     RecordSubmitter,
     RecordWorker,
     Save,
-    transition,
 )
+from chain.core.protocol import transition
 from chain.core.retry import RetryPolicy
 from chain.errors import SchedulerError
 from chain.store import ChainDir, ChainStatus

@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from chain.backends.base import Backend
+from chain.core.events import Announced
 from chain.core.model import ChainState
 from chain.core.names import MAIL_SCRIPT
-from chain.core.protocol import Announced
 from chain.core.settings import Settings
 from chain.effects.appenv import app_environ, app_umask
 from chain.effects.executor import Executor

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chain.backends.base import Backend
+from chain.core.events import RunnerIntended, RunnerSubmitted, SuccessorDropped, SuccessorQueued
 from chain.core.names import RUNNER_SCRIPT, runner_job_name
-from chain.core.protocol import RunnerIntended, RunnerSubmitted, SuccessorDropped, SuccessorQueued
 from chain.effects.executor import Executor
 from chain.errors import SchedulerError
 from chain.store import ChainDir, ChainStatus

@@ -29,9 +29,7 @@ from chain.core.decision import (
     cancelled_outside,
     decide,
 )
-from chain.core.model import ChainState
-from chain.core.names import runner_job_name
-from chain.core.protocol import (
+from chain.core.events import (
     CounterRead,
     RelayBroken,
     RelayTookOver,
@@ -39,6 +37,8 @@ from chain.core.protocol import (
     SuccessorQueued,
     SuccessorTaken,
 )
+from chain.core.model import ChainState
+from chain.core.names import runner_job_name
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor

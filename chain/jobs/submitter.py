@@ -29,15 +29,7 @@ from chain.core.decision import (
     decide,
     next_step,
 )
-from chain.core.model import ChainState
-from chain.core.names import (
-    SUBMITTER_SCRIPT,
-    runner_job_name,
-    submitter_cycle,
-    submitter_job_name,
-)
-from chain.core.poll import PollPolicy, StepAside
-from chain.core.protocol import (
+from chain.core.events import (
     CounterRead,
     HandingOver,
     RunnerFound,
@@ -46,6 +38,14 @@ from chain.core.protocol import (
     SubmitterStarted,
     SuccessorTaken,
 )
+from chain.core.model import ChainState
+from chain.core.names import (
+    SUBMITTER_SCRIPT,
+    runner_job_name,
+    submitter_cycle,
+    submitter_job_name,
+)
+from chain.core.poll import PollPolicy, StepAside
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor

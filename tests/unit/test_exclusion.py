@@ -16,9 +16,10 @@ from chain import api
 from chain.backends.slurm.parse import down_nodes
 from chain.cli.commands import app
 from chain.core.decision import Outcome, Policy, Progress, decide
+from chain.core.events import Judged, Resumed
 from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
-from chain.core.protocol import Judged, Resumed, transition
+from chain.core.protocol import transition
 from chain.effects.ending import record_judgment
 from chain.effects.runners import submit_runner_job
 from chain.store import ChainDir, ChainStatus

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fakes import FakeBackend
 
+from chain.core import events as ev
 from chain.core import protocol as p
 from chain.core.model import ChainState, JobState
 from chain.effects.executor import Executor
@@ -35,54 +36,54 @@ def _changed(before: ChainStatus, after: ChainStatus) -> dict[str, Any]:
             if getattr(after, f.name) != getattr(before, f.name)}
 
 
-S = p.Save()
-ROWS: list[tuple[p.Event, ChainStatus, dict[str, Any], tuple[p.Effect, ...]]] = [
-    (p.Prepared("slurm", "/w"), _running(), {"backend": "slurm", "workdir": "/w"}, (S,)),
-    (p.Resumed(), _running(), {"submitter_cycle": 3, "state": ChainState.PENDING, "no_progress": 0,
+S = ev.Save()
+ROWS: list[tuple[ev.Event, ChainStatus, dict[str, Any], tuple[ev.Effect, ...]]] = [
+    (ev.Prepared("slurm", "/w"), _running(), {"backend": "slurm", "workdir": "/w"}, (S,)),
+    (ev.Resumed(), _running(), {"submitter_cycle": 3, "state": ChainState.PENDING, "no_progress": 0,
                                "retries_used": 0}, ()),
-    (p.Resumed(), _running(state=ChainState.FAILED, reason="app exited 3", end_announced=True),
+    (ev.Resumed(), _running(state=ChainState.FAILED, reason="app exited 3", end_announced=True),
      {"submitter_cycle": 3, "state": ChainState.PENDING, "reason": "", "no_progress": 0, "retries_used": 0,
       "hooks": [], "end_announced": False}, ()),
-    (p.RelayStarted(), _running(relay_broken="x"), {"submitter_job_id": "", "relay_broken": "",
+    (ev.RelayStarted(), _running(relay_broken="x"), {"submitter_job_id": "", "relay_broken": "",
                                                      "submitter_cycle": 0}, ()),
-    (p.SubmitterQueued("51"), _running(), {"submitter_job_id": "51"}, (S, p.RecordSubmitter("51"))),
-    (p.SubmitterStarted("51"), _running(state=ChainState.PENDING),
+    (ev.SubmitterQueued("51"), _running(), {"submitter_job_id": "51"}, (S, ev.RecordSubmitter("51"))),
+    (ev.SubmitterStarted("51"), _running(state=ChainState.PENDING),
      {"state": ChainState.RUNNING, "submitter_job_id": "51"}, (S,)),
-    (p.HandingOver(), _running(), {"submitter_cycle": 3}, (S,)),
-    (p.CounterRead(42), _running(), {"iteration": 42}, ()),
-    (p.RunnerIntended(30, 1000.0), _running(runner_live=False),
+    (ev.HandingOver(), _running(), {"submitter_cycle": 3}, (S,)),
+    (ev.CounterRead(42), _running(), {"iteration": 42}, ()),
+    (ev.RunnerIntended(30, 1000.0), _running(runner_live=False),
      {"runner_seq": 4, "runner_job_id": "", "runner_live": True, "iter_before": 30, "runner_submitted": 1000.0},
      (S,)),
-    (p.RunnerSubmitted("105", 500), _running(runner_job_id=""), {"runner_job_id": "105"},
-     (S, p.RecordWorker("105"), p.Log("submitted runner 3: job 105 (counter 20/500)"))),
-    (p.RunnerFound("105"), _running(runner_job_id=""), {"runner_job_id": "105"}, (S, p.RecordWorker("105"))),
-    (p.RunnerLost(), _running(runner_job_id=""), {"runner_live": False, "runner_seq": 2}, ()),
-    (p.SuccessorQueued("106", "queued"), _running(next_job_id="", relay_broken="x"),
-     {"next_job_id": "106", "relay_broken": ""}, (S, p.Log("queued"))),
-    (p.SuccessorQueued("106"), _running(next_job_id=""), {"next_job_id": "106"}, (S,)),
-    (p.SuccessorTaken(), _running(), {"next_job_id": ""}, ()),
-    (p.SuccessorForgotten(), _running(), {"next_job_id": ""}, (S,)),
-    (p.SuccessorDropped(), _running(), {"next_job_id": ""}, (S, p.Cancel("104"))),
-    (p.SuccessorDropped(), _running(next_job_id=""), {}, ()),
-    (p.RelayBroken("could not queue runner 4: down"), _running(next_job_id=""),
+    (ev.RunnerSubmitted("105", 500), _running(runner_job_id=""), {"runner_job_id": "105"},
+     (S, ev.RecordWorker("105"), ev.Log("submitted runner 3: job 105 (counter 20/500)"))),
+    (ev.RunnerFound("105"), _running(runner_job_id=""), {"runner_job_id": "105"}, (S, ev.RecordWorker("105"))),
+    (ev.RunnerLost(), _running(runner_job_id=""), {"runner_live": False, "runner_seq": 2}, ()),
+    (ev.SuccessorQueued("106", "queued"), _running(next_job_id="", relay_broken="x"),
+     {"next_job_id": "106", "relay_broken": ""}, (S, ev.Log("queued"))),
+    (ev.SuccessorQueued("106"), _running(next_job_id=""), {"next_job_id": "106"}, (S,)),
+    (ev.SuccessorTaken(), _running(), {"next_job_id": ""}, ()),
+    (ev.SuccessorForgotten(), _running(), {"next_job_id": ""}, (S,)),
+    (ev.SuccessorDropped(), _running(), {"next_job_id": ""}, (S, ev.Cancel("104"))),
+    (ev.SuccessorDropped(), _running(next_job_id=""), {}, ()),
+    (ev.RelayBroken("could not queue runner 4: down"), _running(next_job_id=""),
      {"relay_broken": "could not queue runner 4: down"},
-     (S, p.Log("relay: could not queue runner 4: down; the app runs, then the chain stalls (chain submit --resume)"))),
-    (p.RelayTookOver(), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
-    (p.Judged(30, 0, 1), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
-    (p.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"), _running(),
+     (S, ev.Log("relay: could not queue runner 4: down; the app runs, then the chain stalls (chain submit --resume)"))),
+    (ev.RelayTookOver(), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
+    (ev.Judged(30, 0, 1), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
+    (ev.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"), _running(),
      {"runner_live": False, "iteration": 30, "no_progress": 0, "margin": 40, "worst_stop_to_exit": 12.5,
       "worst_startup": 3.0, "reason": "margin does not fit: x"}, (S,)),
-    (p.CancelledUnjudged(), _running(), {"runner_live": False, "next_job_id": ""},
-     (p.Log("cancelled the queued runner job 104", echo=False),)),
-    (p.HookRan({"name": "plot", "rc": 0}), _running(),
+    (ev.CancelledUnjudged(), _running(), {"runner_live": False, "next_job_id": ""},
+     (ev.Log("cancelled the queued runner job 104", echo=False),)),
+    (ev.HookRan({"name": "plot", "rc": 0}), _running(),
      {"hooks": [{"name": "report", "rc": 0}, {"name": "plot", "rc": 0}]}, (S,)),
-    (p.Announced(), _running(), {"end_announced": True}, (S,)),
-    (p.Ending(), _running(), {"runner_live": False, "next_job_id": ""}, (S, p.Cancel("104"))),
-    (p.Ending(), _running(next_job_id=""), {"runner_live": False}, ()),
-    (p.Ended(ChainState.COMPLETED, "reached MAX_ITER=500", completed_at=9.0), _running(),
+    (ev.Announced(), _running(), {"end_announced": True}, (S,)),
+    (ev.Ending(), _running(), {"runner_live": False, "next_job_id": ""}, (S, ev.Cancel("104"))),
+    (ev.Ending(), _running(next_job_id=""), {"runner_live": False}, ()),
+    (ev.Ended(ChainState.COMPLETED, "reached MAX_ITER=500", completed_at=9.0), _running(),
      {"state": ChainState.COMPLETED, "reason": "reached MAX_ITER=500", "runner_live": False, "completed_at": 9.0},
      (S,)),
-    (p.Ended(ChainState.FAILED, "app exited 3"), _running(),
+    (ev.Ended(ChainState.FAILED, "app exited 3"), _running(),
      {"state": ChainState.FAILED, "reason": "app exited 3", "runner_live": False}, (S,)),
 ]
 
@@ -90,7 +91,7 @@ ROWS: list[tuple[p.Event, ChainStatus, dict[str, Any], tuple[p.Effect, ...]]] = 
 @pytest.mark.parametrize(("event", "before", "changes", "effects"), ROWS,
                          ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(ROWS)])
 def test_each_row_changes_what_it_says_and_asks_for_its_effects(
-        event: p.Event, before: ChainStatus, changes: dict[str, Any], effects: tuple[p.Effect, ...]) -> None:
+        event: ev.Event, before: ChainStatus, changes: dict[str, Any], effects: tuple[ev.Effect, ...]) -> None:
     snapshot = replace(before, hooks=list(before.hooks))
     after, asked = p.transition(before, event)
     assert _changed(before, after) == changes
@@ -127,7 +128,7 @@ def test_the_executor_updates_the_callers_record_and_carries_effects_out_in_orde
     fake = Watching()
     status = _running(next_job_id=fake.submit(tmp_path / "r.sh", job_name="demo-abc123.r4"))
     held = status
-    Executor(chain, fake).apply(status, p.SuccessorDropped(), p.RunnerIntended(20, 5.0))
+    Executor(chain, fake).apply(status, ev.SuccessorDropped(), ev.RunnerIntended(20, 5.0))
     assert held is status and status.runner_seq == 4 and status.next_job_id == ""
     assert fake.cancelled == ["101"] and saved_at_cancel == [""]  # forgotten on disk before the cancel
     saved = chain.load_status()
@@ -144,7 +145,7 @@ def test_a_failed_cancel_is_logged_not_raised(tmp_path: Path) -> None:
             raise SchedulerError("scancel: slurmctld down")
 
     status = _running()
-    Executor(chain, Refusing()).apply(status, p.SuccessorDropped())
+    Executor(chain, Refusing()).apply(status, ev.SuccessorDropped())
     assert status.next_job_id == ""
     assert "cancel of the queued runner job 104 failed: scancel: slurmctld down" in chain.log_file.read_text()
 

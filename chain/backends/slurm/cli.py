@@ -10,8 +10,8 @@ import getpass
 import os
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from chain.backends.base import (
     AccountingUnavailable,
@@ -73,7 +73,7 @@ class ClientError(SchedulerError):
 
 def _default_run(
     argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
-) -> "subprocess.CompletedProcess[str]":
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         list(argv), capture_output=True, text=True, env=dict(env) if env is not None else None,
         cwd=cwd, timeout=120, check=False,
