@@ -60,14 +60,13 @@ from types import FrameType
 from typing import Any, Literal
 
 import lightning.pytorch as pl
-from lightning.fabric.plugins.environments.slurm import SLURMEnvironment
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.callbacks import Checkpoint
 
 from chain.app.atomic import CounterFormatError, read_counter, write_counter
 from chain.app.contract import AppEnv, ExitCode
 from chain.app.interval import CheckpointPolicy
-from chain.app.lightning_resume import resume_gap, warn_resume_gap
+from chain.app.lightning_resume import disable_slurm_requeue, resume_gap, warn_resume_gap
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
@@ -79,28 +78,6 @@ log = logging.getLogger("chain.app.lightning")
 
 CKPT_FILE = "lightning.ckpt"
 """The one shard of a Lightning checkpoint directory."""
-
-
-def disable_slurm_requeue(trainer: pl.Trainer) -> bool:
-    """Turn off Lightning's SLURM auto-requeue on ``trainer``; True if it was on.
-
-    Lightning reads ``auto_requeue`` from the trainer's cluster environment
-    when ``fit`` registers its signal handlers, after the callbacks' ``setup``:
-    this must run before that (``ChainCallback.setup`` does).
-    """
-    connector = getattr(trainer, "_accelerator_connector", None)
-    envs = [
-        getattr(trainer.strategy, "cluster_environment", None),
-        getattr(connector, "cluster_environment", None),  # what the signal connector reads
-    ]
-    changed = False
-    for env in envs:
-        if isinstance(env, SLURMEnvironment) and env.auto_requeue:
-            env.auto_requeue = False
-            changed = True
-    if changed:
-        log.info("Lightning's SLURM auto-requeue turned off: the chain resubmits")
-    return changed
 
 
 class ChainCallback(Checkpoint):

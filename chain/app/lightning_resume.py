@@ -1,5 +1,7 @@
-"""A train dataloader that a mid-epoch resume would restart, and the loud
-warning ``ChainCallback`` gives about it (``chain.app.lightning``)."""
+"""What ``ChainCallback`` (``chain.app.lightning``) checks and changes in
+Lightning's own machinery: a train dataloader that a mid-epoch resume would
+restart (and the loud warning about it), and Lightning's SLURM auto-requeue
+(turned off: the chain resubmits)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import lightning.pytorch as pl
+from lightning.fabric.plugins.environments.slurm import SLURMEnvironment
 from lightning.fabric.utilities.types import _Stateful
 from torch.utils.data import IterableDataset
 
 from chain.app.torch_rng import ResumableSampler
 
-__all__ = ["resume_gap", "warn_resume_gap"]
+__all__ = ["disable_slurm_requeue", "resume_gap", "warn_resume_gap"]
 
 log = logging.getLogger("chain.app.lightning")
 
@@ -67,3 +71,25 @@ def warn_resume_gap(why: str) -> None:
                 fh.write(f"[{stamp}] app (pid {os.getpid()}): {one_line}\n")
         except OSError as exc:  # a log line is not worth failing the fit for
             log.warning("cannot write %s: %s", chain_log, exc.strerror)
+
+
+def disable_slurm_requeue(trainer: pl.Trainer) -> bool:
+    """Turn off Lightning's SLURM auto-requeue on ``trainer``; True if it was on.
+
+    Lightning reads ``auto_requeue`` from the trainer's cluster environment
+    when ``fit`` registers its signal handlers, after the callbacks' ``setup``:
+    this must run before that (``ChainCallback.setup`` does).
+    """
+    connector = getattr(trainer, "_accelerator_connector", None)
+    envs = [
+        getattr(trainer.strategy, "cluster_environment", None),
+        getattr(connector, "cluster_environment", None),  # what the signal connector reads
+    ]
+    changed = False
+    for env in envs:
+        if isinstance(env, SLURMEnvironment) and env.auto_requeue:
+            env.auto_requeue = False
+            changed = True
+    if changed:
+        log.info("Lightning's SLURM auto-requeue turned off: the chain resubmits")
+    return changed

@@ -10,7 +10,7 @@ import pytest
 
 from chain.backends.directives import DirectiveError, sbatch_lines
 from chain.backends.local.sbatch import parse_directives
-from chain.backends.slurm.pyslurm import sbatch_directives
+from chain.backends.slurm.pyslurm_options import sbatch_directives
 from chain.errors import SchedulerError
 
 SCRIPT = textwrap.dedent("""\

@@ -54,7 +54,7 @@ def job_environment(base: Mapping[str, str], extra: Mapping[str, str] | None) ->
     env = {
         k: v
         for k, v in base.items()
-        if k in _KEEP or not (k.startswith("SLURM_") or k.startswith("SBATCH_") or k.startswith("SRUN_"))
+        if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
     }
     env.update(extra or {})
     return env
