@@ -1,19 +1,28 @@
 """Issue 30 on the multi-node dev cluster (``dev-cluster up --nodes 3``):
 examples/python/ddp/train.py chained across two nodes, one rank per node,
-launched by srun one task per rank (srun of one torchrun per node: not yet,
-see the parametrize note). The chain runs in three or more runners (each
-stopped at its deadline, every rank stopping at the same step) and ends
-bit-identical to an uninterrupted two-rank run: the same weights digest and
-every step's loss. A node lost under a runner is survived and left out.
-Marked ``multinode``: not in scripts/test's default run yet."""
+launched both ways users do: srun, one task per rank, and srun of one
+torchrun per node. The chain runs in three or more runners (each stopped at
+its deadline, every rank stopping at the same step) and ends bit-identical
+to an uninterrupted two-rank run: the same weights digest and every step's
+loss. A node lost under a runner is survived and left out. Every rank of an
+srun step gets the stop signal, and none outlives its runner, also when one
+ignores the signal and is killed. Marked ``multinode``: not in scripts/test's
+default run yet.
+
+Every test cancels its chain and any job left from its directory at its end,
+passed or failed (``cleanup``): a leftover two-node runner would keep a later
+test's cluster busy."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +35,19 @@ from chain.store import ChainDir
 TRAIN = EXAMPLES / "python" / "ddp" / "train.py"
 STEPS = 120
 SRUN = ["--launch-mode", "srun", "--nodes", "2", "--ntasks-per-node", "1"]
-# the ranks' environment (sbatch passes it on): gloo finds no address of its own from a node's
-# hostname in the dev cluster's namespaces (it fell back to 127.0.0.1): it is told the interface,
-# as sites tell it theirs (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME)
+# the ranks' environment (sbatch passes it on): the dev cluster's node names resolve nowhere, so
+# gloo finds no address of its own from a node's hostname (it fell back to 127.0.0.1): it is told
+# the interface, as sites tell it theirs (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME)
 RANK_ENV = {"STEP_SECONDS": "0.4", "GLOO_SOCKET_IFNAME": "eth0"}
-TORCHRUN = ("python3 -m torch.distributed.run --nnodes 2 --nproc-per-node 1 --node-rank $SLURM_NODEID "
-            "--master-addr $SLURM_LAUNCH_NODE_IPADDR --master-port $((20000 + SLURM_JOB_ID % 20000)) train.py")
+# one torchrun per node (srun runs the line once per node, each expanding its own variables); its
+# static rendezvous served by node 0's, on the batch host srun was launched from. torchrun exits 1
+# when a worker exits 99, which before chain's stop signal is a failure: without CHAIN_DEADLINE the
+# workers stop on the signal alone (TERM, which torchrun forwards), and chain judges by the counter
+TORCHRUN = ("env -u CHAIN_DEADLINE python3 -m torch.distributed.run --nnodes 2 --nproc-per-node 1 "
+            "--node-rank $SLURM_NODEID --master-addr $SLURM_LAUNCH_NODE_IPADDR "
+            "--master-port $((20000 + SLURM_JOB_ID % 20000)) train.py")
+FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
+         "DEADLINE")
 
 
 def _free_port() -> int:
@@ -40,21 +56,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _uninterrupted(workdir: Path, steps: int = STEPS) -> None:
-    """The reference: the same two ranks on this machine, never stopped."""
-    shutil.copy(TRAIN, workdir / "train.py")
-    port, procs = str(_free_port()), []
-    for rank in (0, 1):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CHAIN_"))}
-        env.update(MAX_ITER=str(steps), CKPT_PATH="counter.txt", STEP_SECONDS="0", RANK=str(rank), WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port, PYTHONPATH=str(EXAMPLES.parent))
-        procs.append(subprocess.Popen([sys.executable, "train.py"], cwd=workdir, env=env))
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
-
-
 def _losses(workdir: Path) -> dict[int, str]:
     rows = [line.split(",") for line in (workdir / "metrics.csv").read_text().splitlines()]
     return {int(step): loss for step, loss in rows}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference, made once: the same two ranks on this machine, never stopped."""
+    workdir = tmp_path_factory.mktemp("whole")
+    shutil.copy(TRAIN, workdir / "train.py")
+    port, procs = str(_free_port()), []
+    try:
+        for rank in (0, 1):
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CHAIN_"))}
+            env.update(MAX_ITER=str(STEPS), CKPT_PATH="counter.txt", STEP_SECONDS="0", RANK=str(rank),
+                       WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, PYTHONPATH=str(EXAMPLES.parent))
+            procs.append(subprocess.Popen([sys.executable, "train.py"], cwd=workdir, env=env))
+        assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    return workdir
 
 
 @pytest.fixture(scope="module")
@@ -64,32 +88,67 @@ def three_nodes(slurm_cluster: Any) -> Any:
     restart_cluster(slurm_cluster)
 
 
+def _queue() -> list[tuple[str, str]]:
+    """(job id, working directory) of every job in the queue."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30,
+                         check=False).stdout
+    return [(job, workdir) for job, _, workdir in (line.partition("|") for line in out.splitlines()) if job]
+
+
+def cancel_everything_under(root: Path) -> None:
+    """Every chain under ROOT cancelled, then every job still queued from a directory under ROOT
+    scancelled, and waited out (60 s): a failed test leaves nothing behind."""
+    for chain_dir in root.glob("**/.chain"):
+        try:
+            chain_cmd("cancel", cwd=chain_dir.parent, check=False, timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    inside = str(root.resolve())
+
+    def ours() -> list[str]:
+        return [job for job, workdir in _queue() if workdir == inside or workdir.startswith(inside + "/")]
+
+    left = ours()
+    if left:
+        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
+        wait_until(lambda: not ours(), 60, interval=1, what=f"jobs {left} gone after scancel", describe=ours)
+
+
+@pytest.fixture
+def cleanup(tmp_path: Path) -> Iterator[Path]:
+    """The test's directory; at the end, whatever the outcome, nothing of it left in the queue."""
+    yield tmp_path
+    cancel_everything_under(tmp_path)
+
+
 @pytest.mark.slurm
 @pytest.mark.multinode
 @pytest.mark.alone  # restarts the cluster with three nodes
 @pytest.mark.heavy  # two torch ranks per runner
-# torchrun (one per node, static rendezvous) is not here yet: on the dev cluster its workers hung in
-# init_process_group for the whole runner (40 s; the gloo interface given), not understood yet
-@pytest.mark.parametrize("launch, runner_time, steps", [("srun", "0:45", 120)])
-def test_a_two_node_ddp_chain_ends_bit_identical(three_nodes: Any, launch: str, runner_time: str, steps: int,
-                                                 tmp_path: Path) -> None:
-    whole, chained = tmp_path / "whole", tmp_path / "chained"
-    whole.mkdir()
+# runner times: srun ranks start in 4-6 s and stop ~5 s before the deadline (TrainLoop's lead), 37-43
+# steps a runner; torchrun's agents and workers each import torch (10-21 s) and stop at the signal,
+# 38-66 steps: both need three runners for 120 steps, however fast they start, and progress in each
+@pytest.mark.parametrize("launch, runner_time", [("srun", "0:35"), ("torchrun", "0:40")])
+def test_a_two_node_ddp_chain_ends_bit_identical(three_nodes: Any, whole: Path, cleanup: Path, launch: str,
+                                                 runner_time: str) -> None:
+    chained = cleanup / "chained"
     chained.mkdir()
-    _uninterrupted(whole, steps)
     shutil.copy(TRAIN, chained / "train.py")
     app = "python3 train.py" if launch == "srun" else TORCHRUN
-    chain_cmd("submit", "--backend", "slurm", "--max-iter", str(steps), "--checkpoint-every", "1000",
-              "--app-cmd", app, *SRUN, "--runner-time", runner_time, "--runner-margin", "8", "--fixed-margin",
-              "--poll-max", "5", cwd=chained, env=RANK_ENV)
+    submitted = chain_cmd("submit", "--backend", "slurm", "--max-iter", str(STEPS), "--checkpoint-every", "1000",
+                          "--app-cmd", app, *SRUN, "--stop-signal", "TERM", "--runner-time", runner_time,
+                          "--runner-margin", "8", "--fixed-margin", "--poll-max", "5", cwd=chained, env=RANK_ENV)
+    assert "forwards only" not in submitted.stderr + submitted.stdout  # TERM: no torchrun warning
     report = wait_ended(chained, timeout=420)
     assert report["state"] == "completed", report
     runners = report["runners"]
     assert len(runners) >= 3, [r["reason"] for r in runners]
     store = ChainDir(chained / ".chain")
-    for judged in runners:  # each runner on two nodes of the three
-        record = store.runner_record(judged["job_id"])
+    records = [store.runner_record(judged["job_id"]) for judged in runners]
+    for record in records:  # each runner on two nodes of the three
         assert record is not None and len(set(record.nodes)) == 2, record
+    if launch == "torchrun":  # the workers stopped on chain's signal, forwarded by torchrun
+        assert all(r is not None and r.stop_sent is not None and not r.killed for r in records[:-1]), records
     # every rank stopped at the step rank 0 saved: each runner's logs name one step
     for rank in (0, 1):
         log = (chained / f"train_rank{rank}.log").read_text()
@@ -119,14 +178,12 @@ def _runner_on(chained: Path, node: str, timeout: float) -> str:
 @pytest.mark.multinode
 @pytest.mark.alone  # takes a node of the three-node cluster away
 @pytest.mark.heavy
-def test_a_node_lost_mid_run_is_survived_and_left_out(three_nodes: Any, tmp_path: Path) -> None:
+def test_a_node_lost_mid_run_is_survived_and_left_out(three_nodes: Any, whole: Path, cleanup: Path) -> None:
     """n2 crashes under a two-node runner: the chain goes on from the last checkpoint on the other
     nodes, ends bit-identical to an uninterrupted run (the lost steps were redone exactly), and
     n2 is excluded from the runners after it (--exclude-after 1)."""
-    whole, chained = tmp_path / "whole", tmp_path / "chained"
-    whole.mkdir()
+    chained = cleanup / "chained"
     chained.mkdir()
-    _uninterrupted(whole)
     shutil.copy(TRAIN, chained / "train.py")
     chain_cmd("submit", "--backend", "slurm", "--max-iter", str(STEPS), "--checkpoint-every", "20",
               "--app-cmd", "python3 train.py", *SRUN, "--runner-time", "3:00", "--runner-margin", "10",
@@ -146,3 +203,102 @@ def test_a_node_lost_mid_run_is_survived_and_left_out(three_nodes: Any, tmp_path
     assert later and all(r is not None and "n2" not in r.nodes for r in later), later
     assert (chained / "weights.sha256").read_text() == (whole / "weights.sha256").read_text()
     assert _losses(chained) == _losses(whole)
+
+
+# One srun task per rank, two nodes of two ranks. Each rank notes "<job> <rank> <node> <pid>" at start
+# and "<job> <rank> exit" on the stop signal (rank 0 keeps the counter); in the second runner (the
+# first with a checkpoint to resume from) rank $DEAF_RANK ignores the stop signal, as a rank stuck in a
+# collective would.
+RANKS_APP = """\
+i=$(cat "$CKPT_PATH" 2>/dev/null || echo 0)
+stop=
+if [[ $SLURM_PROCID == "$DEAF_RANK" && ! -e deaf ]] && ((i > 0)); then : > deaf; trap '' TERM; else trap 'stop=1' TERM; fi
+echo "$SLURM_JOB_ID $SLURM_PROCID $(hostname) $$" >> ranks.txt
+while [[ -z $stop ]]; do
+    sleep 0.5 & wait $!
+    i=$((i + 1))
+    if ((SLURM_PROCID == 0)); then echo $i > "$CKPT_PATH.tmp" && mv "$CKPT_PATH.tmp" "$CKPT_PATH"; fi
+done
+echo "$SLURM_JOB_ID $SLURM_PROCID exit" >> ranks.txt
+exit 99
+"""
+
+
+def _processes_of(job: str, *also: str) -> list[str]:
+    """Every process, on any node, of Slurm job ``job`` (with the variables ``also`` set): the
+    nodes' namespaces share this pid namespace, so /proc shows them all; a process of the job has
+    its SLURM_JOB_ID, one of its app (srun, the ranks, their children) CHAIN_DEADLINE besides: the
+    runner sets it for the app alone (not for chain's guard, which outlives the runner by design)."""
+    mark, names = f"SLURM_JOB_ID={job}".encode(), [f"{name}=".encode() for name in also]
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(bytes(1))  # a zombie's is empty: not running
+            if mark in environ and all(any(var.startswith(name) for var in environ) for name in names):
+                found.append(f"{proc.name} {(proc / 'cmdline').read_bytes().replace(bytes(1), b' ').decode()}")
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def _job_state(job: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30,
+                         check=False).stdout
+    return next((w.partition("=")[2] for w in out.split() if w.startswith("JobState=")), "")
+
+
+@pytest.mark.slurm
+@pytest.mark.multinode
+@pytest.mark.alone  # on the three-node cluster
+def test_every_rank_gets_the_stop_signal_and_none_outlives_its_runner(three_nodes: Any, cleanup: Path) -> None:
+    """srun mode, two nodes of two ranks: runner 1 stops at its deadline, every rank on the signal;
+    in runner 2 rank 3 ignores it and the runner kills the app after the grace. Once Slurm has a
+    runner's job ended, no process of its app is left on any node, and no rank of a runner ever ran
+    beside the next runner's."""
+    workdir = cleanup / "ranks"
+    workdir.mkdir()
+    (workdir / "ranks.sh").write_text(RANKS_APP)
+    chain_cmd("submit", "--backend", "slurm", "--max-iter", "100000", "--app-cmd", "bash ranks.sh",
+              "--launch-mode", "srun", "--nodes", "2", "--ntasks-per-node", "2", "--runner-time", "0:20",
+              "--runner-margin", "6", "--fixed-margin", "--poll-max", "5", cwd=workdir, env={"DEAF_RANK": "3"})
+    lines = workdir / "ranks.txt"
+    over: dict[str, float] = {}  # a runner job -> when it was seen ended, nothing of it left
+    t0 = time.monotonic()
+
+    def two_runners_over() -> bool:
+        noted = [line.split() for line in lines.read_text().splitlines()] if lines.exists() else []
+        jobs = list(dict.fromkeys(words[0] for words in noted))
+        for earlier, later in itertools.pairwise(jobs):  # a rank of the later runner has started
+            left = [] if earlier in over else _processes_of(earlier, "CHAIN_DEADLINE")
+            assert not left, f"the app of job {earlier} still ran beside {later}'s: {left}"
+        for job in jobs:
+            if job not in over and _job_state(job) in FINAL:
+                left = _processes_of(job, "CHAIN_DEADLINE")
+                assert not left, f"job {job} ended ({_job_state(job)}), these of its app are left: {left}"
+                over[job] = time.monotonic() - t0
+        return len(over) >= 2
+
+    wait_until(two_runners_over, 150, interval=0.5, what="two runners ended",
+               describe=lambda: (over, lines.read_text() if lines.exists() else ""))
+    chain_cmd("cancel", cwd=workdir)
+    store = ChainDir(workdir / ".chain")
+    first, second = list(over)[:2]
+    noted = [line.split() for line in lines.read_text().splitlines()]
+    for job in (first, second):
+        ranks = {(words[1], words[2]) for words in noted if words[0] == job and len(words) == 4}
+        assert {r for r, _ in ranks} == {"0", "1", "2", "3"} and len({n for _, n in ranks}) == 2, ranks
+    exited = {job: sorted(words[1] for words in noted if words[0] == job and words[2:] == ["exit"])
+              for job in (first, second)}
+    record1, record2 = store.runner_record(first), store.runner_record(second)
+    assert record1 is not None and record2 is not None
+    # runner 1: every rank got the stop signal and exited on it, nothing was killed
+    assert record1.stop_sent is not None and not record1.killed and exited[first] == ["0", "1", "2", "3"], \
+        (record1, exited)
+    # runner 2: the deaf rank alone outlived the grace and was killed; the chain went on (124)
+    assert record2.stop_sent is not None and record2.killed and exited[second] == ["0", "1", "2"], \
+        (record2, exited)
+    assert record2.exit_code == 124 and record2.iter_after is not None and record2.iter_before is not None \
+        and record2.iter_after > record2.iter_before, record2
+    print(f"runner jobs seen ended, nothing left, at {over} s")
