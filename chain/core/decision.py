@@ -64,7 +64,7 @@ class Outcome:
 
     @property
     def advanced(self) -> bool:
-        """Progress: the counter went up. One that went back (the app started
+        """Tally: the counter went up. One that went back (the app started
         from scratch) is no progress either."""
         return self.iter_after > self.iter_before
 
@@ -77,8 +77,9 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """What the decision remembers between runners."""
+class Tally:
+    """What the decision remembers between runners (the app side's training
+    progress is ``chain.app.torch.Progress``, another thing)."""
 
     no_progress: int = 0
     retries_used: int = 0
@@ -88,14 +89,14 @@ class Progress:
 class Decision:
     verdict: Verdict
     reason: str
-    progress: Progress
+    progress: Tally
     state: ChainState = ChainState.RUNNING
 
 
-Rule = Callable[[Outcome, Policy, Progress], "Decision | None"]
+Rule = Callable[[Outcome, Policy, Tally], "Decision | None"]
 
 
-def decide(outcome: Outcome, policy: Policy, progress: Progress) -> Decision:
+def decide(outcome: Outcome, policy: Policy, progress: Tally) -> Decision:
     """Map a runner outcome to the chain's next step: the first rule of
     ``RULES`` that applies; a failure when none does."""
     for rule in RULES:
@@ -141,13 +142,13 @@ def cancelled_outside(job_id: str) -> str:
     return f"runner job {job_id} was cancelled outside chain (scancel)"
 
 
-def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.slurm_state is JobState.CANCELLED and not outcome.cancelled_by_chain:
         return Decision(Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED)
     return None
 
 
-def _never_ran(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _never_ran(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     """A runner that recorded it left without running the app: a pre-queued
     runner that gave up waiting to be promoted (``jobs.runner``) just as the
     submitter promoted it. Nothing ran and nothing was lost: the next runner
@@ -160,17 +161,17 @@ def _never_ran(outcome: Outcome, policy: Policy, progress: Progress) -> Decision
                     progress)
 
 
-def _out_of_memory(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _out_of_memory(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.slurm_state is JobState.OUT_OF_MEMORY:
         return _failure(outcome, policy, progress, f"runner ran out of memory (counter {_counter(outcome)})")
     return None
 
 
-def _done(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _done(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.exit_code != RunnerExit.DONE or outcome.slurm_state not in (None, JobState.COMPLETED):
         return None
     if outcome.iter_after >= policy.max_iter:
-        return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Progress())
+        return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Tally())
     if outcome.missing_counter_file:
         why = (f"app exited 0 but {missing_counter(outcome.missing_counter_file, outcome.iter_before)}: "
                f"the chain completes when the counter reaches MAX_ITER {policy.max_iter}")
@@ -183,7 +184,7 @@ def _done(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | No
 PREEMPTED_REASONS = ("runner preempted", "runner requeued by Slurm")
 
 
-def _preempted(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _preempted(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     """Slurm preempted the runner (PREEMPTED), or requeued it after its end
     record: the site took the allocation back. Not the runner's failure and
     no sign of a stall: the next runner goes on from the checkpoint, and no
@@ -199,7 +200,7 @@ def _preempted(outcome: Outcome, policy: Policy, progress: Progress) -> Decision
 STALLED_REASON = "app stalled"  # the report and the node exclusion count them by these words
 
 
-def _stalled_app(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _stalled_app(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     """The watchdog stopped an app that showed no sign of progress for
     ``--stall-timeout``: whatever its counter did before, a runner without
     progress (two in a row stop the chain), never a retry of a failure."""
@@ -215,7 +216,7 @@ def _stalled_app(outcome: Outcome, policy: Policy, progress: Progress) -> Decisi
                     f"at {policy.max_no_progress}", replace(progress, no_progress=stalled))
 
 
-def _handed_over(outcome: Outcome, policy: Policy, progress: Progress) -> Decision | None:
+def _handed_over(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     """A runner that ended to let the next one go on: by the contract's
     codes, by Slurm ending it (TIMEOUT, PREEMPTED, NODE_FAIL) or by the
     chain's own cancel. Two in a row without advance stop the chain."""
@@ -275,7 +276,7 @@ def _continue_reason(code: int | None, state: JobState | None, detail: str = "")
     return handed_over.get(code or 0, f"runner exit {code}")
 
 
-def _failure(outcome: Outcome, policy: Policy, progress: Progress, reason: str) -> Decision:
+def _failure(outcome: Outcome, policy: Policy, progress: Tally, reason: str) -> Decision:
     """A failure stops the chain unless the retry budget allows another runner."""
     if progress.retries_used < policy.retries:
         used = progress.retries_used + 1

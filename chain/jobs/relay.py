@@ -24,7 +24,7 @@ from chain.core.decision import (
     Decision,
     Outcome,
     Policy,
-    Progress,
+    Tally,
     Verdict,
     cancelled_outside,
     decide,
@@ -44,7 +44,7 @@ from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner, submit_runner_job
 from chain.errors import CheckpointError, SchedulerError
-from chain.jobs.watch import RunnerWatch
+from chain.jobs.watch import RunnerWatch, gather_outcome
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import (
     CounterReading,
@@ -104,7 +104,7 @@ class Relay:
                 return TakeOver(Turn.LEAVE, status, "the chain has ended")
             if self.chain.cancel_file.exists():
                 return TakeOver(Turn.LEAVE, status, "the chain is being cancelled")
-            if status.next_job_id == self.job_id and self.seq == status.runner_seq + 1:
+            if status.queued_next(self.job_id, self.seq):
                 verdict = self._judge_predecessor(status)
                 if verdict is not None:
                     return verdict
@@ -160,9 +160,16 @@ class Relay:
     def _read_counter(self) -> CounterReading:
         return read_counter_state(self.settings, self.workdir)
 
+    def _reading(self) -> CounterReading | None:
+        """The counter as it is now; None when unreadable (the runner's record tells why)."""
+        try:
+            return self._read_counter()
+        except CheckpointError:
+            return None
+
     def _decide(self, outcome: Outcome, status: ChainStatus) -> Decision:
         return decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
-                      Progress(status.no_progress, status.retries_used))
+                      Tally(status.no_progress, status.retries_used))
 
     def _give_up(self, patience: float) -> float:
         """When a take-over retry stops: after ``patience``, and before this
@@ -223,9 +230,8 @@ class Relay:
                 if record.preempted and status.next_job_id:
                     self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
-            outcome = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
-                                  ckpt_path=counter_source(self.settings),
-                                  read=self._read_counter).outcome(status, record, None)
+            outcome = gather_outcome(self.chain, status, record, None, self._reading(),
+                                     counter_source(self.settings) or Path(self.settings.ckpt_path).name)
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more

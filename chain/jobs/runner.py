@@ -67,7 +67,7 @@ def wait_for_promotion(chain: ChainDir, job_id: str, seq: int | None, *, clock: 
     give_up: float | None = None
     while True:
         status = chain.load_status()
-        if status is None or status.state.ended or status.next_job_id != job_id or seq != status.runner_seq + 1:
+        if status is None or status.state.ended or not status.queued_next(job_id, seq):
             return status, False
         if give_up is None:  # asked only by a runner that has to wait (it may cost a scheduler call)
             give_up = give_up_at(status)

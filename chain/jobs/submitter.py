@@ -23,8 +23,8 @@ from chain.core.decision import (
     Decision,
     Outcome,
     Policy,
-    Progress,
     Step,
+    Tally,
     Verdict,
     decide,
     next_step,
@@ -208,7 +208,7 @@ class Submitter:
             if status.runner_live:
                 outcome = self._wait(status)
                 decision = decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
-                                  Progress(status.no_progress, status.retries_used))
+                                  Tally(status.no_progress, status.retries_used))
                 self._judge(status, outcome, decision)
                 if decision.verdict is Verdict.STOP:
                     return self.stop_chain(status, decision.state, decision.reason)

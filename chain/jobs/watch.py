@@ -16,6 +16,7 @@ from pathlib import Path
 from chain.backends.base import Backend, JobInfo
 from chain.core.decision import Outcome
 from chain.core.model import JobState
+from chain.core.outcome import runner_outcome
 from chain.core.poll import PollPolicy, StepAside
 from chain.errors import CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter
@@ -135,28 +136,8 @@ class RunnerWatch:
         return last
 
     def outcome(self, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None) -> Outcome:
-        """The facts the decision needs: the runner's record when it wrote
-        its end, else the scheduler's account and the counter as it is."""
-        cancelled = self.chain.cancel_file.exists()
-        # judged after the runner's app and before the next one's: a counter
-        # file missing now is one the app never wrote (or removed)
-        reading = self._reading()
-        missing = "" if reading is None or reading.present else (self.ckpt_path or self.ckpt.name)
-        if record is not None and record.ended:
-            return Outcome(
-                exit_code=record.exit_code,
-                slurm_state=info.state if info is not None and info.state.finished else None,
-                iter_before=status.iter_before if record.iter_before is None else record.iter_before,
-                iter_after=status.iter_before if record.iter_after is None else record.iter_after,
-                recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
-                stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
-                missing_counter_file=missing, preempted=record.preempted, stalled=record.stalled,
-                requeued=info is not None and info.state is JobState.REQUEUED,
-            )
-        after = status.iter_before if reading is None else reading.value
-        return Outcome(exit_code=slurm_exit_code(info),
-                       slurm_state=info.state if info else JobState.UNKNOWN, iter_before=status.iter_before,
-                       iter_after=after, recorded=False, cancelled_by_chain=cancelled, missing_counter_file=missing)
+        """The runner's outcome from its record and ``info``, with the counter as it is now."""
+        return gather_outcome(self.chain, status, record, info, self._reading(), self.ckpt_path or self.ckpt.name)
 
     def _reading(self) -> CounterReading | None:
         """The counter as it is now; None when it cannot be read (the
@@ -169,18 +150,11 @@ class RunnerWatch:
             return None
 
 
-# The states in which the batch script itself exited: only then is Slurm's
-# exit code the job's own. Slurm ended the others (NODE_FAIL, PREEMPTED,
-# BOOT_FAIL, DEADLINE, TIMEOUT, a cancel) and prints 0 for them, or the
-# signal's code: not an exit the runner ever had.
-_OWN_EXIT_STATES = frozenset({JobState.COMPLETED, JobState.FAILED})
-
-
-def slurm_exit_code(info: JobInfo | None) -> int | None:
-    """Pure: Slurm's exit code for a runner that left no record, when it is
-    the job's own; None (shown as no exit) when Slurm ended the job."""
-    if info is None or info.state not in _OWN_EXIT_STATES:
-        return None
-    if info.signal and not info.exit_code:  # Slurm's 0:9: killed, as a shell reports it
-        return 128 + info.signal
-    return info.exit_code
+def gather_outcome(chain: ChainDir, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None,
+                   reading: CounterReading | None, counter_name: str) -> Outcome:
+    """The current runner's outcome (``core.outcome.runner_outcome``) with
+    the facts gathered here: whether ``chain cancel`` asked, and the counter
+    ``reading`` (None: unreadable), named ``counter_name`` when it is missing."""
+    missing = "" if reading is None or reading.present else counter_name
+    return runner_outcome(status, record, info, cancelled=chain.cancel_file.exists(),
+                          counter=None if reading is None else reading.value, missing_counter_file=missing)

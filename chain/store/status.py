@@ -55,6 +55,12 @@ class ChainStatus:
     def to_json(self) -> dict[str, Any]:
         return encode(self)
 
+    def queued_next(self, job_id: str, seq: int | None) -> bool:
+        """``job_id``, runner ``seq``, is the one queued behind the current
+        runner (lookahead's pre-queued runner, relay's successor): the one
+        rule by which such a job knows it is the chain's next."""
+        return bool(self.next_job_id) and self.next_job_id == job_id and seq == self.runner_seq + 1
+
     @classmethod
     def from_json(cls, data: Any, path: Path) -> ChainStatus:
         """Validated to every field's type; a newer format is refused. A

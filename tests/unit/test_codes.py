@@ -13,7 +13,7 @@ from chain.primitives.paths import shell_helpers_dir
 
 
 def _shell_codes(path: Path, pattern: str) -> dict[str, int]:
-    return {name: int(value) for name, value in re.findall(pattern, path.read_text(encoding="utf-8"), re.M)}
+    return {name: int(value) for name, value in re.findall(pattern, path.read_text(encoding="utf-8"), re.MULTILINE)}
 
 
 def test_the_shell_helpers_spell_the_apps_codes_as_the_table() -> None:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from chain.core.decision import Outcome, Policy, Progress, Step, Verdict, decide, next_step
+from chain.core.decision import Outcome, Policy, Step, Tally, Verdict, decide, next_step
 from chain.core.model import ChainState, JobState, parse_counter
 from chain.errors import CheckpointError
 
@@ -17,24 +17,24 @@ def outcome(code: int | None, before: int = 10, after: int = 20, state: JobState
 
 
 def test_done_at_max_iter_completes() -> None:
-    d = decide(outcome(0, 90, 100), POLICY, Progress())
+    d = decide(outcome(0, 90, 100), POLICY, Tally())
     assert d.verdict is Verdict.COMPLETE
 
 
 def test_done_below_max_iter_is_a_failure() -> None:
-    d = decide(outcome(0, 10, 50), POLICY, Progress())
+    d = decide(outcome(0, 10, 50), POLICY, Tally())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "50 < MAX_ITER 100" in d.reason
 
 
 @pytest.mark.parametrize("code", [99, 124, 75])
 def test_checkpoint_codes_continue(code: Any) -> None:
-    d = decide(outcome(code), POLICY, Progress(no_progress=1))
+    d = decide(outcome(code), POLICY, Tally(no_progress=1))
     assert d.verdict is Verdict.CONTINUE and d.progress.no_progress == 0
 
 
 @pytest.mark.parametrize("state", [JobState.TIMEOUT, JobState.PREEMPTED, JobState.NODE_FAIL])
 def test_slurm_ends_with_advance_continue(state: Any) -> None:
-    d = decide(outcome(None, state=state, recorded=False), POLICY, Progress())
+    d = decide(outcome(None, state=state, recorded=False), POLICY, Tally())
     assert d.verdict is Verdict.CONTINUE
 
 
@@ -43,18 +43,18 @@ def test_a_preempted_runner_never_counts_as_stalled_or_as_a_retry(recorded: bool
     """Issue 29: PreemptMode=CANCEL ends the runner PREEMPTED; however often
     the site takes the allocation back before the app could save, the chain
     goes on from its checkpoint."""
-    progress = Progress(no_progress=1, retries_used=2)
+    progress = Tally(no_progress=1, retries_used=2)
     for _ in range(3):
         d = decide(outcome(None, 20, 20, state=JobState.PREEMPTED, recorded=recorded), Policy(100, retries=2),
                    progress)
         assert d.verdict is Verdict.CONTINUE and d.progress == progress
         assert d.reason == "runner preempted: counter 20->20"
     advanced = decide(outcome(None, 20, 25, state=JobState.PREEMPTED), POLICY, progress)
-    assert advanced.progress == Progress(no_progress=0, retries_used=2)
+    assert advanced.progress == Tally(no_progress=0, retries_used=2)
 
 
 def test_two_runners_without_advance_stop() -> None:
-    first = decide(outcome(99, 20, 20), POLICY, Progress())
+    first = decide(outcome(99, 20, 20), POLICY, Tally())
     assert first.verdict is Verdict.CONTINUE and first.progress.no_progress == 1
     second = decide(outcome(99, 20, 20), POLICY, first.progress)
     assert second.verdict is Verdict.STOP and second.state is ChainState.STOPPED
@@ -62,39 +62,39 @@ def test_two_runners_without_advance_stop() -> None:
 
 
 def test_deadline_without_advance_is_failure() -> None:
-    d = decide(outcome(1, 20, 20, state=JobState.FAILED), POLICY, Progress())
+    d = decide(outcome(1, 20, 20, state=JobState.FAILED), POLICY, Tally())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED
     assert d.reason == "the app was stopped at the deadline but the counter did not advance (20->20)"
 
 
 def test_app_failure_stops_with_exit_code() -> None:
-    d = decide(outcome(3, detail="app exited 3"), POLICY, Progress())
+    d = decide(outcome(3, detail="app exited 3"), POLICY, Tally())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "exit code 3" in d.reason
 
 
 def test_user_cancel_stops_cancelled() -> None:
-    d = decide(outcome(99, state=JobState.CANCELLED), POLICY, Progress())
+    d = decide(outcome(99, state=JobState.CANCELLED), POLICY, Tally())
     assert d.verdict is Verdict.STOP and d.state is ChainState.CANCELLED and "user" in d.reason
 
 
 def test_chain_cancel_continues() -> None:
-    d = decide(outcome(99, state=JobState.CANCELLED, cancelled_by_chain=True), POLICY, Progress())
+    d = decide(outcome(99, state=JobState.CANCELLED, cancelled_by_chain=True), POLICY, Tally())
     assert d.verdict is Verdict.CONTINUE
 
 
 def test_out_of_memory_stops() -> None:
-    d = decide(outcome(None, state=JobState.OUT_OF_MEMORY, recorded=False), POLICY, Progress())
+    d = decide(outcome(None, state=JobState.OUT_OF_MEMORY, recorded=False), POLICY, Tally())
     assert d.verdict is Verdict.STOP and "memory" in d.reason
 
 
 def test_runner_died_without_record() -> None:
-    d = decide(outcome(9, 20, 20, state=JobState.FAILED, recorded=False), POLICY, Progress())
+    d = decide(outcome(9, 20, 20, state=JobState.FAILED, recorded=False), POLICY, Tally())
     assert d.verdict is Verdict.STOP and "without a record" in d.reason
 
 
 def test_retry_budget() -> None:
     policy = Policy(max_iter=100, retries=2)
-    p = Progress()
+    p = Tally()
     for used in (1, 2):
         d = decide(outcome(3), policy, p)
         assert d.verdict is Verdict.CONTINUE and d.progress.retries_used == used
@@ -125,11 +125,11 @@ def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop() -> 
     """Runner exit 1 means "stopped at the deadline without advance" only
     when the runner sent the stop signal; otherwise the app failed on its own."""
     early = decide(outcome(1, 0, 0, stop_signalled=False,
-                           detail="app exited 1 after 0.4 s, before the stop signal"), POLICY, Progress())
+                           detail="app exited 1 after 0.4 s, before the stop signal"), POLICY, Tally())
     assert early.state is ChainState.FAILED
     assert early.reason.startswith("app exited 1 after 0.4 s, before the stop signal")
     assert "deadline" not in early.reason
-    late = decide(outcome(1, 0, 0, detail="app exited 1 after SIGTERM"), POLICY, Progress())
+    late = decide(outcome(1, 0, 0, detail="app exited 1 after SIGTERM"), POLICY, Tally())
     assert late.state is ChainState.FAILED
     assert late.reason == "the app was stopped at the deadline but the counter did not advance (0->0)"
 
@@ -147,17 +147,17 @@ def test_end_states_have_distinct_exit_codes() -> None:
 def test_a_checkpoint_without_advance_says_both_facts_and_how_far_from_the_stop() -> None:
     """Not "checkpointed (99) without checkpoint advance (0->0)": what the
     app did, what the counter did, and how many such runners the chain takes."""
-    d = decide(outcome(99, 0, 0), POLICY, Progress())
+    d = decide(outcome(99, 0, 0), POLICY, Tally())
     assert d.verdict is Verdict.CONTINUE and d.progress.no_progress == 1
     assert d.reason == ("app exited 99 (checkpointed) but the counter did not advance (0->0); "
                         "runner 1 in a row without progress, the chain stops at 2")
-    assert decide(outcome(99, 0, 7), POLICY, Progress()).reason == "app exited 99 (checkpointed): counter 0->7"
+    assert decide(outcome(99, 0, 7), POLICY, Tally()).reason == "app exited 99 (checkpointed): counter 0->7"
 
 
 @pytest.mark.parametrize("code, state", [(99, None), (124, None), (75, None), (None, JobState.TIMEOUT)])
 def test_a_counter_that_went_back_is_called_out_and_is_no_progress(code: int | None, state: JobState | None) -> None:
     back = "the counter went back from 129 to 93 (the app started from scratch? does it resume from its checkpoint?)"
-    first = decide(outcome(code, 129, 93, state=state, recorded=state is None), POLICY, Progress())
+    first = decide(outcome(code, 129, 93, state=state, recorded=state is None), POLICY, Tally())
     assert first.verdict is Verdict.CONTINUE and first.progress.no_progress == 1, first
     assert f"but {back}; runner 1 in a row without progress" in first.reason
     second = decide(outcome(code, 93, 50, state=state, recorded=state is None), POLICY, first.progress)
@@ -167,7 +167,7 @@ def test_a_counter_that_went_back_is_called_out_and_is_no_progress(code: int | N
 
 
 def test_a_counter_that_went_back_at_the_deadline_is_called_out() -> None:
-    d = decide(outcome(1, 129, 93, state=JobState.FAILED), POLICY, Progress())
+    d = decide(outcome(1, 129, 93, state=JobState.FAILED), POLICY, Tally())
     assert d.state is ChainState.FAILED and d.reason == (
         "the app was stopped at the deadline but the counter went back from 129 to 93 "
         "(the app started from scratch? does it resume from its checkpoint?)")
@@ -177,26 +177,26 @@ def test_a_counter_file_never_written_is_named() -> None:
     """The runner found no CKPT_PATH after the app (``missing_counter_file``):
     the reason names the file instead of a counter that "did not advance"."""
     never = "the app never wrote its counter file state_iter.txt (CKPT_PATH)"
-    deadline = decide(outcome(1, 0, 0, missing_counter_file="state_iter.txt"), POLICY, Progress())
+    deadline = decide(outcome(1, 0, 0, missing_counter_file="state_iter.txt"), POLICY, Tally())
     assert deadline.state is ChainState.FAILED
     assert deadline.reason == f"the app was stopped at the deadline but {never}"
-    first = decide(outcome(99, 0, 0, missing_counter_file="state_iter.txt"), POLICY, Progress())
+    first = decide(outcome(99, 0, 0, missing_counter_file="state_iter.txt"), POLICY, Tally())
     assert first.verdict is Verdict.CONTINUE and first.reason.startswith(f"app exited 99 (checkpointed) but {never};")
     second = decide(outcome(99, 0, 0, missing_counter_file="state_iter.txt"), POLICY, first.progress)
     assert second.state is ChainState.STOPPED and second.reason == f"no progress in 2 runners in a row: {never}"
-    done = decide(outcome(0, 0, 0, missing_counter_file="out/ckpt.txt"), POLICY, Progress())
+    done = decide(outcome(0, 0, 0, missing_counter_file="out/ckpt.txt"), POLICY, Tally())
     assert done.state is ChainState.FAILED and done.reason == (
         "app exited 0 but the app never wrote its counter file out/ckpt.txt (CKPT_PATH): the chain completes "
         "when the counter reaches MAX_ITER 100")
 
 
 def test_a_counter_file_that_is_gone_says_what_it_held() -> None:
-    d = decide(outcome(99, 40, 0, missing_counter_file="state_iter.txt"), POLICY, Progress())
+    d = decide(outcome(99, 40, 0, missing_counter_file="state_iter.txt"), POLICY, Tally())
     assert "but the counter file state_iter.txt (CKPT_PATH) was gone after the app (it held 40);" in d.reason
 
 
 def test_a_counter_that_stayed_keeps_its_reason_without_the_file_being_named() -> None:
-    stop = decide(outcome(99, 20, 20), POLICY, Progress(no_progress=1))
+    stop = decide(outcome(99, 20, 20), POLICY, Tally(no_progress=1))
     assert stop.reason == "no progress: the counter stayed at 20 for 2 runners in a row"
 
 
@@ -206,9 +206,9 @@ def test_an_app_that_exited_0_on_the_signal_is_said_to_have_stopped_on_it() -> N
     'stopped at the deadline'."""
     detail = "app stopped on the signal (exit 0) after SIGTERM"
     outcome = Outcome(exit_code=124, slurm_state=JobState.COMPLETED, iter_before=0, iter_after=75, detail=detail)
-    decision = decide(outcome, Policy(max_iter=150), Progress())
+    decision = decide(outcome, Policy(max_iter=150), Tally())
     assert decision.verdict is Verdict.CONTINUE
     assert decision.reason == "app stopped on the signal (exit 0) after SIGTERM: counter 0->75"
     plain = decide(Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=75), Policy(max_iter=150),
-                   Progress())
+                   Tally())
     assert plain.reason == "runner stopped the app at the deadline (124): counter 0->75"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from chain import api
 from chain.backends.slurm.parse import down_nodes
 from chain.cli.commands import app
-from chain.core.decision import Outcome, Policy, Progress, decide
+from chain.core.decision import Outcome, Policy, Tally, decide
 from chain.core.events import Judged, Resumed
 from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
@@ -93,7 +93,7 @@ def _judge(chain: ChainDir, settings: Any, status: ChainStatus, fake: FakeBacken
     chain.write_runner_record(RunnerRecord(status.runner_job_id, seq=status.runner_seq, status=RunnerPhase.ENDED,
                                            exit_code=1, nodes=nodes, iter_before=0, iter_after=0))
     facts = Outcome(**{"exit_code": 1, "slurm_state": None, "iter_before": 0, "iter_after": 0, **outcome})
-    record_judgment(chain, settings, status, facts, decide(facts, Policy(10), Progress()), fake)
+    record_judgment(chain, settings, status, facts, decide(facts, Policy(10), Tally()), fake)
 
 
 def test_a_node_that_stalled_two_runners_is_left_out_of_the_next(tmp_path: Path) -> None:

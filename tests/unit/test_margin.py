@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chain import api
-from chain.core.decision import Outcome, Policy, Progress, Verdict, decide
+from chain.core.decision import Outcome, Policy, Tally, Verdict, decide
 from chain.core.margin import (
     MarginState,
     StopTimes,
@@ -222,7 +222,7 @@ def _judge(tmp_path: Path, record: RunnerRecord, *, runner_time: str, margin: in
     chain.write_runner_record(record)
     outcome = Outcome(exit_code=124, slurm_state=None, iter_before=record.iter_before or 0,
                       iter_after=record.iter_after or 0)
-    decision = decide(outcome, Policy(100), Progress())
+    decision = decide(outcome, Policy(100), Tally())
     assert decision.verdict is Verdict.CONTINUE
     record_judgment(chain, settings, status, outcome, decision)
     return chain, status

@@ -15,9 +15,9 @@ from chain import api
 from chain.core.model import ChainState, JobState
 from chain.core.names import MAIL_SCRIPT
 from chain.core.settings import resolve
-from chain.errors import ConfigError
 from chain.effects.ending import complete_chain, end_chain, mark_cancelled
 from chain.effects.notify import announce_end
+from chain.errors import ConfigError
 from chain.store import ChainDir, ChainStatus
 
 ENV_DUMP = "echo \"$CHAIN_ID|$CHAIN_STATE|$CHAIN_REASON|$CHAIN_DIR|$CHAIN_ITERATION|$MAX_ITER\" >> {out}"

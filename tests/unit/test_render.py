@@ -1,10 +1,9 @@
 """Golden files of the rendered sbatch scripts, and quoting of hostile values."""
 
-from typing import Any
-
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 

@@ -12,7 +12,7 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.backends.base import JobState
-from chain.core.decision import Policy, Progress, Verdict, decide
+from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus, write_json_atomic
@@ -67,8 +67,8 @@ def test_a_runner_requeued_after_its_end_record_is_judged_preempted_not_stalled(
     status.no_progress = 1  # one more runner without progress would stop the chain
     outcome = RunnerWatch(chain, backend, tmp_path / settings.ckpt_path, sleep=lambda s: None).outcome_of(status)
     assert outcome.requeued
-    decision = decide(outcome, Policy(10), Progress(no_progress=1))
-    assert decision.verdict is Verdict.CONTINUE and decision.progress == Progress(no_progress=1)
+    decision = decide(outcome, Policy(10), Tally(no_progress=1))
+    assert decision.verdict is Verdict.CONTINUE and decision.progress == Tally(no_progress=1)
     assert decision.reason.startswith("runner requeued by Slurm (preempted, or its node failed): counter 0->0")
 
 
@@ -84,8 +84,8 @@ def test_a_runner_that_recorded_its_preemption_is_judged_preempted(tmp_path: Pat
     status = chain.load_status()
     assert status is not None
     outcome = RunnerWatch(chain, backend, tmp_path / settings.ckpt_path, sleep=lambda s: None).outcome_of(status)
-    decision = decide(outcome, Policy(10), Progress(no_progress=1))
-    assert decision.verdict is Verdict.CONTINUE and decision.progress == Progress(no_progress=1)
+    decision = decide(outcome, Policy(10), Tally(no_progress=1))
+    assert decision.verdict is Verdict.CONTINUE and decision.progress == Tally(no_progress=1)
     assert decision.reason == "runner preempted: counter 0->0"
 
 

@@ -16,7 +16,7 @@ import pytest
 from fakes import FakeBackend
 
 from chain import api
-from chain.core.decision import Policy, Progress, Verdict, decide
+from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus
@@ -60,7 +60,7 @@ def _judge(tmp_path: Path, chain: ChainDir, settings: Any, record: RunnerRecord)
     status = chain.load_status()
     assert status is not None
     outcome = RunnerWatch(chain, FakeBackend(), tmp_path / settings.ckpt_path).outcome(status, record, None)
-    return decide(outcome, Policy(settings.max_iter), Progress())
+    return decide(outcome, Policy(settings.max_iter), Tally())
 
 
 def test_an_app_that_saves_on_term_and_exits_0_continues_the_chain(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from fakes import FakeBackend
 
 from chain import api
-from chain.core.decision import Policy, Progress, decide, missing_counter
+from chain.core.decision import Policy, Tally, decide, missing_counter
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
 from chain.primitives.codes import RunnerExit
@@ -79,7 +79,7 @@ def test_a_checkpoint_never_written_is_named_by_its_spec(tmp_path: Path) -> None
     assert outcome.missing_counter_file == NAMED
     no_record = watch.outcome(status, None, None)  # a runner that died: the checkpoint is read as it is
     assert (no_record.iter_after, no_record.missing_counter_file) == (0, NAMED)
-    reason = decide(outcome, Policy(settings.max_iter), Progress()).reason
+    reason = decide(outcome, Policy(settings.max_iter), Tally()).reason
     assert NAMED in reason and "CKPT_PATH" not in reason, reason
 
 

@@ -13,7 +13,7 @@ from fakes import FakeBackend, SteppingClock
 
 from chain import api
 from chain.backends.base import JobState
-from chain.core.decision import Policy, Progress, Verdict, decide
+from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.core.model import ChainState
 from chain.core.runner_rules import promotion_give_up
 from chain.core.settings import Settings
@@ -124,10 +124,10 @@ def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(tmp_pa
     outcome = watch.outcome_of(status)
     assert not outcome.app_ran and outcome.slurm_state is slurm_state
     decision = decide(outcome, Policy(settings.max_iter, settings.retries),
-                      Progress(status.no_progress, status.retries_used))
+                      Tally(status.no_progress, status.retries_used))
     assert decision.verdict is Verdict.CONTINUE, decision
     assert "without running the app" in decision.reason
-    assert decision.progress == Progress(no_progress=1)  # not counted as a stall
+    assert decision.progress == Tally(no_progress=1)  # not counted as a stall
     record_judgment(chain, settings, status, outcome, decision)
     assert status.margin == 10 and status.iteration == 4 and not status.runner_live
     assert "runner margin" not in chain.log_file.read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_runner import _chain, _judge, _run
 
-from chain.core.decision import STALLED_REASON, Outcome, Policy, Progress, Verdict, decide
+from chain.core.decision import STALLED_REASON, Outcome, Policy, Tally, Verdict, decide
 from chain.core.model import ChainState
 from chain.core.stall import StallWatch
 
@@ -54,7 +54,7 @@ def _outcome(before: int, after: int, stalled: float | None = 600.0) -> Outcome:
 
 
 def test_a_stalled_runner_is_a_runner_without_progress_even_if_its_counter_moved() -> None:
-    first = decide(_outcome(10, 12), Policy(100), Progress())
+    first = decide(_outcome(10, 12), Policy(100), Tally())
     assert first.verdict is Verdict.CONTINUE and first.reason.startswith(STALLED_REASON)
     assert "600 s" in first.reason and first.progress.no_progress == 1 and first.progress.retries_used == 0
     second = decide(_outcome(12, 12), Policy(100), first.progress)
@@ -63,7 +63,7 @@ def test_a_stalled_runner_is_a_runner_without_progress_even_if_its_counter_moved
 
 
 def test_without_the_watchdog_the_same_runner_is_a_handoff() -> None:
-    decision = decide(_outcome(10, 12, stalled=None), Policy(100), Progress(no_progress=1))
+    decision = decide(_outcome(10, 12, stalled=None), Policy(100), Tally(no_progress=1))
     assert decision.verdict is Verdict.CONTINUE and decision.progress.no_progress == 0
 
 

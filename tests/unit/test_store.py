@@ -187,3 +187,16 @@ def test_a_lenient_record_keeps_its_valid_fields() -> None:
     record = RunnerRecord.from_json(data, lenient=True)
     assert record is not None and (record.start, record.end, record.ended) == (None, 9.0, True)
     assert RunnerRecord.from_json({"start": 1.0}, lenient=True) is None  # no job: no record
+
+
+@pytest.mark.parametrize(("next_job", "job", "seq", "expected"), [
+    ("102", "102", 2, True),  # the runner queued behind runner 1
+    ("102", "102", 3, False),  # a job of that id from another cycle
+    ("102", "103", 2, False),  # a stale pre-queued runner
+    ("", "", 2, False),  # nothing queued
+    ("102", "102", None, False),  # a job whose name carries no runner number
+])
+def test_the_queued_next_runner_is_named_by_id_and_number(next_job: str, job: str, seq: int | None,
+                                                           expected: bool) -> None:
+    status = ChainStatus(chain_id="c", runner_seq=1, runner_job_id="101", next_job_id=next_job)
+    assert status.queued_next(job, seq) is expected

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from chain import api
 from chain.backends.base import JobInfo, JobState
 from chain.cli.commands import app
-from chain.core.decision import Policy, Progress, Verdict, decide
+from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.core.model import ChainState
 from chain.effects.ending import record_judgment
 from chain.jobs.watch import RunnerWatch
@@ -30,7 +30,7 @@ from chain.store import ChainDir, ChainStatus, write_json_atomic
 ])
 def test_slurms_exit_code_counts_only_when_the_job_exited_itself(state: JobState, code: int, sig: int | None,
                                                                  expected: int | None) -> None:
-    from chain.jobs.watch import slurm_exit_code
+    from chain.core.outcome import slurm_exit_code
 
     assert slurm_exit_code(JobInfo("7", state, exit_code=code, signal=sig)) == expected
     assert slurm_exit_code(None) is None
@@ -51,7 +51,7 @@ def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
     watch = RunnerWatch(chain, fake, tmp_path / settings.ckpt_path, sleep=lambda s: None)
     outcome = watch.outcome_of(status)
     assert not outcome.recorded
-    decision = decide(outcome, Policy(settings.max_iter), Progress())
+    decision = decide(outcome, Policy(settings.max_iter), Tally())
     assert decision.verdict is Verdict.CONTINUE  # the decision goes by the state, not the code
     record_judgment(chain, settings, status, outcome, decision)
     status.state, status.reason = ChainState.STOPPED, "stopped for the test"
