@@ -61,6 +61,19 @@ class Outcome:
     requeued: bool = False
     # the stall watchdog stopped the app: no sign of progress for this many seconds
     stalled: float | None = None
+    # the runner's nodes the scheduler showed down when it was judged (asked
+    # only when the exclusion rule needs it: core.exclusion.asks_node_states)
+    nodes_down: tuple[str, ...] = ()
+
+    @property
+    def failed_on_node(self) -> bool:
+        """The runner's end may be a node's fault: stalled, NODE_FAIL, BOOT_FAIL."""
+        return self.stalled is not None or self.slurm_state in (JobState.NODE_FAIL, JobState.BOOT_FAIL)
+
+    @property
+    def taken_back(self) -> bool:
+        """Slurm took the allocation back: preempted, or requeued (a node failure too)."""
+        return self.preempted or self.requeued or self.slurm_state is JobState.PREEMPTED
 
     @property
     def advanced(self) -> bool:
@@ -181,18 +194,24 @@ def _done(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
 
 
 # how a runner Slurm took back is judged (the report counts them by these words)
-PREEMPTED_REASONS = ("runner preempted", "runner requeued by Slurm")
+PREEMPTED_REASONS = ("runner preempted", "runner requeued by Slurm", "runner lost node")
 
 
 def _preempted(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     """Slurm preempted the runner (PREEMPTED), or requeued it after its end
     record: the site took the allocation back. Not the runner's failure and
     no sign of a stall: the next runner goes on from the checkpoint, and no
-    retry or runner without progress is counted (issue 29)."""
-    preempted = outcome.preempted or outcome.slurm_state is JobState.PREEMPTED
-    if not preempted and not outcome.requeued:
+    retry or runner without progress is counted (issue 29). Slurm answers a
+    node failure with a requeue too: with one of its nodes down, the runner
+    lost that node, and says so."""
+    if not outcome.taken_back:
         return None
-    what = PREEMPTED_REASONS[0] if preempted else f"{PREEMPTED_REASONS[1]} (preempted, or its node failed)"
+    if outcome.nodes_down:
+        what = f"{PREEMPTED_REASONS[2]} {','.join(outcome.nodes_down)} (Slurm requeued it)"
+    elif outcome.preempted or outcome.slurm_state is JobState.PREEMPTED:
+        what = PREEMPTED_REASONS[0]
+    else:
+        what = f"{PREEMPTED_REASONS[1]} (preempted, or its node failed)"
     kept = replace(progress, no_progress=0) if outcome.advanced else progress
     return Decision(Verdict.CONTINUE, f"{what}: counter {_counter(outcome)}", kept)
 

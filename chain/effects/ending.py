@@ -9,14 +9,13 @@ from pathlib import Path
 from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome
 from chain.core.events import CancelledUnjudged, Ended, Ending, Judged
-from chain.core.exclusion import asks_node_states, blamed
+from chain.core.exclusion import blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks
 from chain.effects.notify import announce_end
-from chain.errors import SchedulerError
 from chain.store import ChainDir, ChainStatus, judged_runner
 from chain.store.records import RunnerRecord
 
@@ -25,11 +24,11 @@ HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not 
 
 
 def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, outcome: Outcome,
-                    decision: Decision, backend: Backend | None = None) -> None:
+                    decision: Decision) -> None:
     """Write the current runner's judgment (runners.jsonl, chain.log) and the
     counters the decision keeps; learn the margin from its stop; put a
-    node-ish failure on its node (``core.exclusion``: ``backend`` says which
-    nodes are down)."""
+    node-ish failure on its node (``core.exclusion``, with the nodes the
+    outcome found down)."""
     job_id = status.runner_job_id
     record = chain.runner_record(job_id)
     chain.judge_runner(judged_runner(
@@ -39,24 +38,11 @@ def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, ou
     chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
     margin, reason = (_adapt_margin(chain, settings, status, record, outcome) if settings.adaptive_margin
                       else (None, None))
-    Executor(chain).apply(status, Judged(outcome.iter_after, decision.progress.no_progress,
-                                         decision.progress.retries_used, margin, reason,
-                                         _blamed(chain, record, outcome, backend), settings.exclude_after))
-
-
-def _blamed(chain: ChainDir, record: RunnerRecord | None, outcome: Outcome, backend: Backend | None) -> tuple[str, ...]:
-    """The nodes ``core.exclusion`` puts the runner's end on, sinfo asked
-    which of its nodes are down when the rule depends on it."""
-    failed = outcome.stalled is not None or outcome.slurm_state in (JobState.NODE_FAIL, JobState.BOOT_FAIL)
-    taken_back = outcome.preempted or outcome.requeued or outcome.slurm_state is JobState.PREEMPTED
     nodes = record.nodes if record else []
-    down: set[str] = set()
-    if backend is not None and asks_node_states(nodes, failed=failed, taken_back=taken_back):
-        try:
-            down = backend.down_nodes(nodes)
-        except SchedulerError as exc:
-            chain.log(f"could not ask which of the nodes {','.join(nodes)} are down: {exc}")
-    return tuple(blamed(nodes, down, failed=failed, taken_back=taken_back))
+    blame = blamed(nodes, outcome.nodes_down, failed=outcome.failed_on_node, taken_back=outcome.taken_back)
+    Executor(chain).apply(status, Judged(outcome.iter_after, decision.progress.no_progress,
+                                         decision.progress.retries_used, margin, reason, tuple(blame),
+                                         settings.exclude_after))
 
 
 def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None,

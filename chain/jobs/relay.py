@@ -139,7 +139,7 @@ class Relay:
             info = watch.until_gone(job, requeued=record.preempted)
         outcome = watch.outcome(status, record, info)
         decision = self._decide(outcome, status)
-        record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
+        record_judgment(self.chain, self.settings, status, outcome, decision)
         if decision.verdict is Verdict.STOP:
             self.executor.apply(status, SuccessorTaken())  # this job: it ends the chain, nothing to cancel
             return TakeOver(Turn.END, status, decision.reason, decision.state)
@@ -230,7 +230,7 @@ class Relay:
                 if record.preempted and status.next_job_id:
                     self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
-            outcome = gather_outcome(self.chain, status, record, None, self._reading(),
+            outcome = gather_outcome(self.chain, self.backend, status, record, None, self._reading(),
                                      counter_source(self.settings) or Path(self.settings.ckpt_path).name)
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
@@ -239,10 +239,10 @@ class Relay:
                 elif not self.chain.cancel_file.exists() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
-                    record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
+                    record_judgment(self.chain, self.settings, status, outcome, decision)
                     return TakeOver(Turn.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
                 return TakeOver(Turn.LEAVE, status)
-            record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
+            record_judgment(self.chain, self.settings, status, outcome, decision)
             if decision.verdict is Verdict.STOP:
                 return TakeOver(Turn.END, status, decision.reason, decision.state)
             return TakeOver(Turn.COMPLETE, status)

@@ -278,7 +278,7 @@ class Submitter:
             prequeue_next(self.chain, self.backend, status, self.workdir)
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
-        record_judgment(self.chain, self.settings, status, outcome, decision, self.backend)
+        record_judgment(self.chain, self.settings, status, outcome, decision)
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:

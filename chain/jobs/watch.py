@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from chain.backends.base import Backend, JobInfo
 from chain.core.decision import Outcome
+from chain.core.exclusion import asks_node_states
 from chain.core.model import JobState
 from chain.core.outcome import runner_outcome
 from chain.core.poll import PollPolicy, StepAside
@@ -137,7 +138,8 @@ class RunnerWatch:
 
     def outcome(self, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None) -> Outcome:
         """The runner's outcome from its record and ``info``, with the counter as it is now."""
-        return gather_outcome(self.chain, status, record, info, self._reading(), self.ckpt_path or self.ckpt.name)
+        return gather_outcome(self.chain, self.backend, status, record, info, self._reading(),
+                              self.ckpt_path or self.ckpt.name)
 
     def _reading(self) -> CounterReading | None:
         """The counter as it is now; None when it cannot be read (the
@@ -150,11 +152,22 @@ class RunnerWatch:
             return None
 
 
-def gather_outcome(chain: ChainDir, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None,
-                   reading: CounterReading | None, counter_name: str) -> Outcome:
+def gather_outcome(chain: ChainDir, backend: Backend, status: ChainStatus, record: RunnerRecord | None,
+                   info: JobInfo | None, reading: CounterReading | None, counter_name: str) -> Outcome:
     """The current runner's outcome (``core.outcome.runner_outcome``) with
-    the facts gathered here: whether ``chain cancel`` asked, and the counter
-    ``reading`` (None: unreadable), named ``counter_name`` when it is missing."""
+    the facts gathered here: whether ``chain cancel`` asked, the counter
+    ``reading`` (None: unreadable), named ``counter_name`` when it is
+    missing, and which of its nodes are down when the exclusion rule needs
+    it (``core.exclusion.asks_node_states``: one sinfo)."""
     missing = "" if reading is None or reading.present else counter_name
-    return runner_outcome(status, record, info, cancelled=chain.cancel_file.exists(),
-                          counter=None if reading is None else reading.value, missing_counter_file=missing)
+    outcome = runner_outcome(status, record, info, cancelled=chain.cancel_file.exists(),
+                             counter=None if reading is None else reading.value, missing_counter_file=missing)
+    nodes = record.nodes if record else []
+    if not asks_node_states(nodes, failed=outcome.failed_on_node, taken_back=outcome.taken_back):
+        return outcome
+    try:
+        down = backend.down_nodes(nodes)
+    except SchedulerError as exc:
+        chain.log(f"could not ask which of the nodes {','.join(nodes)} are down: {exc}")
+        return outcome
+    return replace(outcome, nodes_down=tuple(n for n in nodes if n in down))

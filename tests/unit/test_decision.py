@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -51,6 +52,20 @@ def test_a_preempted_runner_never_counts_as_stalled_or_as_a_retry(recorded: bool
         assert d.reason == "runner preempted: counter 20->20"
     advanced = decide(outcome(None, 20, 25, state=JobState.PREEMPTED), POLICY, progress)
     assert advanced.progress == Tally(no_progress=0, retries_used=2)
+
+
+@pytest.mark.parametrize(("facts", "reason"), [
+    ({"preempted": True, "nodes_down": ("n2",)}, "runner lost node n2 (Slurm requeued it): counter 20->20"),
+    ({"requeued": True, "nodes_down": ("n1", "n3")}, "runner lost node n1,n3 (Slurm requeued it): counter 20->20"),
+    ({"requeued": True}, "runner requeued by Slurm (preempted, or its node failed): counter 20->20"),
+    ({"preempted": True}, "runner preempted: counter 20->20"),
+])
+def test_a_runner_taken_back_says_whether_it_lost_a_node(facts: dict[str, object], reason: str) -> None:
+    """Slurm answers a node failure with a requeue, as a preemption: a node of the runner's shown
+    down names the loss; either way the chain goes on, nothing counted against it."""
+    base = Outcome(exit_code=None, slurm_state=None, iter_before=20, iter_after=20)
+    d = decide(replace(base, **facts), POLICY, Tally(no_progress=1))  # type: ignore[arg-type]
+    assert (d.verdict, d.reason, d.progress) == (Verdict.CONTINUE, reason, Tally(no_progress=1))
 
 
 def test_two_runners_without_advance_stop() -> None:

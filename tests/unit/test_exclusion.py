@@ -13,15 +13,17 @@ from fakes import FakeBackend
 from typer.testing import CliRunner
 
 from chain import api
+from chain.backends.base import JobInfo
 from chain.backends.slurm.parse import down_nodes
 from chain.cli.commands import app
-from chain.core.decision import Outcome, Policy, Tally, decide
+from chain.core.decision import Policy, Tally, decide
 from chain.core.events import Judged, Resumed
 from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
 from chain.core.protocol import transition
 from chain.effects.ending import record_judgment
 from chain.effects.runners import submit_runner_job
+from chain.jobs.watch import gather_outcome
 from chain.store import ChainDir, ChainStatus
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -88,12 +90,20 @@ def _chain(tmp_path: Path, fake: FakeBackend) -> tuple[ChainDir, Any, ChainStatu
     return chain, api.stored_settings(chain), status
 
 
-def _judge(chain: ChainDir, settings: Any, status: ChainStatus, fake: FakeBackend, nodes: list[str],
-           **outcome: Any) -> None:
-    chain.write_runner_record(RunnerRecord(status.runner_job_id, seq=status.runner_seq, status=RunnerPhase.ENDED,
-                                           exit_code=1, nodes=nodes, iter_before=0, iter_after=0))
-    facts = Outcome(**{"exit_code": 1, "slurm_state": None, "iter_before": 0, "iter_after": 0, **outcome})
-    record_judgment(chain, settings, status, facts, decide(facts, Policy(10), Tally()), fake)
+def _judge(chain: ChainDir, settings: Any, status: ChainStatus, fake: FakeBackend, nodes: list[str], *,
+           slurm_state: JobState | None = None, requeued: bool = False, stalled: float | None = None,
+           preempted: bool = False) -> str:
+    """Judge the current runner as the jobs do: its facts gathered (the fake's down nodes), decided,
+    recorded. Its reason."""
+    record = RunnerRecord(status.runner_job_id, seq=status.runner_seq, status=RunnerPhase.ENDED, exit_code=1,
+                          nodes=nodes, iter_before=0, iter_after=0, stalled=stalled, preempted=preempted)
+    chain.write_runner_record(record)
+    state = JobState.REQUEUED if requeued else slurm_state
+    info = JobInfo(status.runner_job_id, state) if state is not None else None
+    facts = gather_outcome(chain, fake, status, record, info, None, "state_iter.txt")
+    decision = decide(facts, Policy(10), Tally())
+    record_judgment(chain, settings, status, facts, decision)
+    return decision.reason
 
 
 def test_a_node_that_stalled_two_runners_is_left_out_of_the_next(tmp_path: Path) -> None:
@@ -122,8 +132,9 @@ def test_a_requeue_with_a_node_down_is_that_nodes_failure(tmp_path: Path) -> Non
     fake = FakeBackend()
     fake.down = {"n2"}
     chain, settings, status = _chain(tmp_path, fake)
-    _judge(chain, settings, status, fake, ["n1", "n2"], preempted=True)
+    reason = _judge(chain, settings, status, fake, ["n1", "n2"], preempted=True)
     assert chain.load_status().node_strikes == {"n2": 1}  # type: ignore[union-attr]
+    assert reason == "runner lost node n2 (Slurm requeued it): counter 0->0"  # not "preempted"
 
 
 @pytest.mark.parametrize("outcome", [{"slurm_state": JobState.FAILED}, {"slurm_state": None},
@@ -132,8 +143,9 @@ def test_a_requeue_with_a_node_down_is_that_nodes_failure(tmp_path: Path) -> Non
 def test_an_apps_own_failure_or_a_preemption_blames_no_node(tmp_path: Path, outcome: dict[str, Any]) -> None:
     fake = FakeBackend()
     chain, settings, status = _chain(tmp_path, fake)
-    _judge(chain, settings, status, fake, ["n1"], **outcome)
+    reason = _judge(chain, settings, status, fake, ["n1"], **outcome)
     assert chain.load_status().node_strikes == {}  # type: ignore[union-attr]
+    assert "lost node" not in reason
 
 
 def test_reset_excluded_needs_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
