@@ -9,40 +9,7 @@ when it holds a ``DONE`` marker, written last (:func:`publish_dir`).
 
 from __future__ import annotations
 
-from chain.primitives.atomic import (
-    DONE_MARKER,
-    TMP_PREFIX,
-    CounterFormatError,
-    fsync_dir,
-    is_complete_dir,
-    parse_counter,
-    publish_dir,
-    read_counter,
-    read_done_marker,
-    sha256_file,
-    tmp_name,
-    write_bytes_atomic,
-    write_counter,
-    write_done_marker,
-    write_json_atomic,
-    write_text_atomic,
-)
+from chain.primitives import atomic as _atomic
+from chain.primitives.atomic import *  # the whole public surface: one list, primitives.atomic.__all__
 
-__all__ = [
-    "DONE_MARKER",
-    "TMP_PREFIX",
-    "CounterFormatError",
-    "fsync_dir",
-    "is_complete_dir",
-    "parse_counter",
-    "publish_dir",
-    "read_counter",
-    "read_done_marker",
-    "sha256_file",
-    "tmp_name",
-    "write_bytes_atomic",
-    "write_counter",
-    "write_done_marker",
-    "write_json_atomic",
-    "write_text_atomic",
-]
+__all__ = _atomic.__all__
