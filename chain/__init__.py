@@ -4,7 +4,7 @@ chain of checkpointed jobs.
 ``from chain import Chain`` is the Python API (``chain.api.handle``); it is
 imported on first use, so ``chain --help`` does not pay for it. The error
 family (``ChainError`` and its subclasses, ``chain.errors``) is imported
-here: that module imports nothing.
+here: it imports only its exit codes (``chain.primitives.codes``).
 """
 
 from __future__ import annotations

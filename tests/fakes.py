@@ -40,6 +40,7 @@ class FakeBackend(Backend):
         self.released: list[str] = []  # jobs whose dependency was dropped
         self.excluded: list[tuple[str, ...]] = []  # each submission's excluded nodes
         self.down: set[str] = set()  # nodes shown down
+        self.node_queries = 0  # down_nodes calls (sinfo)
 
     def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
                env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = ()) -> str:
@@ -52,6 +53,7 @@ class FakeBackend(Backend):
         return job_id
 
     def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        self.node_queries += 1
         return self.down & set(nodes)
 
     def release(self, job_id: str) -> None:

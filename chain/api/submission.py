@@ -44,12 +44,12 @@ from chain.store import (
 from chain.store.counter import counter_source, read_chain_counter
 
 if TYPE_CHECKING:
-    from chain.jobs.render import Scripts
+    from chain.api.templating import Scripts
 
 
 
 def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) -> Scripts:
-    from chain.jobs.render import render_scripts  # jinja2 only where scripts are made
+    from chain.api.templating import render_scripts  # jinja2 only where scripts are made
 
     return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
 

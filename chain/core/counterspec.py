@@ -10,7 +10,7 @@ A counter spec is a built-in reader or a shell command::
                          (``glob:out/checkpoint-*`` -> 500 for ``checkpoint-500``)
     torch:PATH:KEY       a key of a ``torch.save`` dict (loaded in a subprocess)
     anything else        a shell command printing one integer; exit status 100
-                         (``chain.app.contract.NO_CHECKPOINT_EXIT``): no checkpoint yet
+                         (``chain.primitives.codes.NO_CHECKPOINT_EXIT``): no checkpoint yet
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class Outcome:
 
     @property
     def advanced(self) -> bool:
-        """Tally: the counter went up. One that went back (the app started
+        """Progress: the counter went up. One that went back (the app started
         from scratch) is no progress either."""
         return self.iter_after > self.iter_before
 
@@ -206,9 +206,12 @@ def _preempted(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | 
     lost that node, and says so."""
     if not outcome.taken_back:
         return None
-    if outcome.nodes_down:
-        what = f"{PREEMPTED_REASONS[2]} {','.join(outcome.nodes_down)} (Slurm requeued it)"
-    elif outcome.preempted or outcome.slurm_state is JobState.PREEMPTED:
+    down = ",".join(outcome.nodes_down)
+    if outcome.slurm_state is JobState.PREEMPTED:  # ended PREEMPTED (PreemptMode=CANCEL): no node failure does that
+        what = f"{PREEMPTED_REASONS[0]} (node {down} down)" if down else PREEMPTED_REASONS[0]
+    elif down:
+        what = f"{PREEMPTED_REASONS[2]} {down} (Slurm requeued it)"
+    elif outcome.preempted:
         what = PREEMPTED_REASONS[0]
     else:
         what = f"{PREEMPTED_REASONS[1]} (preempted, or its node failed)"

@@ -122,7 +122,7 @@ class ChainState(str, enum.Enum):
     def exit_code(self) -> int:
         """What ``chain submit --wait`` and ``chain status --watch`` exit with
         once the chain has ended in this state (README: exit codes)."""
-        return _END_EXIT_CODES.get(self, CliExit.OK)
+        return int(_END_EXIT_CODES.get(self, CliExit.OK))
 
 
 # 0 only for a completed chain; distinct from the ChainError codes 1-4 and 70.

@@ -32,7 +32,7 @@ def runner_name(seq: int | None, job_id: str) -> str:
 
 def runner_seq(job_name: str) -> int | None:
     """Sequence number from a runner job name ``<chain_id>.r<seq>``."""
-    head, sep, tail = job_name.rpartition(".r")
+    _head, sep, tail = job_name.rpartition(".r")
     return int(tail) if sep and tail.isdigit() else None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from chain.core import convert as cv
 from chain.core.counterspec import CounterSpec, parse_counter_spec
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
+from chain.primitives.signals import signal_named
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -116,6 +118,14 @@ class Settings:
     @property
     def module_list(self) -> list[str]:
         return self.modules.replace(",", " ").split()
+
+    @property
+    def stop_signum(self) -> signal.Signals:
+        """The stop signal itself (its converter checked the name)."""
+        sig = signal_named(self.stop_signal)
+        if sig is None:
+            raise ConfigError(f"stop signal {self.stop_signal!r} is not a signal name")
+        return sig
 
     @property
     def srun_argv(self) -> list[str]:

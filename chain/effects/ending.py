@@ -112,7 +112,7 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
         chain.judge_runner(judged_runner(
-            status, record, state="CANCELLED", exit_code=record.exit_code,
+            status, record, state=JobState.CANCELLED.value, exit_code=record.exit_code,
             iter_before=status.iter_before if record.iter_before is None else record.iter_before,
             iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
             reason=reason, recorded=record.ended))

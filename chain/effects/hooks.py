@@ -19,7 +19,7 @@ from typing import IO, Any
 from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.effects.appenv import app_environ, app_umask
-from chain.primitives.codes import HOOK_TIMED_OUT
+from chain.primitives.codes import HOOK_CANNOT_START, HOOK_TIMED_OUT
 from chain.store import ChainDir, ChainStatus
 
 # The seed's convention: these scripts in the working directory run if present.
@@ -88,7 +88,7 @@ def run_hooks(
             if entry["rc"] == HOOK_TIMED_OUT:
                 entry["error"] = f"timed out after {max(1.0, left):.0f}s (the time the job had left)"
         except OSError as exc:
-            entry["rc"] = 127
+            entry["rc"] = HOOK_CANNOT_START
             entry["error"] = exc.strerror or str(exc)
         entry["ended"] = time.time()
         verdict = "ok" if entry["rc"] == 0 else f"FAILED (exit {entry['rc']}, see {log_path})"

@@ -44,7 +44,7 @@ from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner, submit_runner_job
 from chain.errors import CheckpointError, SchedulerError
-from chain.jobs.watch import RunnerWatch, gather_outcome
+from chain.jobs.watch import RunnerWatch, gather_outcome, with_nodes_down
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import (
     CounterReading,
@@ -230,7 +230,8 @@ class Relay:
                 if record.preempted and status.next_job_id:
                     self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
-            outcome = gather_outcome(self.chain, self.backend, status, record, None, self._reading(),
+            # the nodes' states are asked only where this job judges (a handoff leaves it to the successor)
+            outcome = gather_outcome(self.chain, status, record, None, self._reading(),
                                      counter_source(self.settings) or Path(self.settings.ckpt_path).name)
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
@@ -239,13 +240,20 @@ class Relay:
                 elif not self.chain.cancel_file.exists() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
-                    record_judgment(self.chain, self.settings, status, outcome, decision)
+                    self._judge_own(status, outcome, record)
                     return TakeOver(Turn.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
                 return TakeOver(Turn.LEAVE, status)
-            record_judgment(self.chain, self.settings, status, outcome, decision)
+            decision = self._judge_own(status, outcome, record)
             if decision.verdict is Verdict.STOP:
                 return TakeOver(Turn.END, status, decision.reason, decision.state)
             return TakeOver(Turn.COMPLETE, status)
+
+    def _judge_own(self, status: ChainStatus, outcome: Outcome, record: RunnerRecord) -> Decision:
+        """Judge this runner for good, the nodes' states asked when the rule needs them."""
+        outcome = with_nodes_down(self.chain, self.backend, outcome, record)
+        decision = self._decide(outcome, status)
+        record_judgment(self.chain, self.settings, status, outcome, decision)
+        return decision
 
     def _release(self, job: str) -> None:
         """This runner was preempted: its queued successor (``afterany`` on

@@ -48,7 +48,7 @@ from chain.jobs.supervise import (
 )
 from chain.primitives.codes import RunnerExit
 from chain.primitives.paths import shell_helpers_dir
-from chain.primitives.signals import signal_name, signal_named
+from chain.primitives.signals import signal_name
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_chain_counter, read_counter_state, saved_at
 from chain.store.records import RunnerPhase, RunnerRecord
@@ -216,7 +216,7 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
                  f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}")
     signals = Signals()
     signals.install()
-    stop_sig = signal_named(settings.stop_signal) or signal.SIGTERM  # the settings checked the name
+    stop_sig = settings.stop_signum
     offset = log_offset() if settings.progress_pattern else None  # the app's output starts here
     try:
         # the app holds the lock (an inherited descriptor) for as long as it

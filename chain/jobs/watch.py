@@ -138,8 +138,8 @@ class RunnerWatch:
 
     def outcome(self, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None) -> Outcome:
         """The runner's outcome from its record and ``info``, with the counter as it is now."""
-        return gather_outcome(self.chain, self.backend, status, record, info, self._reading(),
-                              self.ckpt_path or self.ckpt.name)
+        outcome = gather_outcome(self.chain, status, record, info, self._reading(), self.ckpt_path or self.ckpt.name)
+        return with_nodes_down(self.chain, self.backend, outcome, record)
 
     def _reading(self) -> CounterReading | None:
         """The counter as it is now; None when it cannot be read (the
@@ -152,16 +152,21 @@ class RunnerWatch:
             return None
 
 
-def gather_outcome(chain: ChainDir, backend: Backend, status: ChainStatus, record: RunnerRecord | None,
-                   info: JobInfo | None, reading: CounterReading | None, counter_name: str) -> Outcome:
+def gather_outcome(chain: ChainDir, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None,
+                   reading: CounterReading | None, counter_name: str) -> Outcome:
     """The current runner's outcome (``core.outcome.runner_outcome``) with
-    the facts gathered here: whether ``chain cancel`` asked, the counter
+    the facts gathered here: whether ``chain cancel`` asked, and the counter
     ``reading`` (None: unreadable), named ``counter_name`` when it is
-    missing, and which of its nodes are down when the exclusion rule needs
-    it (``core.exclusion.asks_node_states``: one sinfo)."""
+    missing. Before it is judged for good: ``with_nodes_down``."""
     missing = "" if reading is None or reading.present else counter_name
-    outcome = runner_outcome(status, record, info, cancelled=chain.cancel_file.exists(),
-                             counter=None if reading is None else reading.value, missing_counter_file=missing)
+    return runner_outcome(status, record, info, cancelled=chain.cancel_file.exists(),
+                          counter=None if reading is None else reading.value, missing_counter_file=missing)
+
+
+def with_nodes_down(chain: ChainDir, backend: Backend, outcome: Outcome, record: RunnerRecord | None) -> Outcome:
+    """``outcome`` with the runner's nodes the scheduler shows down, asked
+    (one sinfo) only when the exclusion rule needs it
+    (``core.exclusion.asks_node_states``); unchanged when it cannot say."""
     nodes = record.nodes if record else []
     if not asks_node_states(nodes, failed=outcome.failed_on_node, taken_back=outcome.taken_back):
         return outcome

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["HOOK_TIMED_OUT", "NO_CHECKPOINT_EXIT", "CliExit", "ExitCode", "RunnerExit"]
+__all__ = ["HOOK_CANNOT_START", "HOOK_TIMED_OUT", "NO_CHECKPOINT_EXIT", "CliExit", "ExitCode", "RunnerExit"]
 
 
 class ExitCode(IntEnum):
@@ -87,4 +87,6 @@ class CliExit(IntEnum):
 
 
 HOOK_TIMED_OUT = 124
-"""A hook's exit status when coreutils ``timeout`` ended it at its deadline."""
+"""A hook's recorded status when it was ended at its deadline (as coreutils ``timeout``)."""
+HOOK_CANNOT_START = 127
+"""A hook's recorded status when its command could not be started (as a shell's)."""

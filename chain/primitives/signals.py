@@ -7,12 +7,15 @@ import signal
 __all__ = ["signal_name", "signal_named", "spelled"]
 
 
-def signal_named(name: str) -> signal.Signals | None:
+def signal_named(name: str, *, numbers: bool = False) -> signal.Signals | None:
     """A signal from its name as users write it (``TERM``, ``sigint``,
-    ``SIGUSR1``) or its number (``15``); None when there is no such signal."""
+    ``SIGUSR1``), or with ``numbers`` its number too (``15``, as scancel
+    takes it); None when there is no such signal."""
     name = spelled(name)
     try:
-        return signal.Signals(int(name)) if name.isdigit() else signal.Signals["SIG" + name]
+        if name.isdigit():
+            return signal.Signals(int(name)) if numbers else None
+        return signal.Signals["SIG" + name]
     except (KeyError, ValueError):
         return None
 

@@ -372,8 +372,9 @@ def _lines(summary: dict[str, Any]) -> list[str]:
     ]
     if summary.get("preempted"):
         jobs = summary["preempted"]
-        lines.append(f"preempted {len(jobs)} runner(s) (job {', '.join(jobs[:5])}{', …' if len(jobs) > 5 else ''}): "
-                     "Slurm took them back; not counted as failures")
+        lines.append(f"taken back by Slurm: {len(jobs)} runner(s) (job {', '.join(jobs[:5])}"
+                     f"{', …' if len(jobs) > 5 else ''}): preempted, or requeued after a lost node; "
+                     "not counted as failures")
     if m.get("rate_per_hour") is not None:
         eta = m.get("eta_seconds")
         lines.append(f"rate {format_rate(m['rate_per_hour'])}"

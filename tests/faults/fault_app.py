@@ -6,7 +6,7 @@ the app marks where it is, so a SIGKILL "mid-save" is proven by the app's own
 log, not assumed:
 
 - ``saving <i>``: about to call ``chain.app.write_counter``;
-- ``inside <i>``: inside ``chain.app.atomic.write_bytes_atomic``, the
+- ``inside <i>``: inside ``chain.primitives.atomic.write_bytes_atomic`` (chain.app's), the
   temporary written and fsync'ed, the rename not done (logged by the rename
   itself, see ``RenameGate``; it then holds ``FAULT_SAVE_DELAY`` seconds, the
   window the driver kills in);
@@ -70,7 +70,7 @@ def pace(default: float, default_delay: float) -> tuple[float, float]:
 
 
 class RenameGate:
-    """Stands in for ``os`` inside ``chain.app.atomic`` only (every attribute
+    """Stands in for ``os`` inside ``chain.primitives.atomic`` only (every attribute
     is the real module's) except ``replace``: called there by
     ``write_bytes_atomic`` after the temporary is written and fsync'ed, it logs
     ``inside`` (checking its caller is chain.app's atomic write), holds

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from chain import errors
-from chain.core.model import ChainState
+from chain.core.model import CONTINUE_CODES, ChainState
+from chain.core.runner_rules import job_exit_code
 from chain.primitives.codes import CliExit, ExitCode, RunnerExit
 from chain.primitives.paths import shell_helpers_dir
 
@@ -23,10 +24,12 @@ def test_the_shell_helpers_spell_the_apps_codes_as_the_table() -> None:
     assert _shell_codes(helpers / "chain.R", r"^(CHAIN_EXIT_[A-Z]+) <- (\d+)L") == expected
 
 
-def test_the_runner_hands_over_with_the_apps_codes() -> None:
-    pairs = [(RunnerExit.CHECKPOINTED, ExitCode.STOPPED), (RunnerExit.TEMPFAIL, ExitCode.TEMPFAIL),
-             (RunnerExit.DONE, ExitCode.DONE)]
-    assert all(int(runner) == int(app) for runner, app in pairs)
+def test_the_apps_codes_hand_over_and_the_runner_job_completes() -> None:
+    """An app that exits as the contract says hands over to the next runner,
+    and the runner job exits 0 for it (Slurm shows COMPLETED, no FAIL mail)."""
+    assert {ExitCode.STOPPED, ExitCode.TEMPFAIL} <= CONTINUE_CODES
+    assert all(job_exit_code(code) == 0 for code in (*ExitCode, RunnerExit.TIMEOUT_ADVANCED))
+    assert job_exit_code(RunnerExit.BAD_CHECKPOINT) == RunnerExit.BAD_CHECKPOINT
 
 
 def test_every_error_and_end_state_exits_with_a_command_code() -> None:

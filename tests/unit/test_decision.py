@@ -59,6 +59,8 @@ def test_a_preempted_runner_never_counts_as_stalled_or_as_a_retry(recorded: bool
     ({"requeued": True, "nodes_down": ("n1", "n3")}, "runner lost node n1,n3 (Slurm requeued it): counter 20->20"),
     ({"requeued": True}, "runner requeued by Slurm (preempted, or its node failed): counter 20->20"),
     ({"preempted": True}, "runner preempted: counter 20->20"),
+    # ended PREEMPTED (PreemptMode=CANCEL) while a node was down or drained: a preemption all the same
+    ({"slurm_state": JobState.PREEMPTED, "nodes_down": ("n2",)}, "runner preempted (node n2 down): counter 20->20"),
 ])
 def test_a_runner_taken_back_says_whether_it_lost_a_node(facts: dict[str, object], reason: str) -> None:
     """Slurm answers a node failure with a requeue, as a preemption: a node of the runner's shown

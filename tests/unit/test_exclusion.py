@@ -5,6 +5,7 @@ clearing them, and sinfo's node states read on literal output."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from chain.core.model import JobState
 from chain.core.protocol import transition
 from chain.effects.ending import record_judgment
 from chain.effects.runners import submit_runner_job
-from chain.jobs.watch import gather_outcome
+from chain.errors import SchedulerError
+from chain.jobs.watch import gather_outcome, with_nodes_down
 from chain.store import ChainDir, ChainStatus
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -100,7 +102,7 @@ def _judge(chain: ChainDir, settings: Any, status: ChainStatus, fake: FakeBacken
     chain.write_runner_record(record)
     state = JobState.REQUEUED if requeued else slurm_state
     info = JobInfo(status.runner_job_id, state) if state is not None else None
-    facts = gather_outcome(chain, fake, status, record, info, None, "state_iter.txt")
+    facts = with_nodes_down(chain, fake, gather_outcome(chain, status, record, info, None, "state_iter.txt"), record)
     decision = decide(facts, Policy(10), Tally())
     record_judgment(chain, settings, status, facts, decision)
     return decision.reason
@@ -159,3 +161,28 @@ def test_sinfo_node_states() -> None:
     # sinfo -h -N -n n1,n2,n3,n4,n5 -o '%N|%T'
     text = "n1|idle\nn2|down*\nn3|allocated*\nn4|drained\nn5|mixed\nn6|draining\n"
     assert down_nodes(text) == {"n2", "n3", "n4", "n6"}
+
+
+def test_the_nodes_are_asked_only_when_the_rule_needs_them(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, settings, status = _chain(tmp_path, fake)
+    _judge(chain, settings, status, fake, ["n1", "n2"], slurm_state=JobState.FAILED)  # the app's own failure
+    _judge(chain, settings, status, fake, ["n1"], stalled=60.0)  # one node: it is the one, whatever sinfo says
+    assert fake.node_queries == 0
+    _judge(chain, settings, status, fake, ["n1", "n2"], requeued=True)
+    assert fake.node_queries == 1
+
+
+class NoSinfo(FakeBackend):
+    def down_nodes(self, nodes: Sequence[str]) -> set[str]:
+        raise SchedulerError("sinfo: slurmctld not responding")
+
+
+def test_a_scheduler_that_cannot_say_blames_no_node_and_the_chain_goes_on(tmp_path: Path) -> None:
+    fake = NoSinfo()
+    chain, settings, status = _chain(tmp_path, fake)
+    reason = _judge(chain, settings, status, fake, ["n1", "n2"], preempted=True)
+    assert reason == "runner preempted: counter 0->0"
+    assert chain.load_status().node_strikes == {}  # type: ignore[union-attr]
+    assert "could not ask which of the nodes n1,n2 are down: sinfo: slurmctld not responding" \
+        in chain.log_file.read_text()

@@ -3,9 +3,11 @@ facts given (no file, no scheduler)."""
 
 from __future__ import annotations
 
+import pytest
+
 from chain.backends.base import JobInfo
 from chain.core.model import JobState
-from chain.core.outcome import runner_outcome
+from chain.core.outcome import runner_outcome, slurm_exit_code
 from chain.store import ChainStatus
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -34,3 +36,14 @@ def test_without_a_record_the_scheduler_and_the_counter_tell() -> None:
     timed_out = runner_outcome(STATUS, None, JobInfo("102", JobState.TIMEOUT, exit_code=0, signal=15),
                                cancelled=False, counter=50)
     assert timed_out.exit_code is None  # Slurm ended it: not an exit the runner had
+
+
+@pytest.mark.parametrize("state, code, sig, expected", [
+    (JobState.NODE_FAIL, 0, None, None), (JobState.PREEMPTED, 0, None, None), (JobState.BOOT_FAIL, 0, None, None),
+    (JobState.DEADLINE, 0, None, None), (JobState.CANCELLED, 0, None, None), (JobState.TIMEOUT, 0, 15, None),
+    (JobState.COMPLETED, 0, None, 0), (JobState.FAILED, 3, None, 3), (JobState.FAILED, 0, 9, 137),
+])
+def test_slurms_exit_code_counts_only_when_the_job_exited_itself(state: JobState, code: int, sig: int | None,
+                                                                 expected: int | None) -> None:
+    assert slurm_exit_code(JobInfo("7", state, exit_code=code, signal=sig)) == expected
+    assert slurm_exit_code(None) is None

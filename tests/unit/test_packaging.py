@@ -30,7 +30,7 @@ def test_wheel_ships_templates_and_helpers_and_renders(tmp_path: Path) -> None:
     # finds its templates): `chain render` through the declared module:function.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); import chain.jobs.render as r; "
+    code = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); import chain.api.templating as r; "
             "assert r.builtin_template_dir() == __import__('pathlib').Path(sys.argv[1]) / 'chain' / 'templates', "
             "r.builtin_template_dir(); main = getattr(importlib.import_module(sys.argv[2]), sys.argv[3]); "
             "assert importlib.import_module(sys.argv[2]).__file__.startswith(sys.argv[1]); "

@@ -9,7 +9,7 @@ import pytest
 
 from chain.core.settings import resolve
 from chain.errors import ConfigError
-from chain.jobs.render import Scripts, render_scripts
+from chain.api.templating import Scripts, render_scripts
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES: dict[str, dict[str, Any]] = {

@@ -160,9 +160,9 @@ def test_tampered_ids_in_state_json_are_refused(tmp_path: Path, field: str, valu
 
 
 def test_rendering_refuses_a_value_that_spans_lines(tmp_path: Path) -> None:
+    from chain.api.templating import render_scripts
     from chain.core.settings import resolve
     from chain.errors import ConfigError
-    from chain.jobs.render import render_scripts
 
     settings = resolve({"app_cmd": "true"}, {}, {})
     with pytest.raises(ConfigError, match="spans lines"):
@@ -171,7 +171,7 @@ def test_rendering_refuses_a_value_that_spans_lines(tmp_path: Path) -> None:
 
 
 def test_a_symlink_planted_at_the_temporary_name_is_not_followed(tmp_path: Path) -> None:
-    """Job scripts and state are written through chain.app.atomic: its
+    """Job scripts and state are written through chain.primitives.atomic (chain.app.atomic): its
     temporary is created O_EXCL|O_NOFOLLOW, so a planted link's target is
     never written (it was: scripts/runner.tmp was opened with write_text)."""
     from chain.app.atomic import tmp_name, write_text_atomic

@@ -20,7 +20,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_the_status_path_imports_no_submission_templates_or_jobs() -> None:
     loaded = _modules_after("import chain.cli.commands, chain.cli.status_view, chain.api.status")
-    heavy = {"chain.api.submission", "chain.api.cancelling", "chain.api.handle", "chain.jobs.render", "jinja2",
+    heavy = {"chain.api.submission", "chain.api.cancelling", "chain.api.handle", "chain.api.templating", "jinja2",
              "logging", "hashlib"}  # stdlib, 4-7 ms each, used only by apps and saves
     assert not heavy & loaded, sorted(heavy & loaded)
 

@@ -14,26 +14,13 @@ from fakes import FakeBackend
 from typer.testing import CliRunner
 
 from chain import api
-from chain.backends.base import JobInfo, JobState
+from chain.backends.base import JobState
 from chain.cli.commands import app
 from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.core.model import ChainState
 from chain.effects.ending import record_judgment
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus, write_json_atomic
-
-
-@pytest.mark.parametrize("state, code, sig, expected", [
-    (JobState.NODE_FAIL, 0, None, None), (JobState.PREEMPTED, 0, None, None), (JobState.BOOT_FAIL, 0, None, None),
-    (JobState.DEADLINE, 0, None, None), (JobState.CANCELLED, 0, None, None), (JobState.TIMEOUT, 0, 15, None),
-    (JobState.COMPLETED, 0, None, 0), (JobState.FAILED, 3, None, 3), (JobState.FAILED, 0, 9, 137),
-])
-def test_slurms_exit_code_counts_only_when_the_job_exited_itself(state: JobState, code: int, sig: int | None,
-                                                                 expected: int | None) -> None:
-    from chain.core.outcome import slurm_exit_code
-
-    assert slurm_exit_code(JobInfo("7", state, exit_code=code, signal=sig)) == expected
-    assert slurm_exit_code(None) is None
 
 
 def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:

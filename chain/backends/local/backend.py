@@ -51,7 +51,7 @@ def env_number(name: str, default: float, *, positive: bool = False) -> float:
 
 
 def _signal_number(name: str) -> signal.Signals:
-    sig = signal_named(name)
+    sig = signal_named(name, numbers=True)
     if sig is None:
         raise SchedulerError(f"scancel: unknown signal {name!r}")
     return sig

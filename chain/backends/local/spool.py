@@ -43,8 +43,6 @@ from chain.primitives import atomic
 _UNREGISTERED_GRACE = 60.0
 LOST_REASON = "supervisor lost"
 
-ACTIVE_STATES = (JobState.PENDING, JobState.RUNNING)  # a local job is never configuring or suspended
-
 
 @dataclass
 class JobRecord:
@@ -102,7 +100,7 @@ class JobRecord:
 
     @property
     def active(self) -> bool:
-        return self.state in ACTIVE_STATES
+        return self.state.active
 
     def finish(self, state: JobState, *, reason: str, exit_code: int = 0, sig: int = 0) -> None:
         self.state = state

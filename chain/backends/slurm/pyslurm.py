@@ -262,7 +262,7 @@ class PyslurmBackend(Backend):
             try:
                 job = self.pyslurm.Job(int(job_id))
                 if signal:
-                    named = signal_named(signal)
+                    named = signal_named(signal, numbers=True)
                     if named is None:
                         raise SchedulerError(f"scancel: unknown signal {signal!r}")
                     sig = int(named)
