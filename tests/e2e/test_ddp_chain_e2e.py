@@ -125,10 +125,11 @@ def cleanup(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.multinode
 @pytest.mark.alone  # restarts the cluster with three nodes
 @pytest.mark.heavy  # two torch ranks per runner
-# runner times: srun ranks start in 4-6 s and stop ~5 s before the deadline (TrainLoop's lead), 37-43
-# steps a runner; torchrun's agents and workers each import torch (10-21 s) and stop at the signal,
-# 38-66 steps: both need three runners for 120 steps, however fast they start, and progress in each
-@pytest.mark.parametrize("launch, runner_time", [("srun", "0:35"), ("torchrun", "0:40")])
+# runner times (steps of 0.41 s): srun's ranks start in 4-6 s and stop ~5.5 s before the stop signal
+# (TrainLoop's lead), 37-43 steps a runner; torchrun's agents and workers each import torch (first
+# step 10-21 s after the runner's start) and stop at the signal, so 0:38: at most ~56 steps a runner
+# (two never reach 120) and progress even after the slowest start
+@pytest.mark.parametrize("launch, runner_time", [("srun", "0:35"), ("torchrun", "0:38")])
 def test_a_two_node_ddp_chain_ends_bit_identical(three_nodes: Any, whole: Path, cleanup: Path, launch: str,
                                                  runner_time: str) -> None:
     chained = cleanup / "chained"
@@ -188,7 +189,7 @@ def test_a_node_lost_mid_run_is_survived_and_left_out(three_nodes: Any, whole: P
     chain_cmd("submit", "--backend", "slurm", "--max-iter", str(STEPS), "--checkpoint-every", "20",
               "--app-cmd", "python3 train.py", *SRUN, "--runner-time", "3:00", "--runner-margin", "10",
               "--exclude-after", "1", "--retries", "2", "--poll-max", "5", cwd=chained,
-              env=RANK_ENV)
+              env={**RANK_ENV, "STEP_SECONDS": "0.2"})  # the first save ~4 s in, 100 steps left: 21 s
     lost = _runner_on(chained, "n2", timeout=120)
     subprocess.run(["bash", str(three_nodes.script), "node-down", "n2"], check=True, timeout=60)
     try:
@@ -261,8 +262,8 @@ def test_every_rank_gets_the_stop_signal_and_none_outlives_its_runner(three_node
     workdir.mkdir()
     (workdir / "ranks.sh").write_text(RANKS_APP)
     chain_cmd("submit", "--backend", "slurm", "--max-iter", "100000", "--app-cmd", "bash ranks.sh",
-              "--launch-mode", "srun", "--nodes", "2", "--ntasks-per-node", "2", "--runner-time", "0:20",
-              "--runner-margin", "6", "--fixed-margin", "--poll-max", "5", cwd=workdir, env={"DEAF_RANK": "3"})
+              "--launch-mode", "srun", "--nodes", "2", "--ntasks-per-node", "2", "--runner-time", "0:15",
+              "--runner-margin", "5", "--fixed-margin", "--poll-max", "5", cwd=workdir, env={"DEAF_RANK": "3"})
     lines = workdir / "ranks.txt"
     over: dict[str, float] = {}  # a runner job -> when it was seen ended, nothing of it left
     t0 = time.monotonic()

@@ -4,7 +4,9 @@ with one slurmctld; jobs on them reach slurmctld and slurmdbd (sbatch, squeue,
 scontrol, sacct: what chain's runners call), srun starts steps across nodes,
 and ``node-down n2`` / ``node-up n2`` take a node away (a crash: every process
 in its namespace SIGKILLed) and give it back. The plain one-node cluster is
-restored at the end.
+restored at the end, after every job the test submitted is cancelled,
+passed or failed (one left asking for nodes the one-node cluster lacks would
+pend for ever, and a later test expects an empty queue).
 
 What Slurm 22.05.8 did here with SlurmdTimeout=30 (measured by hand on a
 second instance): n2 NOT_RESPONDING 13-29 s after node-down, DOWN and its
@@ -47,8 +49,29 @@ def _node_states() -> dict[str, str]:
     return {name: state for name, state in (line.split() for line in out.splitlines() if line.strip())}
 
 
-def _sbatch(*args: str) -> str:
-    return _run("sbatch", "--parsable", *args).strip().split(";")[0]
+def _sbatch(where: Path, *args: str) -> str:
+    """Submit a job that runs in ``where`` (its work directory: how ``_cancel_jobs_in`` finds it)."""
+    return _run("sbatch", "--parsable", "--chdir", str(where), *args).strip().split(";")[0]
+
+
+def _queue() -> list[tuple[str, str]]:
+    """(job id, working directory) of every job in the queue."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30,
+                         check=False).stdout
+    return [(job, workdir) for job, _, workdir in (line.partition("|") for line in out.splitlines()) if job]
+
+
+def _cancel_jobs_in(root: Path) -> None:
+    """scancel every job still queued or running from a directory under ROOT, and wait them out."""
+    inside = str(root.resolve())
+
+    def ours() -> list[str]:
+        return [job for job, workdir in _queue() if workdir == inside or workdir.startswith(inside + "/")]
+
+    left = ours()
+    if left:
+        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
+        wait_until(lambda: not ours(), 60, interval=1, what=f"jobs {left} gone after scancel", describe=ours)
 
 
 def _job(job: str) -> dict[str, str]:
@@ -85,7 +108,7 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
         # one 3-node job: srun on every node, a 2-node step, and the clients a runner calls, from a node
         out = tmp_path / "three"
         out.mkdir()
-        job = _sbatch("-N", "3", "-o", str(out / "job.out"), "--chdir", str(out), "--wrap",
+        job = _sbatch(out, "-N", "3", "-o", str(out / "job.out"), "--wrap",
                       "hostname > batch_host; srun hostname > hosts; "
                       "srun -N 2 -n 2 bash -c 'echo $SLURM_PROCID $(hostname)' > step; "
                       "squeue -h -j $SLURM_JOB_ID -o %N > squeue; "
@@ -104,11 +127,11 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
 
         # node-down n2: a crash. Jobs on it: requeueable (with a heartbeat), --no-requeue; one on n3 beside
         beat = tmp_path / "beat"
-        requeued = _sbatch("-w", "n2", "-o", "/dev/null", "--wrap",
+        requeued = _sbatch(tmp_path, "-w", "n2", "-o", "/dev/null", "--wrap",
                            f"while :; do echo $(date +%s) $(hostname) ${{SLURM_RESTART_COUNT:-0}} >> {beat}; "
                            "sleep 1; done")
-        lost = _sbatch("-w", "n2", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 600")
-        beside = _sbatch("-w", "n3", "-o", "/dev/null", "--wrap", "sleep 600")
+        lost = _sbatch(tmp_path, "-w", "n2", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 600")
+        beside = _sbatch(tmp_path, "-w", "n3", "-o", "/dev/null", "--wrap", "sleep 600")
         for j in (requeued, lost, beside):
             _wait_job_state(j, ("RUNNING",), 60)
         wait_until(lambda: _lines(beat), 30, interval=0.5, what="the heartbeat job's first beat")
@@ -143,8 +166,8 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
         _wait_job_state(requeued, ("RUNNING",), 90)
         wait_until(lambda: any(line.split()[1:] == ["n2", "1"] for line in _lines(beat)), 60, interval=0.5,
                    what="a beat of the requeued job (restart 1) on n2", describe=lambda: _lines(beat)[-3:])
-        _run("scancel", requeued, beside)
     finally:
+        _cancel_jobs_in(tmp_path)  # passed or failed, nothing of the test left in the queue
         restart_cluster(slurm_cluster)
     assert _node_states() == {slurm_cluster.node: "idle"}
     assert "slurmd-n" not in _dev_cluster(slurm_cluster, "status")  # and `up` removed the namespaces
