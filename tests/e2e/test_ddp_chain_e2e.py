@@ -133,7 +133,7 @@ def cleanup(tmp_path: Path) -> Iterator[Path]:
 # with srun's ranks, 5-21 s with torchrun's (the agent, then its worker, imports torch; the longer
 # times while other tests loaded both CPUs); srun's ranks stop ~5.5 s before the stop signal
 # (TrainLoop's lead), torchrun's workers at it. So srun 0:38 (24.5 s to step in) and torchrun 0:37
-# (29 s): at most ~59 steps a runner, so two runners never reach 140, and steps in each runner
+# (29 s): at most ~61 steps a runner (57-61 idle), so two never reach 140, and steps in each runner
 # even after the slowest start
 @pytest.mark.parametrize("launch, runner_time", [("srun", "0:38"), ("torchrun", "0:37")])
 def test_a_two_node_ddp_chain_ends_bit_identical(three_nodes: Any, whole: Path, cleanup: Path, launch: str,
