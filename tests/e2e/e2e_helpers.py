@@ -176,3 +176,24 @@ def wait_prequeued(workdir: Path, backend: str) -> Prequeued:
     st = wait_until(ready, 120, interval=0.2, what="runner 1's app computing, runner 2 queued",
                     describe=lambda: status(workdir))
     return Prequeued(sched, app_log, str(st["runner_job_id"]), str(st["next_job_id"]), str(st["submitter_job_id"]))
+
+
+def _queue_workdirs() -> list[tuple[str, str]]:
+    """(job id, working directory) of every job in the queue."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30,
+                         check=False).stdout
+    return [(job, workdir) for job, _, workdir in (line.partition("|") for line in out.splitlines()) if job]
+
+
+def cancel_jobs_under(root: Path) -> None:
+    """scancel every job still queued or running from a directory under ROOT, and wait them
+    out (60 s): a failed test leaves nothing of it in the queue."""
+    inside = str(root.resolve())
+
+    def ours() -> list[str]:
+        return [job for job, workdir in _queue_workdirs() if workdir == inside or workdir.startswith(inside + "/")]
+
+    left = ours()
+    if left:
+        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
+        wait_until(lambda: not ours(), 60, interval=1, what=f"jobs {left} gone after scancel", describe=ours)

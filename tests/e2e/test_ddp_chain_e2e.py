@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import EXAMPLES, chain_cmd, restart_cluster, wait_ended
+from e2e_helpers import EXAMPLES, cancel_jobs_under, chain_cmd, restart_cluster, wait_ended
 from waiting import wait_until
 
 from chain.store import ChainDir
@@ -92,13 +92,6 @@ def three_nodes(slurm_cluster: Any) -> Any:
     restart_cluster(slurm_cluster)
 
 
-def _queue() -> list[tuple[str, str]]:
-    """(job id, working directory) of every job in the queue."""
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30,
-                         check=False).stdout
-    return [(job, workdir) for job, _, workdir in (line.partition("|") for line in out.splitlines()) if job]
-
-
 def cancel_everything_under(root: Path) -> None:
     """Every chain under ROOT cancelled, then every job still queued from a directory under ROOT
     scancelled, and waited out (60 s): a failed test leaves nothing behind."""
@@ -107,15 +100,7 @@ def cancel_everything_under(root: Path) -> None:
             chain_cmd("cancel", cwd=chain_dir.parent, check=False, timeout=60)
         except subprocess.TimeoutExpired:
             pass
-    inside = str(root.resolve())
-
-    def ours() -> list[str]:
-        return [job for job, workdir in _queue() if workdir == inside or workdir.startswith(inside + "/")]
-
-    left = ours()
-    if left:
-        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
-        wait_until(lambda: not ours(), 60, interval=1, what=f"jobs {left} gone after scancel", describe=ours)
+    cancel_jobs_under(root)
 
 
 @pytest.fixture

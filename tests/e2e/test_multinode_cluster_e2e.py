@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import restart_cluster
+from e2e_helpers import cancel_jobs_under, restart_cluster
 from waiting import wait_until
 
 NODES = ("n1", "n2", "n3")
@@ -50,28 +50,8 @@ def _node_states() -> dict[str, str]:
 
 
 def _sbatch(where: Path, *args: str) -> str:
-    """Submit a job that runs in ``where`` (its work directory: how ``_cancel_jobs_in`` finds it)."""
+    """Submit a job that runs in ``where`` (its work directory: how ``cancel_jobs_under`` finds it)."""
     return _run("sbatch", "--parsable", "--chdir", str(where), *args).strip().split(";")[0]
-
-
-def _queue() -> list[tuple[str, str]]:
-    """(job id, working directory) of every job in the queue."""
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30,
-                         check=False).stdout
-    return [(job, workdir) for job, _, workdir in (line.partition("|") for line in out.splitlines()) if job]
-
-
-def _cancel_jobs_in(root: Path) -> None:
-    """scancel every job still queued or running from a directory under ROOT, and wait them out."""
-    inside = str(root.resolve())
-
-    def ours() -> list[str]:
-        return [job for job, workdir in _queue() if workdir == inside or workdir.startswith(inside + "/")]
-
-    left = ours()
-    if left:
-        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
-        wait_until(lambda: not ours(), 60, interval=1, what=f"jobs {left} gone after scancel", describe=ours)
 
 
 def _job(job: str) -> dict[str, str]:
@@ -167,7 +147,7 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
         wait_until(lambda: any(line.split()[1:] == ["n2", "1"] for line in _lines(beat)), 60, interval=0.5,
                    what="a beat of the requeued job (restart 1) on n2", describe=lambda: _lines(beat)[-3:])
     finally:
-        _cancel_jobs_in(tmp_path)  # passed or failed, nothing of the test left in the queue
+        cancel_jobs_under(tmp_path)  # passed or failed, nothing of the test left in the queue
         restart_cluster(slurm_cluster)
     assert _node_states() == {slurm_cluster.node: "idle"}
     assert "slurmd-n" not in _dev_cluster(slurm_cluster, "status")  # and `up` removed the namespaces
