@@ -141,18 +141,26 @@ def model(runner_seconds: float, stop_at: float | None = None) -> dict[str, Any]
         queries += 1
     per_runner = queries + 1 + 2 + 1
     hours = runner_seconds / 3600
-    return {"runner_seconds": runner_seconds, "stop_at": stop_at, "poll_max": longest,
-            "squeue_while_running": queries, "per_runner": per_runner,
-            "per_runner_hour": round(per_runner / hours, 2)}
+    return {
+        "runner_seconds": runner_seconds,
+        "stop_at": stop_at,
+        "poll_max": longest,
+        "squeue_while_running": queries,
+        "per_runner": per_runner,
+        "per_runner_hour": round(per_runner / hours, 2),
+    }
 
 
 def models(shape: Shape) -> dict[str, dict[str, Any]]:
     """The model for the measured limit and for 24 h, polling up to the job's
     end (as the README's figure) and up to the stop signal (as measured)."""
     day = 24 * 3600
-    return {"measured_limit": model(shape.runner_seconds), "24h": model(day),
-            "measured_limit_to_stop": model(shape.runner_seconds, shape.runner_seconds - shape.margin),
-            "24h_to_stop": model(day, day - shape.margin)}
+    return {
+        "measured_limit": model(shape.runner_seconds),
+        "24h": model(day),
+        "measured_limit_to_stop": model(shape.runner_seconds, shape.runner_seconds - shape.margin),
+        "24h_to_stop": model(day, day - shape.margin),
+    }
 
 
 # --------------------------------------------------------------------------- running a chain
@@ -174,19 +182,39 @@ def workspace(base: Path, name: str, shape: Shape) -> Workspace:
     for cmd in WRAPPED:
         (d / "bin" / cmd).write_text(SHIM.format(cmd=cmd, real=REAL_BIN))
         (d / "bin" / cmd).chmod(0o755)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "SBATCH_", "SRUN_")) or k == "SLURM_CONF"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_")) or k == "SLURM_CONF"}
     for k in ("CHAIN_DIR", "MAX_ITER", "APP_CMD", "CKPT_PATH", "CHECKPOINT_EVERY"):
         env.pop(k, None)
-    env.update(PATH=f"{d / 'bin'}:{Path(PY).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-               BENCH_CALLS_FILE=str(calls), ITER_SECONDS=str(shape.iter_seconds))
+    env.update(
+        PATH=f"{d / 'bin'}:{Path(PY).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        BENCH_CALLS_FILE=str(calls),
+        ITER_SECONDS=str(shape.iter_seconds),
+    )
     return Workspace(name, d, env, calls)
 
 
 def run_chain(ws: Workspace, shape: Shape, extra: list[str], timeout: float) -> None:
-    argv = [PY, "-m", "chain", "submit", "--max-iter", str(shape.max_iter), "--app-cmd", "python3 app.py",
-            "--checkpoint-every", str(shape.checkpoint_every), "--runner-time", shape.runner_time,
-            "--runner-margin", str(shape.margin), "--backend", "slurm", "--partition", "debug", *extra]
+    argv = [
+        PY,
+        "-m",
+        "chain",
+        "submit",
+        "--max-iter",
+        str(shape.max_iter),
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        str(shape.checkpoint_every),
+        "--runner-time",
+        shape.runner_time,
+        "--runner-margin",
+        str(shape.margin),
+        "--backend",
+        "slurm",
+        "--partition",
+        "debug",
+        *extra,
+    ]
     ws.notes.append("command: chain " + " ".join(argv[3:]))
     if submit_chain(ws, argv).returncode != 0:
         return
@@ -243,8 +271,13 @@ def tally(calls: list[Call], ws: Workspace) -> dict[str, Any]:
         by_cmd_kind[f"{c.cmd} by {k}"] = by_cmd_kind.get(f"{c.cmd} by {k}", 0) + 1
         p = f"{purpose(c, ws.chain_id)} ({k})"
         by_purpose[p] = by_purpose.get(p, 0) + 1
-    return {"total": len(calls), "by_command": by_cmd, "by_kind": by_kind, "by_command_and_kind": by_cmd_kind,
-            "by_purpose": by_purpose}
+    return {
+        "total": len(calls),
+        "by_command": by_cmd,
+        "by_kind": by_kind,
+        "by_command_and_kind": by_cmd_kind,
+        "by_purpose": by_purpose,
+    }
 
 
 def window(calls: list[Call], t0: float | None, t1: float | None) -> list[Call]:
@@ -275,10 +308,18 @@ def app_runs(ws: Workspace) -> list[Run]:
 def measure(ws: Workspace, runner_seconds: int) -> dict[str, Any]:
     calls = read_calls(ws.calls_file)
     runs = app_runs(ws)
-    res: dict[str, Any] = {"mode": ws.name, "ok": ws.ok, "notes": ws.notes, "workdir": str(ws.dir),
-                           "chain_id": ws.chain_id, "runner_jobs": ws.jobs, "submitter_jobs": ws.submitter_jobs,
-                           "app_runs": [{"job": r.job, "start": r.start, "exit": r.exit, "code": r.code,
-                                         "iterations": r.iters} for r in runs]}
+    res: dict[str, Any] = {
+        "mode": ws.name,
+        "ok": ws.ok,
+        "notes": ws.notes,
+        "workdir": str(ws.dir),
+        "chain_id": ws.chain_id,
+        "runner_jobs": ws.jobs,
+        "submitter_jobs": ws.submitter_jobs,
+        "app_runs": [
+            {"job": r.job, "start": r.start, "exit": r.exit, "code": r.code, "iterations": r.iters} for r in runs
+        ],
+    }
     others = sorted({kind_of(c, ws) for c in calls} - set(KINDS))
     if others:
         res["notes"].append(f"calls from jobs not of this chain's record: {others}")
@@ -294,17 +335,24 @@ def measure(ws: Workspace, runner_seconds: int) -> dict[str, Any]:
     life = window(calls, alloc, complete)
     life_s = (complete - alloc) if alloc and complete else None
     submitter_restarts = sum(1 for c in cycle if purpose(c, ws.chain_id) == "sbatch of a submitter")
-    res.update({
-        "runner1_job": r1.job, "runner1_app_s": (r1.exit - r1.start) if r1.exit else None,
-        "runner1_alloc": alloc, "runner1_complete": complete, "runner1_span_from": how,
-        "runner1_wall_s": life_s, "runner_time_limit_s": runner_seconds,
-        "cycle_s": cycle_s, "cycle": tally(cycle, ws),
-        "cycle_calls_per_hour": round(len(cycle) / (cycle_s / 3600), 2),
-        "submitter_restarts_in_cycle": submitter_restarts,
-        "runner1_life": tally(life, ws),
-        "runner1_life_calls_per_hour": round(len(life) / (life_s / 3600), 2) if life_s else None,
-        "cycle_call_log": [f"{c.t - r1.start:+.1f} {kind_of(c, ws)} {c.job} {c.cmd} {c.args}" for c in cycle],
-    })
+    res.update(
+        {
+            "runner1_job": r1.job,
+            "runner1_app_s": (r1.exit - r1.start) if r1.exit else None,
+            "runner1_alloc": alloc,
+            "runner1_complete": complete,
+            "runner1_span_from": how,
+            "runner1_wall_s": life_s,
+            "runner_time_limit_s": runner_seconds,
+            "cycle_s": cycle_s,
+            "cycle": tally(cycle, ws),
+            "cycle_calls_per_hour": round(len(cycle) / (cycle_s / 3600), 2),
+            "submitter_restarts_in_cycle": submitter_restarts,
+            "runner1_life": tally(life, ws),
+            "runner1_life_calls_per_hour": round(len(life) / (life_s / 3600), 2) if life_s else None,
+            "cycle_call_log": [f"{c.t - r1.start:+.1f} {kind_of(c, ws)} {c.job} {c.cmd} {c.args}" for c in cycle],
+        }
+    )
     return res
 
 
@@ -315,35 +363,56 @@ def fmt(x: Any, nd: int = 1) -> str:
 
 def render(results: dict[str, Any]) -> str:
     m, sh = results["machine"], results["shape"]
-    L = [f"# Slurm calls per runner-hour, measured (`bench/calls.py`), {results['date']}", "",
-         (f"Machine: {m['nproc']} CPUs, Debian {m['debian_version']}, {m['slurm']}; commit {results['git']['commit']} "
-         f"(clone at {results['root']}). Chain: `--runner-time {sh['runner_time']} --runner-margin {sh['margin']}`, "
-         f"app `examples/python/app.py` with ITER_SECONDS={sh['iter_seconds']}, MAX_ITER={sh['max_iter']}, "
-         f"CHECKPOINT_EVERY={sh['checkpoint_every']} (runner 1 is stopped at its margin, runner 2 finishes)."), "",
-         ("| mode | ok | runner 1 wall | cycle (app start → next app start) | calls in the cycle | "
-         "submitter / runner | per hour of cycle | submitter restarts in it | calls in runner 1's life | "
-         "model: per runner, per runner-hour (same limit) | load start → end | started |"),
-         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    L = [
+        f"# Slurm calls per runner-hour, measured (`bench/calls.py`), {results['date']}",
+        "",
+        (
+            f"Machine: {m['nproc']} CPUs, Debian {m['debian_version']}, {m['slurm']}; commit {results['git']['commit']} "
+            f"(clone at {results['root']}). Chain: `--runner-time {sh['runner_time']} --runner-margin {sh['margin']}`, "
+            f"app `examples/python/app.py` with ITER_SECONDS={sh['iter_seconds']}, MAX_ITER={sh['max_iter']}, "
+            f"CHECKPOINT_EVERY={sh['checkpoint_every']} (runner 1 is stopped at its margin, runner 2 finishes)."
+        ),
+        "",
+        (
+            "| mode | ok | runner 1 wall | cycle (app start → next app start) | calls in the cycle | "
+            "submitter / runner | per hour of cycle | submitter restarts in it | calls in runner 1's life | "
+            "model: per runner, per runner-hour (same limit) | load start → end | started |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     mod = results["model"]["measured_limit"]
     for r in results["runs"]:
         cy = r.get("cycle", {})
         k = cy.get("by_kind", {})
-        L.append(f"| {r['mode']} | {r['ok']} | {fmt(r.get('runner1_wall_s'), 0)} s | {fmt(r.get('cycle_s'), 0)} s | "
-                 f"{cy.get('total', '-')} | {k.get('submitter', 0)} / {k.get('runner', 0)} | "
-                 f"**{fmt(r.get('cycle_calls_per_hour'))}** | {r.get('submitter_restarts_in_cycle', '-')} | "
-                 f"{r.get('runner1_life', {}).get('total', '-')} | {mod['per_runner']}, {mod['per_runner_hour']} | "
-                 f"{r.get('loadavg_start')} → {r.get('loadavg_end')} | {r.get('started_at', '')} |")
+        L.append(
+            f"| {r['mode']} | {r['ok']} | {fmt(r.get('runner1_wall_s'), 0)} s | {fmt(r.get('cycle_s'), 0)} s | "
+            f"{cy.get('total', '-')} | {k.get('submitter', 0)} / {k.get('runner', 0)} | "
+            f"**{fmt(r.get('cycle_calls_per_hour'))}** | {r.get('submitter_restarts_in_cycle', '-')} | "
+            f"{r.get('runner1_life', {}).get('total', '-')} | {mod['per_runner']}, {mod['per_runner_hour']} | "
+            f"{r.get('loadavg_start')} → {r.get('loadavg_end')} | {r.get('started_at', '')} |"
+        )
     day = results["model"]["24h"]
-    L += ["", (f"Model for a 24 h runner: {day['per_runner']} calls per runner, **{day['per_runner_hour']} per "
-          f"runner-hour** ({day['squeue_while_running']} squeue while it runs, poll-max {day['poll_max']:.0f} s); "
-          f"for the measured limit ({mod['runner_seconds']} s): {mod['squeue_while_running']} squeue while it runs, "
-          f"{mod['per_runner']} per runner."), ""]
+    L += [
+        "",
+        (
+            f"Model for a 24 h runner: {day['per_runner']} calls per runner, **{day['per_runner_hour']} per "
+            f"runner-hour** ({day['squeue_while_running']} squeue while it runs, poll-max {day['poll_max']:.0f} s); "
+            f"for the measured limit ({mod['runner_seconds']} s): {mod['squeue_while_running']} squeue while it runs, "
+            f"{mod['per_runner']} per runner."
+        ),
+        "",
+    ]
     if "24h_to_stop" in results["model"]:
         ms, ds = results["model"]["measured_limit_to_stop"], results["model"]["24h_to_stop"]
-        L += [(f"Polling stops when the runner records its end, after the stop signal ({sh['margin']} s before "
-               f"the limit): counting only the scheduled queries before it, the model gives {ms['per_runner']} "
-               f"per runner for the measured limit ({ms['squeue_while_running']} squeue while it runs) and "
-               f"{ds['per_runner']} for 24 h (**{ds['per_runner_hour']} per runner-hour**)."), ""]
+        L += [
+            (
+                f"Polling stops when the runner records its end, after the stop signal ({sh['margin']} s before "
+                f"the limit): counting only the scheduled queries before it, the model gives {ms['per_runner']} "
+                f"per runner for the measured limit ({ms['squeue_while_running']} squeue while it runs) and "
+                f"{ds['per_runner']} for 24 h (**{ds['per_runner_hour']} per runner-hour**)."
+            ),
+            "",
+        ]
     L += ["## Calls in the cycle, by command and job kind", ""]
     for r in results["runs"]:
         if "cycle" in r:
@@ -359,13 +428,15 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(L)
 
 
-COUNTING = ("What is counted: every call to sbatch/squeue/sacct/scontrol/scancel/sinfo/srun by the chain's "
-            "jobs (submitter and runner jobs) and by `chain submit`, through wrappers first on PATH; the bench's "
-            "own calls (/usr/bin directly) are not. The cycle is runner 1's app start → runner 2's app start: "
-            "the polls while runner 1 runs, the queries at its end, runner 2's sbatch and runner 2's start-up "
-            "calls before its app (relay: its judgment of runner 1 and its sbatch of runner 3). In submitter "
-            "mode it also holds every submitter restart (`--submitter-time`) in that time: the successor "
-            "submitter's sbatch and its start-up queries. Per hour of cycle = calls / cycle length.")
+COUNTING = (
+    "What is counted: every call to sbatch/squeue/sacct/scontrol/scancel/sinfo/srun by the chain's "
+    "jobs (submitter and runner jobs) and by `chain submit`, through wrappers first on PATH; the bench's "
+    "own calls (/usr/bin directly) are not. The cycle is runner 1's app start → runner 2's app start: "
+    "the polls while runner 1 runs, the queries at its end, runner 2's sbatch and runner 2's start-up "
+    "calls before its app (relay: its judgment of runner 1 and its sbatch of runner 3). In submitter "
+    "mode it also holds every submitter restart (`--submitter-time`) in that time: the successor "
+    "submitter's sbatch and its start-up queries. Per hour of cycle = calls / cycle length."
+)
 
 
 def run_mode(base: Path, name: str, shape: Shape, timeout: float, out: list[dict[str, Any]]) -> None:
@@ -378,8 +449,10 @@ def run_mode(base: Path, name: str, shape: Shape, timeout: float, out: list[dict
         res["ok"] = False
         res["notes"].append("a fault suite overlapped the run: discard it")
     out.append(res)
-    log(f"{name}: ok={res['ok']} cycle calls={res.get('cycle', {}).get('total')} "
-        f"per hour={res.get('cycle_calls_per_hour')}")
+    log(
+        f"{name}: ok={res['ok']} cycle calls={res.get('cycle', {}).get('total')} "
+        f"per hour={res.get('cycle_calls_per_hour')}"
+    )
 
 
 def rerender(path: Path) -> int:
@@ -415,10 +488,16 @@ def main() -> int:
     for t in threads:
         t.join()
     runs.sort(key=lambda r: modes.index(r["mode"]))
-    results = {"date": date, "root": str(ROOT), "machine": machine(), "git": git_commit(),
-               "shape": {**shape.__dict__, "max_iter": shape.max_iter},
-               "model": models(shape),
-               "counting": COUNTING, "runs": runs}
+    results = {
+        "date": date,
+        "root": str(ROOT),
+        "machine": machine(),
+        "git": git_commit(),
+        "shape": {**shape.__dict__, "max_iter": shape.max_iter},
+        "model": models(shape),
+        "counting": COUNTING,
+        "runs": runs,
+    }
     stem = args.stem or (f"calls-quick-{date}" if args.quick else f"calls-{date}")
     write_results(Path(args.out), stem, results, render(results))
     return 0 if all(r["ok"] for r in runs) else 1

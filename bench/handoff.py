@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from status import section as status_section  # noqa: E402  (bench/status.py)
-from status import status_bench  # noqa: E402
-from status import target_rows as status_target_rows  # noqa: E402
+from status import section as status_section
+from status import status_bench
+from status import target_rows as status_target_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -68,8 +68,12 @@ SYSTEMS = {
 DEFAULT_ORDER = ["c", "c_relay", "c_long", "c_restart", "b", "a"]
 CHAIN_SYSTEMS = ("c", "c_relay", "c_long", "c_restart")
 # the chain's extra flags per system (on top of run_chain's common ones)
-CHAIN_EXTRA = {"c": [], "c_relay": ["--mode", "relay"], "c_long": ["--submitter-time", "30:00"],
-               "c_restart": ["--submitter-time", "2:00", "--submitter-margin", "75"]}
+CHAIN_EXTRA = {
+    "c": [],
+    "c_relay": ["--mode", "relay"],
+    "c_long": ["--submitter-time", "30:00"],
+    "c_restart": ["--submitter-time", "2:00", "--submitter-margin", "75"],
+}
 FAULT_FLAG = Path("/tmp/FAULT_SUITE_RUNNING")  # a fault suite is stopping slurmctld: no timed run then
 
 # The seed's `module load` lines need a `module` command (Lmod), which this
@@ -92,16 +96,21 @@ def git_commit() -> dict[str, Any]:
     """The commit measured: short HEAD, "+dirty" when chain/ has uncommitted
     changes (the jobs run this checkout's chain/ as it is: editable install),
     and ``git status --short chain/`` itself."""
+
     def git(*args: str) -> str:
         p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
         return p.stdout.strip()
+
     head = git("rev-parse", "--short", "HEAD")
     dirty = git("status", "--short", "chain/")
     diff = git("diff", "HEAD", "--", "chain/") + "\n" + git("ls-files", "--others", "--exclude-standard", "chain/")
-    return {"commit": head + ("+dirty" if dirty else ""), "head": head,
-            "git_status_short_chain": dirty.splitlines(),
-            "chain_diff_sha256_12": hashlib.sha256(diff.encode()).hexdigest()[:12] if dirty else "",
-            "at": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    return {
+        "commit": head + ("+dirty" if dirty else ""),
+        "head": head,
+        "git_status_short_chain": dirty.splitlines(),
+        "chain_diff_sha256_12": hashlib.sha256(diff.encode()).hexdigest()[:12] if dirty else "",
+        "at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -109,8 +118,12 @@ def machine() -> dict[str, Any]:
         debian = Path("/etc/debian_version").read_text().strip()
     except OSError:
         debian = "?"
-    return {"nproc": os.cpu_count(), "debian_version": debian, "slurm": real("sinfo", "-V").stdout.strip(),
-            "hostname": os.uname().nodename}
+    return {
+        "nproc": os.cpu_count(),
+        "debian_version": debian,
+        "slurm": real("sinfo", "-V").stdout.strip(),
+        "hostname": os.uname().nodename,
+    }
 
 
 def loadavg() -> list[float]:
@@ -208,8 +221,7 @@ def make_workspace(base: Path, name: str) -> Workspace:
             f'exec {REAL_BIN}/{cmd} "$@"\n'
         )
         w.chmod(0o755)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "SBATCH_", "SRUN_")) or k == "SLURM_CONF"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_")) or k == "SLURM_CONF"}
     env["PATH"] = f"{d / 'bin'}:{Path(PY).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
     env["BENCH_CALLS_FILE"] = str(calls)
     env["ITER_SECONDS"] = str(ITER_SECONDS)
@@ -223,13 +235,20 @@ def sacct_times(job: str) -> dict[str, Any]:
     for line in p.stdout.splitlines():
         parts = line.split("|")
         if len(parts) == 6 and parts[0] == job:
+
             def ts(s: str) -> float | None:
                 try:
                     return time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%S"))
                 except ValueError:
                     return None
-            return {"state": parts[1], "exit": parts[2], "submit": ts(parts[3]), "start": ts(parts[4]),
-                    "end": ts(parts[5])}
+
+            return {
+                "state": parts[1],
+                "exit": parts[2],
+                "submit": ts(parts[3]),
+                "start": ts(parts[4]),
+                "end": ts(parts[5]),
+            }
     return {}
 
 
@@ -299,9 +318,27 @@ def wait_state(path: Path, deadline: float, *, poll: float) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the three systems
 def run_chain(ws: Workspace, extra: list[str], timeout: float) -> None:
-    argv = [PY, "-m", "chain", "submit", "--max-iter", str(MAX_ITER), "--app-cmd", "python3 app.py",
-            "--checkpoint-every", str(CHECKPOINT_EVERY), "--runner-time", f"0:{RUNNER_LIMIT}",
-            "--runner-margin", str(RUNNER_MARGIN), "--backend", "slurm", "--partition", "debug", *extra]
+    argv = [
+        PY,
+        "-m",
+        "chain",
+        "submit",
+        "--max-iter",
+        str(MAX_ITER),
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        str(CHECKPOINT_EVERY),
+        "--runner-time",
+        f"0:{RUNNER_LIMIT}",
+        "--runner-margin",
+        str(RUNNER_MARGIN),
+        "--backend",
+        "slurm",
+        "--partition",
+        "debug",
+        *extra,
+    ]
     ws.notes.append("command: " + " ".join(argv[1:]))
     p = submit_chain(ws, argv)
     m = re.search(r"submitter job (\d+)", p.stdout + p.stderr)
@@ -369,15 +406,19 @@ def seed_env(ws: Workspace) -> dict[str, str]:
     env = dict(ws.env)
     env.update(NOOP_MODULE)
     env.update(
-        MAX_ITER=str(MAX_ITER), CHECKPOINT_EVERY=str(CHECKPOINT_EVERY), CKPT_PATH="state_iter.txt",
+        MAX_ITER=str(MAX_ITER),
+        CHECKPOINT_EVERY=str(CHECKPOINT_EVERY),
+        CKPT_PATH="state_iter.txt",
         # `bash -lc` (the seed runner) resets PATH from /etc/profile: name the
         # interpreter with chain installed explicitly (same python as chain's runs).
         APP_CMD=f"{PY} app.py",
         # "30" would be 30 *minutes* in the seed's to_seconds(); 0:30 is MM:SS.
-        RUNNER_TIME_LIMIT=f"0:{RUNNER_LIMIT}", RUNNER_MARGIN_SEC=str(RUNNER_MARGIN),
+        RUNNER_TIME_LIMIT=f"0:{RUNNER_LIMIT}",
+        RUNNER_MARGIN_SEC=str(RUNNER_MARGIN),
         # Long enough that the seed submitter never self-restarts during the
         # ~25 min run (the default 3:30 would restart it every 150 s).
-        SUBMITTER_TIME_LIMIT="2:00:00", SUBMITTER_MARGIN_SEC="60",
+        SUBMITTER_TIME_LIMIT="2:00:00",
+        SUBMITTER_MARGIN_SEC="60",
     )
     return env
 
@@ -387,8 +428,10 @@ def run_dependency_chain(ws: Workspace, timeout: float) -> None:
     shutil.copy(SEED / "checkpoint_runner.sh", ws.dir / "checkpoint_runner.sh")
     # each seed runner does ~window-1 iterations (TERM at 20 s, python start-up)
     n = math.ceil(MAX_ITER / (RUNNER_LIMIT - RUNNER_MARGIN - 3)) + 1
-    ws.notes.append(f"{n} runners submitted up front with --dependency=afterany:<previous>; "
-                    "the unused ones are scancel'ed once the app exits 0")
+    ws.notes.append(
+        f"{n} runners submitted up front with --dependency=afterany:<previous>; "
+        "the unused ones are scancel'ed once the app exits 0"
+    )
     ws.t_submit = time.time()
     prev = ""
     for _ in range(n):
@@ -408,7 +451,7 @@ def run_dependency_chain(ws: Workspace, timeout: float) -> None:
         ws.ok = False
         ws.notes.append("app never exited 0")
     last = done_run.job if done_run else ws.jobs[-1]
-    for j in ws.jobs[ws.jobs.index(last) + 1 if last in ws.jobs else len(ws.jobs):]:
+    for j in ws.jobs[ws.jobs.index(last) + 1 if last in ws.jobs else len(ws.jobs) :]:
         real("scancel", j)
     wait_job_end(last, time.time() + 120, every=1.0)
     ws.jobs = ws.jobs[: ws.jobs.index(last) + 1] if last in ws.jobs else ws.jobs
@@ -422,8 +465,14 @@ def run_seed(ws: Workspace, timeout: float) -> None:
     shutil.copy(SEED / "checkpoint_runner.sh", ws.dir / "checkpoint_runner.sh")
     shutil.copy(SEED / "checkpoint_submitter.sh", ws.dir / "checkpoint_submitter.sh")
     ws.t_submit = time.time()
-    p = subprocess.run(["sbatch", "--parsable", "checkpoint_submitter.sh"], cwd=ws.dir, env=env,
-                       capture_output=True, text=True, check=True)
+    p = subprocess.run(
+        ["sbatch", "--parsable", "checkpoint_submitter.sh"],
+        cwd=ws.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sub = p.stdout.strip().split(";")[0]
     ws.t_submitted = time.time()
     log(f"a: seed submitter job {sub}; this takes ~20-25 min (the squeue loop waits for MinJobAge)")
@@ -526,8 +575,11 @@ def measure(ws: Workspace, label: str | None = None) -> dict[str, Any]:
         by_cmd[c[2]] = by_cmd.get(c[2], 0) + 1
         # chain strips SLURM_* from sbatch's environment, so a submitter's (or, in
         # relay mode, a runner's) sbatch shows no job id
-        caller = ("login" if c[0] <= ws.t_submitted else "runner" if relay else "submitter") if c[1] == "-" else \
-            ("runner" if c[1] in ws.jobs else "submitter")
+        caller = (
+            ("login" if c[0] <= ws.t_submitted else "runner" if relay else "submitter")
+            if c[1] == "-"
+            else ("runner" if c[1] in ws.jobs else "submitter")
+        )
         by_caller[caller] = by_caller.get(caller, 0) + 1
     span = (last - first) if first and last else None
     if ws.name.startswith("c") and ws.ok:
@@ -542,27 +594,48 @@ def measure(ws: Workspace, label: str | None = None) -> dict[str, Any]:
     last_job_end = max(job_ends) if job_ends else None
     total_iters = sum(r.iters for r in used)
     res: dict[str, Any] = {
-        "system": ws.name, "label": label or SYSTEMS[ws.name], "ok": ws.ok, "notes": ws.notes, "workdir": str(ws.dir),
-        "runners": len(used), "app_exit_codes": [r.code for r in used],
-        "iterations_computed": total_iters, "iterations_recomputed": total_iters - MAX_ITER,
-        "handoffs_s": handoffs, "handoff_median_s": med(handoffs), "handoff_max_s": max(handoffs) if handoffs else None,
-        "first_start_to_last_exit_s": span, "span_over_compute": span / PURE_COMPUTE if span else None,
+        "system": ws.name,
+        "label": label or SYSTEMS[ws.name],
+        "ok": ws.ok,
+        "notes": ws.notes,
+        "workdir": str(ws.dir),
+        "runners": len(used),
+        "app_exit_codes": [r.code for r in used],
+        "iterations_computed": total_iters,
+        "iterations_recomputed": total_iters - MAX_ITER,
+        "handoffs_s": handoffs,
+        "handoff_median_s": med(handoffs),
+        "handoff_max_s": max(handoffs) if handoffs else None,
+        "first_start_to_last_exit_s": span,
+        "span_over_compute": span / PURE_COMPUTE if span else None,
         "submit_to_first_app_start_s": (first - ws.t_submit) if first else None,
         "last_app_exit_to_done_s": (ws.t_done - last) if last and ws.t_done else None,
-        "submit_to_done_s": s2d, "submit_to_done_over_compute": s2d / PURE_COMPUTE if s2d else None,
+        "submit_to_done_s": s2d,
+        "submit_to_done_over_compute": s2d / PURE_COMPUTE if s2d else None,
         "done_measured_by": ws.done_how,
         "submit_to_last_job_end_s": (last_job_end - ws.t_submit) if last_job_end else None,
         "done_to_last_job_end_s": (last_job_end - ws.t_done) if last_job_end and ws.t_done else None,
-        "slurm_calls_total": len(in_chain), "slurm_calls_by_command": by_cmd, "slurm_calls_by_caller": by_caller,
+        "slurm_calls_total": len(in_chain),
+        "slurm_calls_by_command": by_cmd,
+        "slurm_calls_by_caller": by_caller,
         "slurm_calls_while_runner_runs": len(running),
         "runner_hours": runner_hours,
         "calls_per_runner_hour_measured": len(running) / runner_hours if runner_hours else None,
         "calls_per_runner_hour_total": len(in_chain) / runner_hours if runner_hours else None,
         "jobs": ws.jobs,
         "runs": [r.__dict__ for r in used],
-        "workspace": {"t_submit": ws.t_submit, "t_submitted": ws.t_submitted, "t_done": ws.t_done,
-                      "done_how": ws.done_how, "submitter_job": ws.submitter_job, "jobs": ws.jobs,
-                      "ok": ws.ok, "notes": ws.notes, "chain_id": ws.chain_id, "submitter_jobs": ws.submitter_jobs},
+        "workspace": {
+            "t_submit": ws.t_submit,
+            "t_submitted": ws.t_submitted,
+            "t_done": ws.t_done,
+            "done_how": ws.done_how,
+            "submitter_job": ws.submitter_job,
+            "jobs": ws.jobs,
+            "ok": ws.ok,
+            "notes": ws.notes,
+            "chain_id": ws.chain_id,
+            "submitter_jobs": ws.submitter_jobs,
+        },
     }
     if ws.name.startswith("c"):
         res["handoff_breakdown"] = (relay_breakdown if relay else chain_breakdown)(ws, used, calls)
@@ -613,22 +686,41 @@ def sacct_cost(ws: Workspace, ran_app: set[str]) -> dict[str, Any]:
         time.sleep(2)
     jobs: list[dict[str, Any]] = []
     for j, r in sorted(rows.items(), key=lambda kv: int(kv[0])):
-        suffix = r["JobName"][len(ws.chain_id):] if ws.chain_id and r["JobName"].startswith(ws.chain_id) else ""
-        kind = ("runner, ran the app" if j in ran_app else
-                "submitter" if j in ws.submitter_jobs or re.fullmatch(r"\.s\d+", suffix) else
-                "runner, no app" if j in ws.jobs or re.fullmatch(r"\.r\d+", suffix) else
-                "other job of the chain")
-        jobs.append({"job": j, "name": r["JobName"], "state": r["State"], "alloc_cpus": int(r["AllocCPUS"] or 0),
-                     "elapsed_s": int(r["ElapsedRaw"] or 0), "cpu_s": int(r["CPUTimeRaw"] or 0), "kind": kind})
+        suffix = r["JobName"][len(ws.chain_id) :] if ws.chain_id and r["JobName"].startswith(ws.chain_id) else ""
+        kind = (
+            "runner, ran the app"
+            if j in ran_app
+            else "submitter"
+            if j in ws.submitter_jobs or re.fullmatch(r"\.s\d+", suffix)
+            else "runner, no app"
+            if j in ws.jobs or re.fullmatch(r"\.r\d+", suffix)
+            else "other job of the chain"
+        )
+        jobs.append(
+            {
+                "job": j,
+                "name": r["JobName"],
+                "state": r["State"],
+                "alloc_cpus": int(r["AllocCPUS"] or 0),
+                "elapsed_s": int(r["ElapsedRaw"] or 0),
+                "cpu_s": int(r["CPUTimeRaw"] or 0),
+                "kind": kind,
+            }
+        )
     runner_cpu = sum(x["cpu_s"] for x in jobs if x["kind"] == "runner, ran the app")
     other_cpu = sum(x["cpu_s"] for x in jobs if x["kind"] != "runner, ran the app")
     by_kind: dict[str, int] = {}
     for x in jobs:
         by_kind[x["kind"]] = by_kind.get(x["kind"], 0) + x["cpu_s"]
-    return {"jobs": jobs, "runner_cpu_s": runner_cpu, "non_runner_cpu_s": other_cpu, "cpu_s_by_kind": by_kind,
-            "ratio": other_cpu / runner_cpu if runner_cpu else None,
-            "still_running_in_sacct": [x["job"] for x in jobs if x["state"] in ("RUNNING", "COMPLETING")],
-            "how": "sacct -X -o " + ",".join(SACCT_COST_FIELDS)}
+    return {
+        "jobs": jobs,
+        "runner_cpu_s": runner_cpu,
+        "non_runner_cpu_s": other_cpu,
+        "cpu_s_by_kind": by_kind,
+        "ratio": other_cpu / runner_cpu if runner_cpu else None,
+        "still_running_in_sacct": [x["job"] for x in jobs if x["state"] in ("RUNNING", "COMPLETING")],
+        "how": "sacct -X -o " + ",".join(SACCT_COST_FIELDS),
+    }
 
 
 def ctld_events(job_ids: list[str]) -> dict[str, dict[str, float]]:
@@ -667,6 +759,7 @@ def span(x: float | None, y: float | None) -> float | None:
 class Handoff:
     """Runner a's app exited (at ``exit``) and runner b's started: a's runner
     record ({} when unreadable) and both jobs' slurmctld events."""
+
     a: Run
     b: Run
     exit: float
@@ -697,25 +790,34 @@ def chain_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str
     out = []
     for h in handoffs(ws, used):
         a, b, rec_end, ev_a, ev_b = h.a, h.b, h.rec_a.get("end"), h.ev_a, h.ev_b
-        sub_calls = [c for c in calls if c[1] not in (a.job, b.job) and c[0] > ws.t_submitted
-                     and h.exit <= c[0] <= b.start]
+        sub_calls = [
+            c for c in calls if c[1] not in (a.job, b.job) and c[0] > ws.t_submitted and h.exit <= c[0] <= b.start
+        ]
         first_q = next((c[0] for c in sub_calls if c[2] == "squeue"), None)
         sbatch = next((c[0] for c in sub_calls if c[2] == "sbatch" and "submitter.sbatch" not in c[3]), None)
         runner_q = next((c[0] for c in calls if c[1] == b.job and c[2] == "squeue"), None)
         q_between = [c for c in sub_calls if sbatch is None or c[0] <= sbatch]
-        out.append({
-            "from_job": a.job, "to_job": b.job, "handoff_s": span(h.exit, b.start),
-            "app_exit_to_runner_record_end": span(h.exit, rec_end),
-            "record_end_to_submitter_first_squeue (file poll 0.25 s)": span(rec_end, first_q),
-            "first_squeue_to_sbatch (wait for job to leave the queue + sacct)": span(first_q, sbatch),
-            "runner_job_complete_in_slurmctld_after_app_exit": span(h.exit, ev_a.get("complete")),
-            "slurm_calls_between_record_and_sbatch": [f"{c[2]}@{c[0] - h.exit:+.2f}" for c in q_between],
-            "sbatch_to_allocate (scheduler)": span(sbatch, ev_b.get("allocate")),
-            "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
-            "allocate_to_runner_squeue (job launch + chain runner python start)": span(ev_b.get("allocate"), runner_q),
-            "runner_squeue_to_app_start (end_time query, record, bash -c, app python start)": span(runner_q, b.start),
-            "sbatch_to_app_start": span(sbatch, b.start),
-        })
+        out.append(
+            {
+                "from_job": a.job,
+                "to_job": b.job,
+                "handoff_s": span(h.exit, b.start),
+                "app_exit_to_runner_record_end": span(h.exit, rec_end),
+                "record_end_to_submitter_first_squeue (file poll 0.25 s)": span(rec_end, first_q),
+                "first_squeue_to_sbatch (wait for job to leave the queue + sacct)": span(first_q, sbatch),
+                "runner_job_complete_in_slurmctld_after_app_exit": span(h.exit, ev_a.get("complete")),
+                "slurm_calls_between_record_and_sbatch": [f"{c[2]}@{c[0] - h.exit:+.2f}" for c in q_between],
+                "sbatch_to_allocate (scheduler)": span(sbatch, ev_b.get("allocate")),
+                "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
+                "allocate_to_runner_squeue (job launch + chain runner python start)": span(
+                    ev_b.get("allocate"), runner_q
+                ),
+                "runner_squeue_to_app_start (end_time query, record, bash -c, app python start)": span(
+                    runner_q, b.start
+                ),
+                "sbatch_to_app_start": span(sbatch, b.start),
+            }
+        )
     return out
 
 
@@ -731,22 +833,31 @@ def relay_breakdown(ws: Workspace, used: list[Run], calls: list[tuple[float, str
     for h in handoffs(ws, used):
         a, b, ev_a, ev_b = h.a, h.b, h.ev_a, h.ev_b
         alloc_b = ev_b.get("allocate")
-        b_calls = [c for c in calls if alloc_b is not None and alloc_b - 0.5 <= c[0] <= b.start
-                   and (c[1] == b.job or (c[1] == "-" and c[2] == "sbatch" and "runner.sbatch" in c[3]))]
+        b_calls = [
+            c
+            for c in calls
+            if alloc_b is not None
+            and alloc_b - 0.5 <= c[0] <= b.start
+            and (c[1] == b.job or (c[1] == "-" and c[2] == "sbatch" and "runner.sbatch" in c[3]))
+        ]
         first_call = b_calls[0][0] if b_calls else None
         sbatch = next((c[0] for c in b_calls if c[2] == "sbatch"), None)
-        out.append({
-            "from_job": a.job, "to_job": b.job, "handoff_s": span(h.exit, b.start),
-            "app_exit_to_runner_record_end": span(h.exit, h.rec_a.get("end")),
-            "app_exit_to_job_complete (after_app, python exit, in slurmctld)": span(h.exit, ev_a.get("complete")),
-            "next_runner_queued_before_app_exit": span(ev_b.get("submit"), h.exit),
-            "job_complete_to_next_allocate (dependency release + scheduler)": span(ev_a.get("complete"), alloc_b),
-            "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
-            "allocate_to_first_slurm_call (launch + chain runner python start)": span(alloc_b, first_call),
-            "first_call_to_successor_sbatch (judge predecessor)": span(first_call, sbatch),
-            "successor_sbatch_to_app_start (end-time query, record, bash -c, app start)": span(sbatch, b.start),
-            "slurm_calls_of_next_runner_before_app": [f"{c[2]}@{c[0] - (alloc_b or 0):+.2f}" for c in b_calls],
-        })
+        out.append(
+            {
+                "from_job": a.job,
+                "to_job": b.job,
+                "handoff_s": span(h.exit, b.start),
+                "app_exit_to_runner_record_end": span(h.exit, h.rec_a.get("end")),
+                "app_exit_to_job_complete (after_app, python exit, in slurmctld)": span(h.exit, ev_a.get("complete")),
+                "next_runner_queued_before_app_exit": span(ev_b.get("submit"), h.exit),
+                "job_complete_to_next_allocate (dependency release + scheduler)": span(ev_a.get("complete"), alloc_b),
+                "allocated_by": {1.0: "backfill", 0.0: "main"}.get(ev_b.get("allocated_by_backfill", -1), "-"),
+                "allocate_to_first_slurm_call (launch + chain runner python start)": span(alloc_b, first_call),
+                "first_call_to_successor_sbatch (judge predecessor)": span(first_call, sbatch),
+                "successor_sbatch_to_app_start (end-time query, record, bash -c, app start)": span(sbatch, b.start),
+                "slurm_calls_of_next_runner_before_app": [f"{c[2]}@{c[0] - (alloc_b or 0):+.2f}" for c in b_calls],
+            }
+        )
     return out
 
 
@@ -767,8 +878,9 @@ def chain_start(ws: Workspace, used: list[Run], calls: list[tuple[float, str, st
         "runner_allocate_to_runner_squeue (launch + python start)": span(ev[first.job].get("allocate"), runner_q),
         "runner_squeue_to_app_start": span(runner_q, first.start),
         "submit_to_first_app_start": span(ws.t_submit, first.start),
-        "submit_to_submitter_allocate (in parallel)":
-            span(ws.t_submit, ev[ws.submitter_job].get("allocate")) if ws.submitter_job else None,
+        "submit_to_submitter_allocate (in parallel)": span(ws.t_submit, ev[ws.submitter_job].get("allocate"))
+        if ws.submitter_job
+        else None,
     }
 
 
@@ -789,8 +901,13 @@ def chain_calls_model(hours: float = 24.0) -> dict[str, Any]:
         queries += 1
     # the runner's own end_time squeue, squeue+sacct once it ended, the next sbatch
     per_runner = queries + 1 + 2 + 1
-    return {"runner_hours": hours, "squeue_while_running": queries, "per_runner": per_runner,
-            "per_runner_hour": per_runner / hours, "while_running_per_runner_hour": (queries + 1) / hours}
+    return {
+        "runner_hours": hours,
+        "squeue_while_running": queries,
+        "per_runner": per_runner,
+        "per_runner_hour": per_runner / hours,
+        "while_running_per_runner_hour": (queries + 1) / hours,
+    }
 
 
 # --------------------------------------------------------------------------- chain status on 10 000 runners
@@ -815,90 +932,135 @@ def combined(results: dict[str, Any], name: str) -> dict[str, Any]:
 
     def md(get: Any) -> float | None:
         return med([v for v in (get(r) for r in runs) if v is not None])
-    return {"runs": len(runs), "handoff_median_s": md(lambda r: r["handoff_median_s"]),
-            "handoff_max_s": max((r["handoff_max_s"] for r in runs if r["handoff_max_s"] is not None), default=None),
-            "span_over_compute": md(lambda r: r["span_over_compute"]),
-            "submit_to_done_over_compute": md(lambda r: r["submit_to_done_over_compute"]),
-            "cost_ratio": md(lambda r: (r.get("cost") or {}).get("ratio"))}
+
+    return {
+        "runs": len(runs),
+        "handoff_median_s": md(lambda r: r["handoff_median_s"]),
+        "handoff_max_s": max((r["handoff_max_s"] for r in runs if r["handoff_max_s"] is not None), default=None),
+        "span_over_compute": md(lambda r: r["span_over_compute"]),
+        "submit_to_done_over_compute": md(lambda r: r["submit_to_done_over_compute"]),
+        "cost_ratio": md(lambda r: (r.get("cost") or {}).get("ratio")),
+    }
 
 
 def render(results: dict[str, Any]) -> str:
     sysres = results["systems"]
     model = results["chain_calls_model_24h"]
-    L = [f"# Handoff benchmark {results['date']}", "",
-         (f"Same app everywhere: examples/python/app.py, {ITER_SECONDS:g} s/iteration, checkpoint every "
-          f"{CHECKPOINT_EVERY}, MAX_ITER={MAX_ITER} (pure compute {PURE_COMPUTE:.0f} s), runner limit "
-          f"{RUNNER_LIMIT} s - margin {RUNNER_MARGIN} s = {RUNNER_LIMIT - RUNNER_MARGIN} s window. "
-          f"Cluster: {results['cluster']}."), "",
-         ("| system | runners | handoff median (s) | handoff max (s) | handoffs (s) | first start→last exit (s) "
-          "| ÷ compute | submit→done (s) | ÷ compute | submit→first start / last exit→done (s) "
-          "| Slurm calls total | calls while an app runs | per runner-hour: while running / all calls "
-          "(measured, 20 s runners) | per runner-hour, 24 h runner (model) |"),
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        f"# Handoff benchmark {results['date']}",
+        "",
+        (
+            f"Same app everywhere: examples/python/app.py, {ITER_SECONDS:g} s/iteration, checkpoint every "
+            f"{CHECKPOINT_EVERY}, MAX_ITER={MAX_ITER} (pure compute {PURE_COMPUTE:.0f} s), runner limit "
+            f"{RUNNER_LIMIT} s - margin {RUNNER_MARGIN} s = {RUNNER_LIMIT - RUNNER_MARGIN} s window. "
+            f"Cluster: {results['cluster']}."
+        ),
+        "",
+        (
+            "| system | runners | handoff median (s) | handoff max (s) | handoffs (s) | first start→last exit (s) "
+            "| ÷ compute | submit→done (s) | ÷ compute | submit→first start / last exit→done (s) "
+            "| Slurm calls total | calls while an app runs | per runner-hour: while running / all calls "
+            "(measured, 20 s runners) | per runner-hour, 24 h runner (model) |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     m, g = results.get("machine", {}), results.get("git_at_start", {})
     if m:
-        L[3:3] = [(f"Machine: {m['nproc']} CPUs (nproc), Debian {m['debian_version']}, {m['slurm']}. "
-                   f"Commit: {g.get('commit')} at the start, {results.get('git_at_end', {}).get('commit')} at the end "
-                   f"(`git status --short chain/` at the start: {', '.join(g.get('git_status_short_chain') or []) or 'clean'}). "
-                   "The cluster is shared with other developers' test runs: timings carry that load "
-                   "(load average at the start and end of every run below)."), ""]
-    models = {"a": "360 (squeue every 10 s) + 2 per runner", "b": "0 (N sbatch up front)",
-              "c": f"{model['per_runner_hour']:.2f} ({model['per_runner']} per 24 h runner)"}
+        L[3:3] = [
+            (
+                f"Machine: {m['nproc']} CPUs (nproc), Debian {m['debian_version']}, {m['slurm']}. "
+                f"Commit: {g.get('commit')} at the start, {results.get('git_at_end', {}).get('commit')} at the end "
+                f"(`git status --short chain/` at the start: {', '.join(g.get('git_status_short_chain') or []) or 'clean'}). "
+                "The cluster is shared with other developers' test runs: timings carry that load "
+                "(load average at the start and end of every run below)."
+            ),
+            "",
+        ]
+    models = {
+        "a": "360 (squeue every 10 s) + 2 per runner",
+        "b": "0 (N sbatch up front)",
+        "c": f"{model['per_runner_hour']:.2f} ({model['per_runner']} per 24 h runner)",
+    }
     relay = sysres.get("c_relay")
     if relay and relay.get("relay_calls_per_runner") is not None:
-        models["c_relay"] = (f"{relay['relay_calls_per_runner'] / 24:.2f} (measured {relay['relay_calls_per_runner']:.1f} "
-                             "calls per runner, none while the app runs)")
+        models["c_relay"] = (
+            f"{relay['relay_calls_per_runner'] / 24:.2f} (measured {relay['relay_calls_per_runner']:.1f} "
+            "calls per runner, none while the app runs)"
+        )
     for name in ("a", "b", "c", "c_relay", "c_long", "c_restart"):
         r = sysres.get(name)
         if not r:
             continue
         flag = "" if r["ok"] else " ⚠"
-        L.append(f"| ({name}) {r['label']}{flag} | {r['runners']} | {fmt(r['handoff_median_s'])} | "
-                 f"{fmt(r['handoff_max_s'])} | {', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | "
-                 f"{fmt(r['first_start_to_last_exit_s'])} | {fmt(r['span_over_compute'], 2)} | "
-                 f"{fmt(r['submit_to_done_s'])} | {fmt(r['submit_to_done_over_compute'], 2)} | "
-                 f"{fmt(r['submit_to_first_app_start_s'])} / {fmt(r['last_app_exit_to_done_s'])} | "
-                 f"{r['slurm_calls_total']} | {r['slurm_calls_while_runner_runs']} | "
-                 f"{fmt(r['calls_per_runner_hour_measured'], 0)} / {fmt(r['calls_per_runner_hour_total'], 0)} | "
-                 f"{models.get(name, models[name[0]])} |")
-    L += ["", "## Allocation cost and load per run", "",
-          ("| system | commit | load avg (1 min) start → end | non-runner jobs' CPU-s (sacct) | runner jobs' CPU-s "
-           "(ran the app) | non-runner / runner | CPU-s by kind | fault suite overlapped |"), "|---|---|---|---|---|---|---|---|"]
+        L.append(
+            f"| ({name}) {r['label']}{flag} | {r['runners']} | {fmt(r['handoff_median_s'])} | "
+            f"{fmt(r['handoff_max_s'])} | {', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | "
+            f"{fmt(r['first_start_to_last_exit_s'])} | {fmt(r['span_over_compute'], 2)} | "
+            f"{fmt(r['submit_to_done_s'])} | {fmt(r['submit_to_done_over_compute'], 2)} | "
+            f"{fmt(r['submit_to_first_app_start_s'])} / {fmt(r['last_app_exit_to_done_s'])} | "
+            f"{r['slurm_calls_total']} | {r['slurm_calls_while_runner_runs']} | "
+            f"{fmt(r['calls_per_runner_hour_measured'], 0)} / {fmt(r['calls_per_runner_hour_total'], 0)} | "
+            f"{models.get(name, models[name[0]])} |"
+        )
+    L += [
+        "",
+        "## Allocation cost and load per run",
+        "",
+        (
+            "| system | commit | load avg (1 min) start → end | non-runner jobs' CPU-s (sacct) | runner jobs' CPU-s "
+            "(ran the app) | non-runner / runner | CPU-s by kind | fault suite overlapped |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name in ("a", "b", "c", "c_relay", "c_long", "c_restart"):
         r = sysres.get(name)
         if not r or not r.get("cost"):
             continue
         c = r["cost"]
         la, lb = r.get("loadavg_start"), r.get("loadavg_end")
-        L.append(f"| ({name}) | {r.get('git', '-')} | {la[0] if la else '-'} → {lb[0] if lb else '-'} | "
-                 f"{c['non_runner_cpu_s']} | {c['runner_cpu_s']} | {fmt(c['ratio'], 3)} | "
-                 f"{', '.join(f'{k}: {v}' for k, v in c['cpu_s_by_kind'].items())} | "
-                 f"{'yes (discard)' if r.get('overlapped_fault_suite') else 'no'} |")
+        L.append(
+            f"| ({name}) | {r.get('git', '-')} | {la[0] if la else '-'} → {lb[0] if lb else '-'} | "
+            f"{c['non_runner_cpu_s']} | {c['runner_cpu_s']} | {fmt(c['ratio'], 3)} | "
+            f"{', '.join(f'{k}: {v}' for k, v in c['cpu_s_by_kind'].items())} | "
+            f"{'yes (discard)' if r.get('overlapped_fault_suite') else 'no'} |"
+        )
     if any(results.get("repeats", {}).values()):
-        L += ["", "## Every round", "",
-              ("| system | round | handoff median (s) | handoffs (s) | first start→last exit ÷ compute | submit→done "
-               "÷ compute | non-runner / runner CPU-s | load avg 1 min start → end | started | commit |"),
-              "|---|---|---|---|---|---|---|---|---|---|"]
+        L += [
+            "",
+            "## Every round",
+            "",
+            (
+                "| system | round | handoff median (s) | handoffs (s) | first start→last exit ÷ compute | submit→done "
+                "÷ compute | non-runner / runner CPU-s | load avg 1 min start → end | started | commit |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for name in ("a", "b", "c", "c_relay", "c_long", "c_restart"):
             runs = every_run(results, name)
             if not runs:
                 continue
             for r in runs:
                 la, lb = r.get("loadavg_start"), r.get("loadavg_end")
-                L.append(f"| ({name}){'' if r['ok'] else ' ⚠'} | {r.get('round', 1)} | {fmt(r['handoff_median_s'], 2)} | "
-                         f"{', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | {fmt(r['span_over_compute'], 2)} | "
-                         f"{fmt(r['submit_to_done_over_compute'], 2)} | {fmt((r.get('cost') or {}).get('ratio'), 3)} | "
-                         f"{la[0] if la else '-'} → {lb[0] if lb else '-'} | {r.get('started_at', '-')} | "
-                         f"{r.get('git', '-')} |")
+                L.append(
+                    f"| ({name}){'' if r['ok'] else ' ⚠'} | {r.get('round', 1)} | {fmt(r['handoff_median_s'], 2)} | "
+                    f"{', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | {fmt(r['span_over_compute'], 2)} | "
+                    f"{fmt(r['submit_to_done_over_compute'], 2)} | {fmt((r.get('cost') or {}).get('ratio'), 3)} | "
+                    f"{la[0] if la else '-'} → {lb[0] if lb else '-'} | {r.get('started_at', '-')} | "
+                    f"{r.get('git', '-')} |"
+                )
             m = combined(results, name)
-            L.append(f"| ({name}) **median of {m['runs']}** | | **{fmt(m['handoff_median_s'], 2)}** "
-                     f"| max {fmt(m['handoff_max_s'], 1)} | **{fmt(m['span_over_compute'], 2)}** | "
-                     f"**{fmt(m['submit_to_done_over_compute'], 2)}** | **{fmt(m['cost_ratio'], 3)}** | | | |")
+            L.append(
+                f"| ({name}) **median of {m['runs']}** | | **{fmt(m['handoff_median_s'], 2)}** "
+                f"| max {fmt(m['handoff_max_s'], 1)} | **{fmt(m['span_over_compute'], 2)}** | "
+                f"**{fmt(m['submit_to_done_over_compute'], 2)}** | **{fmt(m['cost_ratio'], 3)}** | | | |"
+            )
     if results.get("discarded"):
         L += ["", "## Discarded runs (a fault suite stopped slurmctld during them)", ""]
-        L += [f"- ({d['system']}) round {d.get('round')}, started {d.get('started_at')}, fault suite seen "
-              f"{d.get('fault_suite_seen')}, handoffs {d.get('handoffs_s')}, in {d.get('workdir')}"
-              for d in results["discarded"]]
+        L += [
+            f"- ({d['system']}) round {d.get('round')}, started {d.get('started_at')}, fault suite seen "
+            f"{d.get('fault_suite_seen')}, handoffs {d.get('handoffs_s')}, in {d.get('workdir')}"
+            for d in results["discarded"]
+        ]
     st = results.get("status")
     L += ["", "## Targets (chain)", "", "| target | chain | verdict |", "|---|---|---|"]
     b = sysres.get("b")
@@ -907,37 +1069,57 @@ def render(results: dict[str, Any]) -> str:
         if not c:
             continue
         hm = c["handoff_median_s"]
-        L.append(f"| ({name}) handoff median ≤ 2 s | {fmt(hm, 2)} s | {'PASS' if hm is not None and hm <= 2 else 'FAIL'} |")
+        L.append(
+            f"| ({name}) handoff median ≤ 2 s | {fmt(hm, 2)} s | {'PASS' if hm is not None and hm <= 2 else 'FAIL'} |"
+        )
         if b and b.get("handoff_median_s"):
             ratio = hm / b["handoff_median_s"] if hm is not None else None
-            L.append(f"| ({name}) handoff median ≤ 1.2 × dependency chain ({fmt(b['handoff_median_s'], 2)} s) | "
-                     f"{fmt(ratio, 2)} × | {'PASS' if ratio is not None and ratio <= 1.2 else 'FAIL'} |")
-        for key, what in (("span_over_compute", "first app start → last app exit"),
-                          ("submit_to_done_over_compute", "submit → done")):
+            L.append(
+                f"| ({name}) handoff median ≤ 1.2 × dependency chain ({fmt(b['handoff_median_s'], 2)} s) | "
+                f"{fmt(ratio, 2)} × | {'PASS' if ratio is not None and ratio <= 1.2 else 'FAIL'} |"
+            )
+        for key, what in (
+            ("span_over_compute", "first app start → last app exit"),
+            ("submit_to_done_over_compute", "submit → done"),
+        ):
             v = c[key]
-            L.append(f"| ({name}) whole chain ≤ 1.15 × pure compute ({what}) | {fmt(v, 2)} × | "
-                     f"{'PASS' if v is not None and v <= 1.15 else 'FAIL'} |")
-        L.append(f"| ({name}) ≤ 12 Slurm calls per runner-hour while a runner runs, measured on 20 s runners | "
-                 f"{fmt(c['calls_per_runner_hour_measured'], 0)} ({c['slurm_calls_while_runner_runs']} calls in "
-                 f"{c['runner_hours'] * 3600:.0f} s) | {'PASS' if (c['calls_per_runner_hour_measured'] or 0) <= 12 else 'not comparable: fixed calls per runner or restart over 20 s runners (see the 24 h model row)'} |")
+            L.append(
+                f"| ({name}) whole chain ≤ 1.15 × pure compute ({what}) | {fmt(v, 2)} × | "
+                f"{'PASS' if v is not None and v <= 1.15 else 'FAIL'} |"
+            )
+        L.append(
+            f"| ({name}) ≤ 12 Slurm calls per runner-hour while a runner runs, measured on 20 s runners | "
+            f"{fmt(c['calls_per_runner_hour_measured'], 0)} ({c['slurm_calls_while_runner_runs']} calls in "
+            f"{c['runner_hours'] * 3600:.0f} s) | {'PASS' if (c['calls_per_runner_hour_measured'] or 0) <= 12 else 'not comparable: fixed calls per runner or restart over 20 s runners (see the 24 h model row)'} |"
+        )
     if sysres.get("c_relay"):
         c, r = combined(results, "c"), combined(results, "c_relay")
         over = f" (median of {r['runs']} runs)" if r["runs"] > 1 else ""
         if c["handoff_median_s"] is not None and r["handoff_median_s"] is not None:
             v = r["handoff_median_s"] <= c["handoff_median_s"]
-            L.append(f"| (c_relay) handoff median ≤ submitter mode's (c, {fmt(c['handoff_median_s'], 2)} s){over} | "
-                     f"{fmt(r['handoff_median_s'], 2)} s | {'PASS' if v else 'FAIL'} |")
-        for key, what in (("span_over_compute", "first app start → last app exit"),
-                          ("submit_to_done_over_compute", "submit → done")):
+            L.append(
+                f"| (c_relay) handoff median ≤ submitter mode's (c, {fmt(c['handoff_median_s'], 2)} s){over} | "
+                f"{fmt(r['handoff_median_s'], 2)} s | {'PASS' if v else 'FAIL'} |"
+            )
+        for key, what in (
+            ("span_over_compute", "first app start → last app exit"),
+            ("submit_to_done_over_compute", "submit → done"),
+        ):
             v = r[key]
-            L.append(f"| (c_relay) whole chain ≤ 1.10 × pure compute ({what}){over} | {fmt(v, 2)} × | "
-                     f"{'PASS' if v is not None and v <= 1.10 else 'FAIL'} |")
+            L.append(
+                f"| (c_relay) whole chain ≤ 1.10 × pure compute ({what}){over} | {fmt(v, 2)} × | "
+                f"{'PASS' if v is not None and v <= 1.10 else 'FAIL'} |"
+            )
         ratio = r["cost_ratio"]
-        L.append(f"| (c_relay) non-runner / runner allocated CPU-s ≤ 0.02 (sacct){over} | {fmt(ratio, 3)} | "
-                 f"{'PASS' if ratio is not None and ratio <= 0.02 else 'FAIL'} |")
-    L.append(f"| ≤ 12 Slurm calls per runner-hour, 24 h runner (chain's PollPolicy) | "
-             f"{model['while_running_per_runner_hour']:.2f} while running, {model['per_runner_hour']:.2f} incl. handoff | "
-             f"{'PASS' if model['per_runner_hour'] <= 12 else 'FAIL'} |")
+        L.append(
+            f"| (c_relay) non-runner / runner allocated CPU-s ≤ 0.02 (sacct){over} | {fmt(ratio, 3)} | "
+            f"{'PASS' if ratio is not None and ratio <= 0.02 else 'FAIL'} |"
+        )
+    L.append(
+        f"| ≤ 12 Slurm calls per runner-hour, 24 h runner (chain's PollPolicy) | "
+        f"{model['while_running_per_runner_hour']:.2f} while running, {model['per_runner_hour']:.2f} incl. handoff | "
+        f"{'PASS' if model['per_runner_hour'] <= 12 else 'FAIL'} |"
+    )
     if st and "commands" in st:
         L += status_target_rows(st)
         L += status_section(st)
@@ -945,19 +1127,32 @@ def render(results: dict[str, Any]) -> str:
         c = sysres.get(name)
         if c and c.get("handoff_breakdown"):
             L += ["", f"## Where chain's handoff time goes ({name})", ""]
-            keys = [k for k in c["handoff_breakdown"][0] if k not in (
-                "from_job", "to_job", "slurm_calls_between_record_and_sbatch", "slurm_calls_of_next_runner_before_app")]
+            keys = [
+                k
+                for k in c["handoff_breakdown"][0]
+                if k
+                not in (
+                    "from_job",
+                    "to_job",
+                    "slurm_calls_between_record_and_sbatch",
+                    "slurm_calls_of_next_runner_before_app",
+                )
+            ]
             L.append("| " + " | ".join(["handoff"] + keys) + " |")
             L.append("|" + "---|" * (len(keys) + 1))
             for h in c["handoff_breakdown"]:
                 L.append("| " + " | ".join([f"{h['from_job']}→{h['to_job']}"] + [fmt(h[k], 2) for k in keys]) + " |")
             for h in c["handoff_breakdown"]:
                 if "slurm_calls_of_next_runner_before_app" in h:
-                    L.append(f"- {h['from_job']}→{h['to_job']} Slurm calls of the next runner before its app, "
-                             "from its allocation: " + ", ".join(h["slurm_calls_of_next_runner_before_app"]))
+                    L.append(
+                        f"- {h['from_job']}→{h['to_job']} Slurm calls of the next runner before its app, "
+                        "from its allocation: " + ", ".join(h["slurm_calls_of_next_runner_before_app"])
+                    )
                 else:
-                    L.append(f"- {h['from_job']}→{h['to_job']} Slurm calls after app exit, before sbatch: "
-                             + ", ".join(h["slurm_calls_between_record_and_sbatch"]))
+                    L.append(
+                        f"- {h['from_job']}→{h['to_job']} Slurm calls after app exit, before sbatch: "
+                        + ", ".join(h["slurm_calls_between_record_and_sbatch"])
+                    )
     for name in ("c", "c_relay", "c_long", "c_restart"):
         c = sysres.get(name)
         if c and c.get("start_breakdown"):
@@ -969,7 +1164,9 @@ def render(results: dict[str, Any]) -> str:
     for name, r in sysres.items():
         for n in r["notes"]:
             L.append(f"- ({name}) {n}")
-        L.append(f"- ({name}) Slurm calls by command {r['slurm_calls_by_command']}, by caller {r['slurm_calls_by_caller']}")
+        L.append(
+            f"- ({name}) Slurm calls by command {r['slurm_calls_by_command']}, by caller {r['slurm_calls_by_caller']}"
+        )
     return "\n".join(L) + "\n"
 
 
@@ -978,14 +1175,37 @@ def remeasure(path: Path, out: Path) -> int:
 
     def again(name: str, old: dict[str, Any]) -> dict[str, Any]:
         w = old["workspace"]
-        ws = Workspace(name, Path(old["workdir"]), {}, Path(old["workdir"]) / "slurm_calls.log",
-                       t_submit=w["t_submit"], t_submitted=w["t_submitted"], t_done=w["t_done"],
-                       done_how=w["done_how"], jobs=w["jobs"], notes=w["notes"], ok=w["ok"],
-                       submitter_job=w.get("submitter_job", ""), chain_id=w.get("chain_id", ""),
-                       submitter_jobs=w.get("submitter_jobs", []))
-        keep: dict[str, Any] = {k: old[k] for k in ("git", "git_status_short_chain", "loadavg_start", "loadavg_end", "started_at",
-                                    "overlapped_fault_suite", "fault_suite_seen", "waited_for_fault_suite_s",
-                                    "round") if k in old}
+        ws = Workspace(
+            name,
+            Path(old["workdir"]),
+            {},
+            Path(old["workdir"]) / "slurm_calls.log",
+            t_submit=w["t_submit"],
+            t_submitted=w["t_submitted"],
+            t_done=w["t_done"],
+            done_how=w["done_how"],
+            jobs=w["jobs"],
+            notes=w["notes"],
+            ok=w["ok"],
+            submitter_job=w.get("submitter_job", ""),
+            chain_id=w.get("chain_id", ""),
+            submitter_jobs=w.get("submitter_jobs", []),
+        )
+        keep: dict[str, Any] = {
+            k: old[k]
+            for k in (
+                "git",
+                "git_status_short_chain",
+                "loadavg_start",
+                "loadavg_end",
+                "started_at",
+                "overlapped_fault_suite",
+                "fault_suite_seen",
+                "waited_for_fault_suite_s",
+                "round",
+            )
+            if k in old
+        }
         return {**measure(ws), **keep}
 
     for name, old in list(results["systems"].items()):
@@ -998,25 +1218,42 @@ def remeasure(path: Path, out: Path) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", default=",".join(DEFAULT_ORDER),
-                    help=f"comma-separated, run in this order; of {', '.join(SYSTEMS)} (default %(default)s)")
+    ap.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_ORDER),
+        help=f"comma-separated, run in this order; of {', '.join(SYSTEMS)} (default %(default)s)",
+    )
     ap.add_argument("--no-status", action="store_true", help="skip the chain status / start-up figures")
     ap.add_argument("--work", default=str(BENCH / ".work"), help="scratch directory (default %(default)s)")
     ap.add_argument("--out", default=str(BENCH / "results"), help="results directory (default %(default)s)")
     ap.add_argument("--stem", help="results file name without .json/.md (default: the date)")
-    ap.add_argument("--rounds", type=int, default=1, help="run the --systems this many times, in rounds; the "
-                    "table shows round 1, a section every round and the medians over them (default %(default)s)")
-    ap.add_argument("--attempts", type=int, default=3, help="runs of a system at most, while a fault suite "
-                    "(/tmp/FAULT_SUITE_RUNNING) overlaps them (default %(default)s)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the --systems this many times, in rounds; the "
+        "table shows round 1, a section every round and the medians over them (default %(default)s)",
+    )
+    ap.add_argument(
+        "--attempts",
+        type=int,
+        default=3,
+        help="runs of a system at most, while a fault suite "
+        "(/tmp/FAULT_SUITE_RUNNING) overlaps them (default %(default)s)",
+    )
     ap.add_argument("--merge", metavar="JSON", help="start from an earlier results file, re-running only --systems")
-    ap.add_argument("--remeasure", metavar="JSON", help="recompute the measurements and table of an earlier "
-                    "results file from its work directories (no Slurm jobs)")
+    ap.add_argument(
+        "--remeasure",
+        metavar="JSON",
+        help="recompute the measurements and table of an earlier "
+        "results file from its work directories (no Slurm jobs)",
+    )
     args = ap.parse_args()
 
     if args.remeasure:
         return remeasure(Path(args.remeasure), Path(args.out))
     if shutil.which("sbatch") is None or not os.environ.get("SLURM_CONF"):
-        log("hint: eval \"$(bash scripts/dev-cluster env)\" first (SLURM_CONF unset)")
+        log('hint: eval "$(bash scripts/dev-cluster env)" first (SLURM_CONF unset)')
     if real("sinfo", "-h", "-o", "%P").returncode != 0:
         log("the Slurm controller does not answer: bash scripts/dev-cluster up")
         return 2
@@ -1026,15 +1263,24 @@ def main() -> int:
     results: dict[str, Any] = {"systems": {}}
     if args.merge:
         results = json.loads(Path(args.merge).read_text())
-    results.update({
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": machine(), "git_at_start": git_commit(), "loadavg_at_start": loadavg(),
-        "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge {min_job_age()}",
-        "python": PY, "settings": {"max_iter": MAX_ITER, "checkpoint_every": CHECKPOINT_EVERY,
-                                   "iter_seconds": ITER_SECONDS, "runner_limit_s": RUNNER_LIMIT,
-                                   "runner_margin_s": RUNNER_MARGIN},
-        "chain_calls_model_24h": chain_calls_model(24.0),
-    })
+    results.update(
+        {
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": machine(),
+            "git_at_start": git_commit(),
+            "loadavg_at_start": loadavg(),
+            "cluster": f"{real('sinfo', '-V').stdout.strip()}, single node, MinJobAge {min_job_age()}",
+            "python": PY,
+            "settings": {
+                "max_iter": MAX_ITER,
+                "checkpoint_every": CHECKPOINT_EVERY,
+                "iter_seconds": ITER_SECONDS,
+                "runner_limit_s": RUNNER_LIMIT,
+                "runner_margin_s": RUNNER_MARGIN,
+            },
+            "chain_calls_model_24h": chain_calls_model(24.0),
+        }
+    )
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
     for name in names:
         if name not in SYSTEMS:
@@ -1051,8 +1297,22 @@ def main() -> int:
                 if not r.get("overlapped_fault_suite") or attempt == args.attempts - 1:
                     break
                 results.setdefault("discarded", []).append(
-                    {k: r.get(k) for k in ("system", "round", "workdir", "started_at", "fault_suite_seen", "handoffs_s",
-                                           "submit_to_done_s", "loadavg_start", "loadavg_end", "git")})
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "system",
+                            "round",
+                            "workdir",
+                            "started_at",
+                            "fault_suite_seen",
+                            "handoffs_s",
+                            "submit_to_done_s",
+                            "loadavg_start",
+                            "loadavg_end",
+                            "git",
+                        )
+                    }
+                )
                 log(f"({name}) overlapped a fault suite: discarded, running it again")
             if rnd == 0:
                 results["systems"][name] = r
@@ -1092,10 +1352,12 @@ def run_system(base: Path, name: str) -> dict[str, Any]:
     if r["slurm_calls_total"] == 0:
         r["ok"] = False
         r["notes"].append("no Slurm client call was counted: the wrappers were not on the jobs' PATH")
-    log(f"({name}) handoffs {r['handoffs_s']} span {fmt(r['first_start_to_last_exit_s'])} s "
+    log(
+        f"({name}) handoffs {r['handoffs_s']} span {fmt(r['first_start_to_last_exit_s'])} s "
         f"submit→done {fmt(r['submit_to_done_s'])} s calls {r['slurm_calls_total']} "
         f"cost {fmt((r.get('cost') or {}).get('ratio'), 3)} load {around.get('loadavg_start')}→"
-        f"{around.get('loadavg_end')}")
+        f"{around.get('loadavg_end')}"
+    )
     return r
 
 

@@ -39,13 +39,24 @@ def build(work: Path, chains: int, runners: int = 20) -> None:
         chain = ChainDir(run / ".chain")
         chain.create()
         write_json_atomic(chain.settings_file, settings)
-        chain.runners_log.write_text("".join(
-            f'{{"job_id": "{n * 100 + i}", "seq": {i + 1}, "iter_before": {i * 10}, "iter_after": {i * 10 + 10}, '
-            f'"start": {t0 + 40 * i}, "end": {t0 + 40 * i + 30}, "app_exit_code": 99, "verdict": "continue"}}\n'
-            for i in range(runners)))
+        chain.runners_log.write_text(
+            "".join(
+                f'{{"job_id": "{n * 100 + i}", "seq": {i + 1}, "iter_before": {i * 10}, "iter_after": {i * 10 + 10}, '
+                f'"start": {t0 + 40 * i}, "end": {t0 + 40 * i + 30}, "app_exit_code": 99, "verdict": "continue"}}\n'
+                for i in range(runners)
+            )
+        )
         state = ChainState.COMPLETED if n % 3 == 0 else ChainState.RUNNING
-        chain.save_status(ChainStatus(chain_id=f"chain-{n:06x}", state=state, workdir=str(run), backend="slurm",
-                                      iteration=runners * 10, runner_seq=runners))
+        chain.save_status(
+            ChainStatus(
+                chain_id=f"chain-{n:06x}",
+                state=state,
+                workdir=str(run),
+                backend="slurm",
+                iteration=runners * 10,
+                runner_seq=runners,
+            )
+        )
         (run / "state_iter.txt").write_text(f"{runners * 10 + 3}\n")
 
 
@@ -63,8 +74,9 @@ def main() -> int:
         times.append(time.perf_counter() - start)
     assert out.startswith(f"{args.chains} chains"), out[:200]
     median = statistics.median(times[1:])
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     print("| chains | chain list (median of 5) | target | met | commit |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| {args.chains} | {median:.2f} s | {TARGET_S:.1f} s | {'yes' if median <= TARGET_S else 'no'} | {commit} |")

@@ -80,9 +80,11 @@ def node_cpus() -> int:
 CHAIN_ARGS = ["--submitter-time", "30:00"]
 # a workspace name starting with "c" gets handoff.measure's chain breakdowns
 # ("c_relay": handoff.measure's relay breakdown)
-LABELS = {"c_off": "chain, no lookahead (--submitter-time 30:00)",
-          "c_on": "chain --lookahead (--submitter-time 30:00)",
-          "c_relay": "chain --mode relay (no submitter job)"}
+LABELS = {
+    "c_off": "chain, no lookahead (--submitter-time 30:00)",
+    "c_on": "chain --lookahead (--submitter-time 30:00)",
+    "c_relay": "chain --mode relay (no submitter job)",
+}
 MODES = {"off": ("c_off", []), "on": ("c_on", ["--lookahead"]), "relay": ("c_relay", ["--mode", "relay"])}
 
 
@@ -102,8 +104,22 @@ class Load(threading.Thread):
 
     def submit(self) -> None:
         d = self.rng.uniform(self.dmin, self.dmax)
-        p = real("sbatch", "--parsable", "-J", FILLER, "-p", "debug", "-c", "1", "-t", "2",
-                 "-o", "/dev/null", "--wrap", f"sleep {d:.1f}")
+        p = real(
+            "sbatch",
+            "--parsable",
+            "-J",
+            FILLER,
+            "-p",
+            "debug",
+            "-c",
+            "1",
+            "-t",
+            "2",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            f"sleep {d:.1f}",
+        )
         if p.returncode == 0:
             self.ids.append(p.stdout.strip().split(";")[0])
             self.submitted.append(time.time())
@@ -146,7 +162,7 @@ class Load(threading.Thread):
 
 def cancel_fillers(ids: list[str]) -> None:
     for i in range(0, len(ids), 200):
-        real("scancel", *ids[i:i + 200])
+        real("scancel", *ids[i : i + 200])
     real("scancel", "-n", FILLER)
 
 
@@ -190,8 +206,15 @@ def run_one(base: Path, idx: int, mode: str, load: str, timeout: float) -> dict[
     if around.get("overlapped_fault_suite"):
         r["ok"] = False
         r["notes"].append("a fault suite ran during this run (slurmctld stopped): discard it")
-    r.update(lookahead=lookahead, mode=mode, load=load, index=idx, other_jobs_at_start=len(others),
-             leftover_jobs_cancelled_by_bench=left, chain_jobs=jobs)
+    r.update(
+        lookahead=lookahead,
+        mode=mode,
+        load=load,
+        index=idx,
+        other_jobs_at_start=len(others),
+        leftover_jobs_cancelled_by_bench=left,
+        chain_jobs=jobs,
+    )
     # per handoff: how long the next runner queued once its predecessor's job had ended
     used = [h["job"] for h in r["runs"]]
     ev = ctld_events(used)
@@ -210,8 +233,9 @@ def run_one(base: Path, idx: int, mode: str, load: str, timeout: float) -> dict[
     r["runner_jobs"] = {
         "submitted": len(runner_jobs),
         "ran_app": sum(j["job"] in ran_app for j in runner_jobs),
-        "started_without_app": [j["job"] for j in runner_jobs if j["job"] not in ran_app
-                                and j["start"] not in ("", "Unknown", "None")],
+        "started_without_app": [
+            j["job"] for j in runner_jobs if j["job"] not in ran_app and j["start"] not in ("", "Unknown", "None")
+        ],
         "cancelled": [j["job"] for j in runner_jobs if j["state"].startswith("CANCELLED")],
         "states": {j["job"]: j["state"] for j in runner_jobs},
     }
@@ -220,14 +244,17 @@ def run_one(base: Path, idx: int, mode: str, load: str, timeout: float) -> dict[
         r["notes"].append(f"{len(all_runs) - len(r['runs'])} app run(s) after the one that finished the work")
     if left:
         r["notes"].append(f"jobs still queued after the chain was done, cancelled by the bench: {left}")
-    log(f"run {idx}: handoffs {r['handoffs_s']} queue waits {waits} span {fmt(r['first_start_to_last_exit_s'])} s "
+    log(
+        f"run {idx}: handoffs {r['handoffs_s']} queue waits {waits} span {fmt(r['first_start_to_last_exit_s'])} s "
         f"submit→done {fmt(r['submit_to_done_s'])} s calls {r['slurm_calls_total']} jobs {r['runner_jobs']['states']} "
-        f"cost {fmt(r['cost']['ratio'], 3)} load {around.get('loadavg_start')}→{around.get('loadavg_end')}")
+        f"cost {fmt(r['cost']['ratio'], 3)} load {around.get('loadavg_start')}→{around.get('loadavg_end')}"
+    )
     return r
 
 
-def run_attempts(res: dict[str, Any], attempts: int, base: Path, idx: int, mode: str, load: str,
-                 timeout: float) -> dict[str, Any]:
+def run_attempts(
+    res: dict[str, Any], attempts: int, base: Path, idx: int, mode: str, load: str, timeout: float
+) -> dict[str, Any]:
     """run_one, again (up to ``attempts`` runs) while a fault suite overlaps it;
     the discarded runs are listed in the results."""
     for attempt in range(attempts):
@@ -235,8 +262,23 @@ def run_attempts(res: dict[str, Any], attempts: int, base: Path, idx: int, mode:
         if not r.get("overlapped_fault_suite") or attempt == attempts - 1:
             return r
         res.setdefault("discarded", []).append(
-            {k: r.get(k) for k in ("index", "mode", "load", "workdir", "started_at", "fault_suite_seen", "handoffs_s",
-                                   "submit_to_done_s", "loadavg_start", "loadavg_end", "git")})
+            {
+                k: r.get(k)
+                for k in (
+                    "index",
+                    "mode",
+                    "load",
+                    "workdir",
+                    "started_at",
+                    "fault_suite_seen",
+                    "handoffs_s",
+                    "submit_to_done_s",
+                    "loadavg_start",
+                    "loadavg_end",
+                    "git",
+                )
+            }
+        )
         log(f"run {idx}: overlapped a fault suite: discarded, running it again")
     return r
 
@@ -263,8 +305,7 @@ def savings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for i, (a, b) in enumerate(zip(xs, ys), 1):
                 out.append({"load": load, "compare": what, "pair": i, **{k: diff(a, b, k) for k in SAVED}})
             if xs and ys:
-                out.append({"load": load, "compare": what, "pair": "median",
-                            **{k: diff_med(xs, ys, k) for k in SAVED}})
+                out.append({"load": load, "compare": what, "pair": "median", **{k: diff_med(xs, ys, k) for k in SAVED}})
     return out
 
 
@@ -279,11 +320,20 @@ def summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
             def md(key: str, rs: list[dict[str, Any]] = rs) -> float | None:
                 return med([r[key] for r in rs if r.get(key) is not None])
-            out.append({"load": load, "mode": m, "runs": len(rs), "handoff_median_s": md("handoff_median_s"),
-                        "span_over_compute": md("span_over_compute"),
-                        "submit_to_done_over_compute": md("submit_to_done_over_compute"),
-                        "cost_ratio": med([r["cost"]["ratio"] for r in rs
-                                           if (r.get("cost") or {}).get("ratio") is not None])})
+
+            out.append(
+                {
+                    "load": load,
+                    "mode": m,
+                    "runs": len(rs),
+                    "handoff_median_s": md("handoff_median_s"),
+                    "span_over_compute": md("span_over_compute"),
+                    "submit_to_done_over_compute": md("submit_to_done_over_compute"),
+                    "cost_ratio": med(
+                        [r["cost"]["ratio"] for r in rs if (r.get("cost") or {}).get("ratio") is not None]
+                    ),
+                }
+            )
     return out
 
 
@@ -299,99 +349,159 @@ def diff_med(offs: list[dict[str, Any]], ons: list[dict[str, Any]], key: str) ->
 def render(res: dict[str, Any]) -> str:
     s = res["settings"]
     m, g = res.get("machine", {}), res.get("git_at_start", {})
-    prov = [(f"Machine: {m['nproc']} CPUs (nproc), Debian {m['debian_version']}, {m['slurm']}. Commit: "
-             f"{g.get('commit')} at the start, {res.get('git_at_end', {}).get('commit')} at the end "
-             f"(`git status --short chain/` at the start: {', '.join(g.get('git_status_short_chain') or []) or 'clean'}). "
-             "The 2-CPU machine is shared with other developers' test runs: timings carry that load (load "
-             "average at the start and end of every run below)."), ""] if m else []
-    L = [f"# Lookahead benchmark {res['date']}", "", *prov,
-         (f"Chain as in bench/handoff.py (c): 60 × 1 s iterations, checkpoint every 5, runner 0:30 − 10 s margin, "
-          f"plus `{' '.join(CHAIN_ARGS)}`; modes in rounds of {', '.join(s.get('modes', ['off', 'on']))} "
-          "(off: submitter mode; on: submitter mode with `--lookahead`; relay: `--mode relay`, which has no "
-          "submitter job and whose runners always queue their successor). Load: every CPU of the "
-          f"{s.get('cpus', 8)}-CPU node busy with 1-CPU `sleep D` fillers (D uniform {s['dmin']:g}–{s['dmax']:g} s, seed "
-          f"{s['seed']}) and P more always pending (P = {', '.join(map(str, s['pending']))}); FIFO (priority/basic). Cluster: {res['cluster']}."),
-         "",
-         ("| run | mode | load | runners | handoff median (s) | max (s) | handoffs (s) | queue wait after "
-          "predecessor ended (s) | first start→last exit (s) | ÷ compute | submit→first start (s) | submit→done (s) "
-          "| ÷ compute | Slurm calls (sbatch / scancel) | runner jobs: submitted / ran app / started, no app / cancelled "
-          "| non-runner / runner CPU-s (sacct) | load avg 1 min start → end | commit |"),
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    prov = (
+        [
+            (
+                f"Machine: {m['nproc']} CPUs (nproc), Debian {m['debian_version']}, {m['slurm']}. Commit: "
+                f"{g.get('commit')} at the start, {res.get('git_at_end', {}).get('commit')} at the end "
+                f"(`git status --short chain/` at the start: {', '.join(g.get('git_status_short_chain') or []) or 'clean'}). "
+                "The 2-CPU machine is shared with other developers' test runs: timings carry that load (load "
+                "average at the start and end of every run below)."
+            ),
+            "",
+        ]
+        if m
+        else []
+    )
+    L = [
+        f"# Lookahead benchmark {res['date']}",
+        "",
+        *prov,
+        (
+            f"Chain as in bench/handoff.py (c): 60 × 1 s iterations, checkpoint every 5, runner 0:30 − 10 s margin, "
+            f"plus `{' '.join(CHAIN_ARGS)}`; modes in rounds of {', '.join(s.get('modes', ['off', 'on']))} "
+            "(off: submitter mode; on: submitter mode with `--lookahead`; relay: `--mode relay`, which has no "
+            "submitter job and whose runners always queue their successor). Load: every CPU of the "
+            f"{s.get('cpus', 8)}-CPU node busy with 1-CPU `sleep D` fillers (D uniform {s['dmin']:g}–{s['dmax']:g} s, seed "
+            f"{s['seed']}) and P more always pending (P = {', '.join(map(str, s['pending']))}); FIFO (priority/basic). Cluster: {res['cluster']}."
+        ),
+        "",
+        (
+            "| run | mode | load | runners | handoff median (s) | max (s) | handoffs (s) | queue wait after "
+            "predecessor ended (s) | first start→last exit (s) | ÷ compute | submit→first start (s) | submit→done (s) "
+            "| ÷ compute | Slurm calls (sbatch / scancel) | runner jobs: submitted / ran app / started, no app / cancelled "
+            "| non-runner / runner CPU-s (sacct) | load avg 1 min start → end | commit |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["runs"]:
         j, c = r["runner_jobs"], r["slurm_calls_by_command"]
         waits = ", ".join("-" if w is None else f"{w:.1f}" for w in r["queue_wait_after_predecessor_s"])
         cost = r.get("cost") or {}
         la, lb = r.get("loadavg_start"), r.get("loadavg_end")
-        L.append(f"| {r['index']}{'' if r['ok'] else ' ⚠'} | {mode_of(r)} | {r['load']} | "
-                 f"{r['runners']} | {fmt(r['handoff_median_s'])} | {fmt(r['handoff_max_s'])} | "
-                 f"{', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | {waits} | "
-                 f"{fmt(r['first_start_to_last_exit_s'])} | {fmt(r['span_over_compute'], 2)} | "
-                 f"{fmt(r['submit_to_first_app_start_s'])} | {fmt(r['submit_to_done_s'])} | "
-                 f"{fmt(r['submit_to_done_over_compute'], 2)} | "
-                 f"{r['slurm_calls_total']} ({c.get('sbatch', 0)} / {c.get('scancel', 0)}) | "
-                 f"{j['submitted']} / {j['ran_app']} / {len(j['started_without_app'])} / {len(j['cancelled'])} | "
-                 f"{fmt(cost.get('ratio'), 3)} ({cost.get('non_runner_cpu_s', '-')} / {cost.get('runner_cpu_s', '-')}) | "
-                 f"{la[0] if la else '-'} → {lb[0] if lb else '-'} | {r.get('git', '-')} |")
+        L.append(
+            f"| {r['index']}{'' if r['ok'] else ' ⚠'} | {mode_of(r)} | {r['load']} | "
+            f"{r['runners']} | {fmt(r['handoff_median_s'])} | {fmt(r['handoff_max_s'])} | "
+            f"{', '.join(f'{h:.1f}' for h in r['handoffs_s'])} | {waits} | "
+            f"{fmt(r['first_start_to_last_exit_s'])} | {fmt(r['span_over_compute'], 2)} | "
+            f"{fmt(r['submit_to_first_app_start_s'])} | {fmt(r['submit_to_done_s'])} | "
+            f"{fmt(r['submit_to_done_over_compute'], 2)} | "
+            f"{r['slurm_calls_total']} ({c.get('sbatch', 0)} / {c.get('scancel', 0)}) | "
+            f"{j['submitted']} / {j['ran_app']} / {len(j['started_without_app'])} / {len(j['cancelled'])} | "
+            f"{fmt(cost.get('ratio'), 3)} ({cost.get('non_runner_cpu_s', '-')} / {cost.get('runner_cpu_s', '-')}) | "
+            f"{la[0] if la else '-'} → {lb[0] if lb else '-'} | {r.get('git', '-')} |"
+        )
     if res.get("summary"):
-        L += ["", "## Medians per load and mode (runs marked ⚠ left out)", "",
-              ("| load | mode | runs | handoff median (s) | first start→last exit ÷ compute | submit→done ÷ compute "
-               "| non-runner / runner CPU-s |"), "|---|---|---|---|---|---|---|"]
+        L += [
+            "",
+            "## Medians per load and mode (runs marked ⚠ left out)",
+            "",
+            (
+                "| load | mode | runs | handoff median (s) | first start→last exit ÷ compute | submit→done ÷ compute "
+                "| non-runner / runner CPU-s |"
+            ),
+            "|---|---|---|---|---|---|---|",
+        ]
         for x in res["summary"]:
-            L.append(f"| {x['load']} | {x['mode']} | {x['runs']} | {fmt(x['handoff_median_s'])} | "
-                     f"{fmt(x['span_over_compute'], 2)} | {fmt(x['submit_to_done_over_compute'], 2)} | "
-                     f"{fmt(x['cost_ratio'], 3)} |")
-    L += ["", "## Savings (a − b: positive when b is faster)", "",
-          "| load | a − b | round | handoff median (s) | first start→last exit (s) | submit→done (s) |",
-          "|---|---|---|---|---|---|"]
+            L.append(
+                f"| {x['load']} | {x['mode']} | {x['runs']} | {fmt(x['handoff_median_s'])} | "
+                f"{fmt(x['span_over_compute'], 2)} | {fmt(x['submit_to_done_over_compute'], 2)} | "
+                f"{fmt(x['cost_ratio'], 3)} |"
+            )
+    L += [
+        "",
+        "## Savings (a − b: positive when b is faster)",
+        "",
+        "| load | a − b | round | handoff median (s) | first start→last exit (s) | submit→done (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for sv in res["savings"]:
-        L.append(f"| {sv['load']} | {sv.get('compare', 'off − on')} | {sv['pair']} | {fmt(sv['handoff_median_s'])} | "
-                 f"{fmt(sv['first_start_to_last_exit_s'])} | {fmt(sv['submit_to_done_s'])} |")
+        L.append(
+            f"| {sv['load']} | {sv.get('compare', 'off − on')} | {sv['pair']} | {fmt(sv['handoff_median_s'])} | "
+            f"{fmt(sv['first_start_to_last_exit_s'])} | {fmt(sv['submit_to_done_s'])} |"
+        )
     L += ["", "## Load", ""]
     for lv, ld in res["load"].items():
-        L.append(f"- {lv}: {ld['fillers_submitted']} fillers submitted; running/pending fillers sampled every second: "
-                 f"median {fmt(ld['running_median'])} / {fmt(ld['pending_median'])}, "
-                 f"min pending {ld['pending_min']}" + (f"; sbatch errors {ld['errors'][:3]}" if ld["errors"] else ""))
+        L.append(
+            f"- {lv}: {ld['fillers_submitted']} fillers submitted; running/pending fillers sampled every second: "
+            f"median {fmt(ld['running_median'])} / {fmt(ld['pending_median'])}, "
+            f"min pending {ld['pending_min']}" + (f"; sbatch errors {ld['errors'][:3]}" if ld["errors"] else "")
+        )
     if res.get("discarded"):
         L += ["", "## Discarded runs (a fault suite stopped slurmctld during them)", ""]
-        L += [f"- run {d['index']} ({d['mode']}, {d['load']}), started {d.get('started_at')}, fault suite seen "
-              f"{d.get('fault_suite_seen')}, handoffs {d.get('handoffs_s')}, in {d.get('workdir')}"
-              for d in res["discarded"]]
+        L += [
+            f"- run {d['index']} ({d['mode']}, {d['load']}), started {d.get('started_at')}, fault suite seen "
+            f"{d.get('fault_suite_seen')}, handoffs {d.get('handoffs_s')}, in {d.get('workdir')}"
+            for d in res["discarded"]
+        ]
     if res.get("remarks"):  # added to the JSON by hand after the run, e.g. what an outside event did
         L += ["", "## Remarks (added after the run)", ""] + [f"- {x}" for x in res["remarks"]]
     L += ["", "## Notes", ""]
     for r in res["runs"]:
         for n in r["notes"]:
             L.append(f"- run {r['index']}: {n}")
-        L.append(f"- run {r['index']}: runner job states {r['runner_jobs']['states']}; queued before predecessor "
-                 f"ended (s) {r['queued_before_predecessor_end_s']}; other users' jobs queued at start "
-                 f"{r['other_jobs_at_start']}")
+        L.append(
+            f"- run {r['index']}: runner job states {r['runner_jobs']['states']}; queued before predecessor "
+            f"ended (s) {r['queued_before_predecessor_end_s']}; other users' jobs queued at start "
+            f"{r['other_jobs_at_start']}"
+        )
     return "\n".join(L) + "\n"
 
 
 def load_summary(load: Load, t0: float, t1: float) -> dict[str, Any]:
     smp = [x for x in load.samples if t0 <= x[0] <= t1]
-    return {"fillers_submitted": sum(t0 <= t <= t1 for t in load.submitted),
-            "running_median": med([float(x[1]) for x in smp]), "pending_median": med([float(x[2]) for x in smp]), "pending_min": min((x[2] for x in smp), default=None),
-            "errors": load.errors}
+    return {
+        "fillers_submitted": sum(t0 <= t <= t1 for t in load.submitted),
+        "running_median": med([float(x[1]) for x in smp]),
+        "pending_median": med([float(x[2]) for x in smp]),
+        "pending_min": min((x[2] for x in smp), default=None),
+        "errors": load.errors,
+    }
 
 
 # --------------------------------------------------------------------------- main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pairs", type=int, default=2, help="loaded rounds of --modes per load level (default %(default)s)")
-    ap.add_argument("--modes", default="off,on,relay", help="the runs of a round, in this order, of "
-                    f"{', '.join(MODES)} (off/on: submitter mode without/with --lookahead; relay: --mode relay) "
-                    "(default %(default)s)")
-    ap.add_argument("--pending", default="6,3", help="fillers kept pending: one load level each, comma-separated, "
-                    "run in this order (default %(default)s)")
+    ap.add_argument(
+        "--pairs", type=int, default=2, help="loaded rounds of --modes per load level (default %(default)s)"
+    )
+    ap.add_argument(
+        "--modes",
+        default="off,on,relay",
+        help="the runs of a round, in this order, of "
+        f"{', '.join(MODES)} (off/on: submitter mode without/with --lookahead; relay: --mode relay) "
+        "(default %(default)s)",
+    )
+    ap.add_argument(
+        "--pending",
+        default="6,3",
+        help="fillers kept pending: one load level each, comma-separated, run in this order (default %(default)s)",
+    )
     ap.add_argument("--dmin", type=float, default=20.0, help="shortest filler, s (default %(default)s)")
     ap.add_argument("--dmax", type=float, default=40.0, help="longest filler, s (default %(default)s)")
     ap.add_argument("--seed", type=int, default=8, help="filler durations RNG seed (default %(default)s)")
     ap.add_argument("--no-idle", action="store_true", help="skip the unloaded round")
-    ap.add_argument("--quick", action="store_true", help="trial: one loaded round at the first load level, no unloaded round")
+    ap.add_argument(
+        "--quick", action="store_true", help="trial: one loaded round at the first load level, no unloaded round"
+    )
     ap.add_argument("--stem", help="results file name without .json/.md (default lookahead-<date>)")
-    ap.add_argument("--attempts", type=int, default=3, help="runs of one mode at most, while a fault suite "
-                    "(/tmp/FAULT_SUITE_RUNNING) overlaps them (default %(default)s)")
+    ap.add_argument(
+        "--attempts",
+        type=int,
+        default=3,
+        help="runs of one mode at most, while a fault suite "
+        "(/tmp/FAULT_SUITE_RUNNING) overlaps them (default %(default)s)",
+    )
     ap.add_argument("--work", default=str(BENCH / ".work"), help="scratch directory (default %(default)s)")
     ap.add_argument("--out", default=str(BENCH / "results"), help="results directory (default %(default)s)")
     args = ap.parse_args()
@@ -408,12 +518,25 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": machine(), "git_at_start": git_commit(), "loadavg_at_start": loadavg(),
+        "machine": machine(),
+        "git_at_start": git_commit(),
+        "loadavg_at_start": loadavg(),
         "cluster": f"{real('sinfo', '-V').stdout.strip()}, node vm {node_cpus()} CPUs, partition debug, sched/backfill, "
-                   "priority/basic",
-        "settings": {"pending": levels, "dmin": args.dmin, "dmax": args.dmax, "seed": args.seed, "cpus": node_cpus(),
-                     "pairs": args.pairs, "modes": modes, "chain_args": CHAIN_ARGS, "pure_compute_s": PURE_COMPUTE},
-        "workdir": str(base), "runs": [], "load": {},
+        "priority/basic",
+        "settings": {
+            "pending": levels,
+            "dmin": args.dmin,
+            "dmax": args.dmax,
+            "seed": args.seed,
+            "cpus": node_cpus(),
+            "pairs": args.pairs,
+            "modes": modes,
+            "chain_args": CHAIN_ARGS,
+            "pure_compute_s": PURE_COMPUTE,
+        },
+        "workdir": str(base),
+        "runs": [],
+        "load": {},
     }
     idx = 0
     load: Load | None = None

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from handoff import (  # noqa: E402
+from handoff import (
     BENCH,
     PY,
     ROOT,
@@ -109,9 +109,26 @@ def submit(base: Path, backend: str, setup: Setup, scenario: str, margin: int, a
     ws = make_workspace(base, f"margin-{backend}-{scenario}-{'adaptive' if adaptive else 'fixed'}")
     shutil.copy(FAULT_APP, ws.dir / "app.py")
     ws.env.update(ITER_SECONDS=str(setup.iter_seconds), FAULT_SAVE_DELAY=str(setup.save_delay))
-    argv = [PY, "-m", "chain", "submit", "--max-iter", str(setup.max_iter), "--app-cmd", APP_CMD,
-            "--checkpoint-every", str(setup.checkpoint_every), "--runner-time", setup.runner_time,
-            "--runner-margin", str(margin), "--backend", backend, "--retries", "2"]
+    argv = [
+        PY,
+        "-m",
+        "chain",
+        "submit",
+        "--max-iter",
+        str(setup.max_iter),
+        "--app-cmd",
+        APP_CMD,
+        "--checkpoint-every",
+        str(setup.checkpoint_every),
+        "--runner-time",
+        setup.runner_time,
+        "--runner-margin",
+        str(margin),
+        "--backend",
+        backend,
+        "--retries",
+        "2",
+    ]
     argv += ["--partition", "debug"] if backend == "slurm" else []
     argv += [] if adaptive else ["--fixed-margin"]
     ws.notes.append("command: " + " ".join(argv[1:]))
@@ -157,8 +174,9 @@ def cleanup(chains: list[Chain], backend: str) -> None:
         if st in ENDED and c.state:
             continue
         log(f"{c.ws.name}: cleaning up (state {st!r})")
-        subprocess.run([PY, "-m", "chain", "cancel"], cwd=c.ws.dir, env=c.ws.env, capture_output=True,
-                       check=False, timeout=120)
+        subprocess.run(
+            [PY, "-m", "chain", "cancel"], cwd=c.ws.dir, env=c.ws.env, capture_output=True, check=False, timeout=120
+        )
         if backend == "slurm":
             jobs = ids(c.ws.dir / ".chain", "worker_ids.txt") + ids(c.ws.dir / ".chain", "submitter_ids.txt")
             for j in jobs:
@@ -227,31 +245,53 @@ def measure(c: Chain, backend: str, setup: Setup) -> dict[str, Any]:
         computed = sum(r.iters for r in mine)
         kept = sum(kept_by_run[(r.job, r.pid)] for r in mine)
         wall, sstate = job_wall(backend, chain_dir, job, ctld)
-        rows.append({
-            "job": job, "job_state": sstate, "wall_s": wall, "margin": rec.get("margin"),
-            "killed": bool(rec.get("killed")), "stop_to_exit_s": rec.get("stop_to_exit"),
-            "exit_code": rec.get("exit_code"), "detail": rec.get("detail"),
-            "iter_before": rec.get("iter_before"), "iter_after": rec.get("iter_after"),
-            "computed": computed, "kept": kept, "redone": computed - kept,
-            "cut_saves": sum(ev[(r.job, r.pid)]["cut"] for r in mine),
-            "save_s": sum(ev[(r.job, r.pid)]["save_s"] for r in mine),
-            "app_s": sum((r.exit or 0) - r.start for r in mine if r.exit),
-        })
+        rows.append(
+            {
+                "job": job,
+                "job_state": sstate,
+                "wall_s": wall,
+                "margin": rec.get("margin"),
+                "killed": bool(rec.get("killed")),
+                "stop_to_exit_s": rec.get("stop_to_exit"),
+                "exit_code": rec.get("exit_code"),
+                "detail": rec.get("detail"),
+                "iter_before": rec.get("iter_before"),
+                "iter_after": rec.get("iter_after"),
+                "computed": computed,
+                "kept": kept,
+                "redone": computed - kept,
+                "cut_saves": sum(ev[(r.job, r.pid)]["cut"] for r in mine),
+                "save_s": sum(ev[(r.job, r.pid)]["save_s"] for r in mine),
+                "app_s": sum((r.exit or 0) - r.start for r in mine if r.exit),
+            }
+        )
     walls = [r["wall_s"] for r in rows if r["wall_s"] is not None]
     wall = sum(walls) if len(walls) == len(rows) and rows else None
     computed, kept = sum(r["computed"] for r in rows), sum(r["kept"] for r in rows)
     useful, raw = kept * setup.iter_seconds, computed * setup.iter_seconds
     chain_log = (chain_dir / "chain.log").read_text() if (chain_dir / "chain.log").exists() else ""
     return {
-        "scenario": c.scenario, "configured_margin": c.margin, "adaptive": c.adaptive,
-        "state": c.state.get("state"), "reason": c.state.get("reason"), "ok": c.ws.ok,
-        "workdir": str(c.ws.dir), "notes": c.ws.notes, "runners": len(rows),
-        "margins": [r["margin"] for r in rows], "kills": sum(r["killed"] for r in rows),
+        "scenario": c.scenario,
+        "configured_margin": c.margin,
+        "adaptive": c.adaptive,
+        "state": c.state.get("state"),
+        "reason": c.state.get("reason"),
+        "ok": c.ws.ok,
+        "workdir": str(c.ws.dir),
+        "notes": c.ws.notes,
+        "runners": len(rows),
+        "margins": [r["margin"] for r in rows],
+        "kills": sum(r["killed"] for r in rows),
         "cut_saves": sum(r["cut_saves"] for r in rows),
         "stop_to_exit_s": [round(r["stop_to_exit_s"], 2) if r["stop_to_exit_s"] is not None else None for r in rows],
-        "runner_wall_s": wall, "useful_compute_s": useful, "raw_compute_s": raw,
-        "efficiency": useful / wall if wall else None, "raw_efficiency": raw / wall if wall else None,
-        "iterations_computed": computed, "iterations_kept": kept, "iterations_redone": computed - kept,
+        "runner_wall_s": wall,
+        "useful_compute_s": useful,
+        "raw_compute_s": raw,
+        "efficiency": useful / wall if wall else None,
+        "raw_efficiency": raw / wall if wall else None,
+        "iterations_computed": computed,
+        "iterations_kept": kept,
+        "iterations_redone": computed - kept,
         "save_seconds": round(sum(r["save_s"] for r in rows), 1),
         "chain_wall_s": (c.ws.t_done - c.ws.t_submit) if c.ws.t_done and c.state.get("state") == "completed" else None,
         "margin_log": [ln for ln in chain_log.splitlines() if "runner margin" in ln],
@@ -261,38 +301,57 @@ def measure(c: Chain, backend: str, setup: Setup) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- report
 def render(results: dict[str, Any]) -> str:
-    L = [f"# Adaptive runner margin: allocation efficiency ({results['date']})", "",
-         "App: tests/faults/fault_app.py as a signal-only app (`" + APP_CMD + "`). "
-         "Efficiency = useful app compute (iterations kept × s/iteration; a run keeps the counter the next "
-         "run starts from − the one it started from) / runner wall "
-         "(Σ runner jobs' start → end: slurmctld.log, ms; local: spool records); raw = every iteration computed, redone ones too, / runner wall. "
-         "Redone = computed − kept. Cut saves = saves whose rename never happened (app killed mid-save). "
-         "Chain wall = `chain submit` → completed. The runs started at one time (see each table's "
-         "header) ran concurrently.", ""]
+    L = [
+        f"# Adaptive runner margin: allocation efficiency ({results['date']})",
+        "",
+        "App: tests/faults/fault_app.py as a signal-only app (`" + APP_CMD + "`). "
+        "Efficiency = useful app compute (iterations kept × s/iteration; a run keeps the counter the next "
+        "run starts from − the one it started from) / runner wall "
+        "(Σ runner jobs' start → end: slurmctld.log, ms; local: spool records); raw = every iteration computed, redone ones too, / runner wall. "
+        "Redone = computed − kept. Cut saves = saves whose rename never happened (app killed mid-save). "
+        "Chain wall = `chain submit` → completed. The runs started at one time (see each table's "
+        "header) ran concurrently.",
+        "",
+    ]
     for backend, b in sorted(results["backends"].items(), key=lambda kv: kv[0] != "slurm"):
         s = b["setup"]
-        L += [f"## {b['label']}", "",
-              (f"Runner time {s['runner_time']}, MAX_ITER {s['max_iter']}, {s['iter_seconds']:g} s/iteration, "
-               f"checkpoint every {s['checkpoint_every']} iterations, every save {s['save_delay']:g} s "
-               f"(so a stop costs ≤ {s['iter_seconds'] + s['save_delay']:g} s + exit). {b['when']}."), "",
-              "| scenario | margin | runners | margins per runner (s) | kills / cut saves | stop→exit (s) "
-              "| runner wall (s) | useful compute (s) | **efficiency** | raw compute / wall | iterations redone "
-              "| chain wall (s) | state |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        L += [
+            f"## {b['label']}",
+            "",
+            (
+                f"Runner time {s['runner_time']}, MAX_ITER {s['max_iter']}, {s['iter_seconds']:g} s/iteration, "
+                f"checkpoint every {s['checkpoint_every']} iterations, every save {s['save_delay']:g} s "
+                f"(so a stop costs ≤ {s['iter_seconds'] + s['save_delay']:g} s + exit). {b['when']}."
+            ),
+            "",
+            (
+                "| scenario | margin | runners | margins per runner (s) | kills / cut saves | stop→exit (s) "
+                "| runner wall (s) | useful compute (s) | **efficiency** | raw compute / wall | iterations redone "
+                "| chain wall (s) | state |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in b["runs"]:
             mode = "adaptive" if r["adaptive"] else "fixed"
-            L.append(f"| {r['scenario']} (floor {r['configured_margin']} s) | {mode} | {r['runners']} | "
-                     f"{', '.join(str(m) for m in r['margins'])} | {r['kills']} / {r['cut_saves']} | "
-                     f"{', '.join(fmt(x) for x in r['stop_to_exit_s'])} | {fmt(r['runner_wall_s'])} | "
-                     f"{fmt(r['useful_compute_s'], 0)} | **{fmt(r['efficiency'], 3)}** | "
-                     f"{fmt(r['raw_efficiency'], 3)} | {r['iterations_redone']} | {fmt(r['chain_wall_s'])} | "
-                     f"{r['state']}{'' if r['ok'] else ' ⚠'} |")
+            L.append(
+                f"| {r['scenario']} (floor {r['configured_margin']} s) | {mode} | {r['runners']} | "
+                f"{', '.join(str(m) for m in r['margins'])} | {r['kills']} / {r['cut_saves']} | "
+                f"{', '.join(fmt(x) for x in r['stop_to_exit_s'])} | {fmt(r['runner_wall_s'])} | "
+                f"{fmt(r['useful_compute_s'], 0)} | **{fmt(r['efficiency'], 3)}** | "
+                f"{fmt(r['raw_efficiency'], 3)} | {r['iterations_redone']} | {fmt(r['chain_wall_s'])} | "
+                f"{r['state']}{'' if r['ok'] else ' ⚠'} |"
+            )
         L += ["", "Per runner (job: margin, wall, computed/kept, killed, job state):", ""]
         for r in b["runs"]:
             mode = "adaptive" if r["adaptive"] else "fixed"
-            L.append(f"- {r['scenario']} {mode}: " + "; ".join(
-                f"{x['job']}: {x['margin']} s, {fmt(x['wall_s'])} s, {x['computed']}/{x['kept']}"
-                f"{', killed' if x['killed'] else ''}, {x['job_state']}" for x in r["runner_rows"]))
+            L.append(
+                f"- {r['scenario']} {mode}: "
+                + "; ".join(
+                    f"{x['job']}: {x['margin']} s, {fmt(x['wall_s'])} s, {x['computed']}/{x['kept']}"
+                    f"{', killed' if x['killed'] else ''}, {x['job_state']}"
+                    for x in r["runner_rows"]
+                )
+            )
             for ln in r["margin_log"]:
                 L.append(f"  - chain.log: `{ln.strip()}`")
             for n in r["notes"][1:]:
@@ -307,8 +366,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="trial: MAX_ITER 50, short scenario only")
     ap.add_argument("--work", default=str(BENCH / ".work"), help="scratch directory (default %(default)s)")
     ap.add_argument("--out", default=str(BENCH / "results"), help="results directory (default %(default)s)")
-    ap.add_argument("--scenarios", help="comma-separated subset of the scenarios (default: all of the backend's; "
-                    "short, control, middle); their runs replace the same ones in the day's results")
+    ap.add_argument(
+        "--scenarios",
+        help="comma-separated subset of the scenarios (default: all of the backend's; "
+        "short, control, middle); their runs replace the same ones in the day's results",
+    )
     ap.add_argument("--timeout", type=float, default=2400, help="seconds to wait for the chains")
     args = ap.parse_args()
 
@@ -322,7 +384,9 @@ def main() -> int:
         setup = Setup(**(setup.__dict__ | {"scenarios": tuple((n, known[n]) for n in wanted if n in known)}))
     base = Path(args.work) / time.strftime("%Y-%m-%dT%H%M%S")
     base.mkdir(parents=True, exist_ok=True)
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    git = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
+    )
     t0 = time.strftime("%Y-%m-%d %H:%M") + f" (chain {git.stdout.strip() or '?'})"
     chains: list[Chain] = []
     try:
@@ -341,16 +405,26 @@ def main() -> int:
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"backends": {}}
     results["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     key = args.backend
-    label = ("real Slurm cluster (dev-cluster: " + real("sinfo", "-V").stdout.strip()
-             + ", single node, minute-resolution limits, KillWait 30 s)") if args.backend == "slurm" \
+    label = (
+        (
+            "real Slurm cluster (dev-cluster: "
+            + real("sinfo", "-V").stdout.strip()
+            + ", single node, minute-resolution limits, KillWait 30 s)"
+        )
+        if args.backend == "slurm"
         else "chain's local backend (`--backend local`, second-resolution limits, no Slurm)"
+    )
     old = results["backends"].get(key, {}) if args.scenarios else {}
     new = {(r["scenario"], r["adaptive"]) for r in runs}
     runs = [r for r in old.get("runs", []) if (r["scenario"], r["adaptive"]) not in new] + runs
     when = (old.get("when", "") + "; " if old else "") + f"Started {t0}, work directory {base}"
     scen = dict(old.get("setup", {}).get("scenarios", [])) | dict(setup.scenarios)
-    results["backends"][key] = {"label": label + (" — QUICK TRIAL" if args.quick else ""), "when": when,
-                                "setup": setup.__dict__ | {"scenarios": list(scen.items())}, "runs": runs}
+    results["backends"][key] = {
+        "label": label + (" — QUICK TRIAL" if args.quick else ""),
+        "when": when,
+        "setup": setup.__dict__ | {"scenarios": list(scen.items())},
+        "runs": runs,
+    }
     write_results(out, path.stem, results, render(results))
     return 0 if all(r["ok"] for r in runs) else 1
 

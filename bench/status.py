@@ -46,8 +46,9 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     work.mkdir(parents=True)
     max_iter = n_runners * 20
     (work / "state_iter.txt").write_text(f"{max_iter}\n")
-    settings = api.load_settings({"app_cmd": "python3 app.py", "max_iter": str(max_iter),
-                                  "backend": "slurm"}, {}, None, work)
+    settings = api.load_settings(
+        {"app_cmd": "python3 app.py", "max_iter": str(max_iter), "backend": "slurm"}, {}, None, work
+    )
     chain = ChainDir(work / ".chain")
     chain.create()
     write_json_atomic(chain.settings_file, settings.to_json())
@@ -55,11 +56,21 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     lines = []
     for i in range(1, n_runners + 1):
         start = t0 + (i - 1) * 32
-        entry = {"job_id": str(100000 + i), "seq": i, "state": "COMPLETED",
-                 "exit_code": 124 if i < n_runners else 0, "iter_before": (i - 1) * 20, "iter_after": i * 20,
-                 "verdict": "continue" if i < n_runners else "complete", "reason": "checkpoint advanced",
-                 "submitted": start - 1.5, "start": start, "end": start + 30, "stop_to_exit": 0.8,
-                 "recorded": True}
+        entry = {
+            "job_id": str(100000 + i),
+            "seq": i,
+            "state": "COMPLETED",
+            "exit_code": 124 if i < n_runners else 0,
+            "iter_before": (i - 1) * 20,
+            "iter_after": i * 20,
+            "verdict": "continue" if i < n_runners else "complete",
+            "reason": "checkpoint advanced",
+            "submitted": start - 1.5,
+            "start": start,
+            "end": start + 30,
+            "stop_to_exit": 0.8,
+            "recorded": True,
+        }
         lines.append(json.dumps(entry, sort_keys=True) + "\n")  # ChainDir.append_runner's format
     # append_runner fsyncs each line: the bulk goes in one write, the last
     # runner through chain's own append_runner
@@ -68,17 +79,48 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     chain.worker_ids.write_text("".join(f"{100000 + i}\n" for i in range(1, n_runners + 1)))
     for i in range(n_runners - 4, n_runners + 1):
         job, start = str(100000 + i), t0 + (i - 1) * 32
-        write_json_atomic(chain.record_file(job), {
-            "job_id": job, "job_name": f"chain-bench.r{i}", "seq": i, "status": "ended", "start": start,
-            "host": "vm", "end_planned": start + 30, "stop_at": start + 20, "kill_at": start + 25,
-            "slurm_end": start + 60, "iter_before": (i - 1) * 20, "iter_after": i * 20, "exit_code": 124,
-            "app_exit_code": 99, "end": start + 21, "stop_sent": start + 20, "stop_to_exit": 0.8,
-            "external_signal": None, "killed": False, "detail": "app exited 99 after SIGTERM"})
-    chain.save_status(ChainStatus(
-        chain_id="chain-bench10k", state=ChainState.COMPLETED, created=t0, workdir=str(work), backend="slurm",
-        submitter_cycle=400, submitter_job_id="99999", runner_seq=n_runners,
-        runner_job_id=str(100000 + n_runners), runner_live=False, iteration=max_iter,
-        completed_at=t0 + n_runners * 32, reason=f"reached MAX_ITER={max_iter}"))
+        write_json_atomic(
+            chain.record_file(job),
+            {
+                "job_id": job,
+                "job_name": f"chain-bench.r{i}",
+                "seq": i,
+                "status": "ended",
+                "start": start,
+                "host": "vm",
+                "end_planned": start + 30,
+                "stop_at": start + 20,
+                "kill_at": start + 25,
+                "slurm_end": start + 60,
+                "iter_before": (i - 1) * 20,
+                "iter_after": i * 20,
+                "exit_code": 124,
+                "app_exit_code": 99,
+                "end": start + 21,
+                "stop_sent": start + 20,
+                "stop_to_exit": 0.8,
+                "external_signal": None,
+                "killed": False,
+                "detail": "app exited 99 after SIGTERM",
+            },
+        )
+    chain.save_status(
+        ChainStatus(
+            chain_id="chain-bench10k",
+            state=ChainState.COMPLETED,
+            created=t0,
+            workdir=str(work),
+            backend="slurm",
+            submitter_cycle=400,
+            submitter_job_id="99999",
+            runner_seq=n_runners,
+            runner_job_id=str(100000 + n_runners),
+            runner_live=False,
+            iteration=max_iter,
+            completed_at=t0 + n_runners * 32,
+            reason=f"reached MAX_ITER={max_iter}",
+        )
+    )
     chain.log("synthetic chain for the status benchmark", echo=False)
     return chain.root
 
@@ -92,8 +134,11 @@ def clean_source(work: Path) -> Path:
     package, which breaks ``import chain.api``)."""
     src = work / "src"
     shutil.rmtree(src, ignore_errors=True)
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            capture_output=True, check=False)
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=False,
+    )
     if listed.returncode != 0:
         return ROOT  # not a git checkout: build it as it is
     for rel in filter(None, listed.stdout.decode().split("\0")):
@@ -112,16 +157,21 @@ def user_install(venv: Path) -> tuple[Path, str]:
     venv that sees this interpreter's site-packages (and its .pth files)."""
     wheels = venv.parent / "wheel"
     shutil.rmtree(wheels, ignore_errors=True)
-    subprocess.run([PY, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(clean_source(venv.parent))],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [PY, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(clean_source(venv.parent))],
+        check=True,
+        capture_output=True,
+    )
     wheel = [str(w) for w in wheels.glob("*.whl")]
-    for how, venv_args, pip_args in (("isolated venv, dependencies from the index", [], []),
-                                     ("venv with this interpreter's site-packages", ["--system-site-packages"],
-                                      ["--no-deps"])):
+    for how, venv_args, pip_args in (
+        ("isolated venv, dependencies from the index", [], []),
+        ("venv with this interpreter's site-packages", ["--system-site-packages"], ["--no-deps"]),
+    ):
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([PY, "-m", "venv", *venv_args, str(venv)], check=True)
-        pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *pip_args, *wheel],
-                             capture_output=True, text=True, check=False)
+        pip = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", *pip_args, *wheel], capture_output=True, text=True, check=False
+        )
         if pip.returncode == 0:
             return venv / "bin" / "chain", how
     raise RuntimeError(f"cannot install the wheel: {pip.stderr.strip()[-300:]}")
@@ -168,8 +218,7 @@ def timed_tty(argv: list[str], cwd: Path, env: dict[str, str], repeats: int) -> 
         ts.append(time.perf_counter() - t)
         if code != 0:
             return {"argv": " ".join(argv) + " (terminal)", "error": f"exit {code}"}
-    return {"argv": " ".join(argv) + " (terminal)", "median_s": statistics.median(ts), "min_s": min(ts),
-            "runs_s": ts}
+    return {"argv": " ".join(argv) + " (terminal)", "median_s": statistics.median(ts), "min_s": min(ts), "runs_s": ts}
 
 
 def in_process(fn: Callable[[], object], repeats: int) -> float:
@@ -193,10 +242,14 @@ def status_bench(base: Path, n_runners: int = 10_000, repeats: int = 9) -> dict[
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
     env["COLUMNS"] = "120"
     cd = ["--chain-dir", str(chain_root)]
-    out: dict[str, Any] = {"runners": n_runners, "chain_dir": str(chain_root), "repeats": repeats,
-                           "user_install": how,
-                           "runners_jsonl_bytes": (chain_root / "runners.jsonl").stat().st_size,
-                           "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
+    out: dict[str, Any] = {
+        "runners": n_runners,
+        "chain_dir": str(chain_root),
+        "repeats": repeats,
+        "user_install": how,
+        "runners_jsonl_bytes": (chain_root / "runners.jsonl").stat().st_size,
+        "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
+    }
     commands = {
         "status": [str(user_chain), "status", *cd],
         "status_json": [str(user_chain), "status", "--json", *cd],
@@ -241,16 +294,24 @@ def target_rows(st: dict[str, Any]) -> list[str]:
     for key in ("status", "status_tty", "status_json_history10"):
         m = st["commands"][key].get("median_s")
         verdict = "PASS" if m is not None and m <= TARGET_S else "FAIL"
-        rows.append(f"| {LABELS[key]} ≤ {TARGET_S} s on {st['runners']} runners | "
-                    f"{'-' if m is None else f'{m:.3f}'} s | {verdict} |")
+        rows.append(
+            f"| {LABELS[key]} ≤ {TARGET_S} s on {st['runners']} runners | "
+            f"{'-' if m is None else f'{m:.3f}'} s | {verdict} |"
+        )
     return rows
 
 
 def section(st: dict[str, Any]) -> list[str]:
     """The start-up and status section of the results table."""
-    lines = ["", (f"## chain start-up and status on {st['runners']} runners (wall time, {st['repeats']} runs after "
-                  "a warm-up)"), "", f"User install: a wheel of this checkout in an {st.get('user_install', '?')}.", "",
-             "| command | median (s) | min (s) |", "|---|---|---|"]
+    lines = [
+        "",
+        (f"## chain start-up and status on {st['runners']} runners (wall time, {st['repeats']} runs after a warm-up)"),
+        "",
+        f"User install: a wheel of this checkout in an {st.get('user_install', '?')}.",
+        "",
+        "| command | median (s) | min (s) |",
+        "|---|---|---|",
+    ]
     for key, label in LABELS.items():
         r = st["commands"].get(key)
         if r is None:
@@ -259,14 +320,18 @@ def section(st: dict[str, Any]) -> list[str]:
             lines.append(f"| {label} | error: {r['error']} | |")
         else:
             lines.append(f"| {label} | {r['median_s']:.3f} | {r['min_s']:.3f} |")
-    names = {"status_report_all": f"`api.status_report()`, all {st['runners']} runners",
-             "status_report_history10": "`api.status_report(history=10)` (what `chain status` asks for)",
-             "json_dumps_all": "`json.dumps` of the all-runners report"}
+    names = {
+        "status_report_all": f"`api.status_report()`, all {st['runners']} runners",
+        "status_report_history10": "`api.status_report(history=10)` (what `chain status` asks for)",
+        "json_dumps_all": "`json.dumps` of the all-runners report",
+    }
     lines += [f"| in process: {names[k]} | {v:.3f} | |" for k, v in st["in_process_s"].items()]
     if st.get("pythondontwritebytecode"):
         lines.append("")
-        lines.append("PYTHONDONTWRITEBYTECODE is set in this environment: the editable dev install recompiles "
-                     "chain's modules at every start (the user install has its bytecode from pip).")
+        lines.append(
+            "PYTHONDONTWRITEBYTECODE is set in this environment: the editable dev install recompiles "
+            "chain's modules at every start (the user install has its bytecode from pip)."
+        )
     return lines
 
 

@@ -87,8 +87,16 @@ MODES = ("submitter", "relay")
 SIZES = (16, 64, 200)
 # RPCs slurmctld gets from its own daemons, not from a client command: slurmd
 # (a batch job's end, its epilog, the node's registration) and slurmdbd
-DAEMON_RPCS = frozenset({"REQUEST_COMPLETE_BATCH_SCRIPT", "MESSAGE_EPILOG_COMPLETE", "REQUEST_COMPLETE_PROLOG",
-                         "MESSAGE_NODE_REGISTRATION_STATUS", "REQUEST_STEP_COMPLETE", "ACCOUNTING_UPDATE_MSG"})
+DAEMON_RPCS = frozenset(
+    {
+        "REQUEST_COMPLETE_BATCH_SCRIPT",
+        "MESSAGE_EPILOG_COMPLETE",
+        "REQUEST_COMPLETE_PROLOG",
+        "MESSAGE_NODE_REGISTRATION_STATUS",
+        "REQUEST_STEP_COMPLETE",
+        "ACCOUNTING_UPDATE_MSG",
+    }
+)
 BENCH_RPCS = frozenset({"REQUEST_STATS_INFO"})  # the benchmark's own sdiag
 SACCT_FIELDS = ("JobIDRaw", "JobName", "State", "AllocCPUS", "ElapsedRaw", "CPUTimeRaw", "Submit", "Start", "End")
 ENDED = ("completed", "failed", "stopped", "cancelled")
@@ -109,10 +117,17 @@ class Workload:
     def spec(self, workdir: Path, mode: str, job_name: str) -> dict[str, Any]:
         """``Chain.submit`` keywords for one chain of this workload."""
         spec: dict[str, Any] = {
-            "workdir": workdir, "app_cmd": f"ITER_SECONDS={self.iter_seconds:g} python3 app.py",
-            "max_iter": self.max_iter, "checkpoint_every": self.checkpoint_every,
-            "runner_time": self.runner_time, "runner_margin": self.runner_margin, "mode": mode,
-            "backend": "slurm", "partition": "debug", "job_name": job_name}
+            "workdir": workdir,
+            "app_cmd": f"ITER_SECONDS={self.iter_seconds:g} python3 app.py",
+            "max_iter": self.max_iter,
+            "checkpoint_every": self.checkpoint_every,
+            "runner_time": self.runner_time,
+            "runner_margin": self.runner_margin,
+            "mode": mode,
+            "backend": "slurm",
+            "partition": "debug",
+            "job_name": job_name,
+        }
         if self.step_aside_after is not None and mode == "submitter":
             spec["step_aside_after"] = self.step_aside_after
         return spec
@@ -145,9 +160,14 @@ def parse_sdiag(text: str) -> dict[str, Any]:
             section[m.group(1)] = section.get(m.group(1), 0) + int(m.group(2))
     since = re.search(r"^Data since\s+.*\((\d+)\)", text, re.MULTILINE)
     jobs = {k.lower().replace(" ", "_"): int(v) for k, v in re.findall(r"^(Jobs \w+):\s+(\d+)", text, re.MULTILINE)}
-    return {"by_type": dict(sorted(by_type.items(), key=lambda kv: -kv[1])), "by_user": by_user,
-            "total": sum(by_type.values()), "total_by_user": sum(by_user.values()),
-            "data_since": int(since.group(1)) if since else None, "jobs": jobs}
+    return {
+        "by_type": dict(sorted(by_type.items(), key=lambda kv: -kv[1])),
+        "by_user": by_user,
+        "total": sum(by_type.values()),
+        "total_by_user": sum(by_user.values()),
+        "data_since": int(since.group(1)) if since else None,
+        "jobs": jobs,
+    }
 
 
 def sdiag_reset() -> float:
@@ -185,8 +205,7 @@ class LoadSampler:
 
     def summary(self) -> dict[str, float | None]:
         s = self.samples
-        return {"min": min(s, default=None), "median": statistics.median(s) if s else None,
-                "max": max(s, default=None)}
+        return {"min": min(s, default=None), "median": statistics.median(s) if s else None, "max": max(s, default=None)}
 
 
 # --------------------------------------------------------------------------- the sweep's jobs
@@ -253,8 +272,9 @@ def make_workdirs(base: Path, n: int) -> list[Path]:
     return dirs
 
 
-def submit_and_wait(chains_out: list[Chain], specs: list[dict[str, Any]], args: argparse.Namespace,
-                    note: dict[str, Any]) -> None:
+def submit_and_wait(
+    chains_out: list[Chain], specs: list[dict[str, Any]], args: argparse.Namespace, note: dict[str, Any]
+) -> None:
     """Submit the sweep and wait for it; times and any error go into NOTE."""
     note["t_reset"] = sdiag_reset()
     note["t_submit"] = time.time()
@@ -295,9 +315,11 @@ def run_sweep(base: Path, mode: str, n: int, work: Workload, args: argparse.Name
         rows = sacct_rows(note["t_submit"], chain_ids)
     res = measure(chains, dirs, rows, sdiag, t_read, note, work)
     res.update(mode=mode, n=n, name=name, workdir=str(base / name), job_name=job_name)
-    log(f"{name}: last completion {fmt(res['submit_to_last_completion_s'])} s = "
+    log(
+        f"{name}: last completion {fmt(res['submit_to_last_completion_s'])} s = "
         f"{fmt(res['over_slot_bound'], 2)} × the slot bound; RPCs {sdiag['total']}; "
-        f"completed {res['chains_completed']}/{n}; idle {fmt(res['idle_allocation_ratio'], 3)}")
+        f"completed {res['chains_completed']}/{n}; idle {fmt(res['idle_allocation_ratio'], 3)}"
+    )
     return res
 
 
@@ -357,9 +379,16 @@ def chain_results(chains: list[Chain], dirs: list[Path], work: Workload) -> dict
         runners.append(len(jobs))
         twice += sum(c - 1 for c in done.values() if c > 1)
         missing += sum(1 for k in range(1, work.max_iter + 1) if k not in done)
-    return {"states": dict(states), "ends": ends, "ran_app": ran_app, "iterations_done_twice": twice,
-            "iterations_never_done": missing, "not_completed": not_completed[:20],
-            "runners_per_chain": dict(sorted(Counter(runners).items())), "chains_submitted": len(chains)}
+    return {
+        "states": dict(states),
+        "ends": ends,
+        "ran_app": ran_app,
+        "iterations_done_twice": twice,
+        "iterations_never_done": missing,
+        "not_completed": not_completed[:20],
+        "runners_per_chain": dict(sorted(Counter(runners).items())),
+        "chains_submitted": len(chains),
+    }
 
 
 def allocation(rows: dict[str, dict[str, str]], ran_app: set[str]) -> dict[str, Any]:
@@ -368,16 +397,29 @@ def allocation(rows: dict[str, dict[str, str]], ran_app: set[str]) -> dict[str, 
     count: Counter[str] = Counter()
     for j, r in rows.items():
         tail = r["JobName"].rpartition(".")[2]
-        kind = ("runner, ran the app" if j in ran_app else "submitter" if re.fullmatch(r"s\d+", tail)
-                else "runner, no app" if re.fullmatch(r"r\d+", tail) else "other job of the chain")
+        kind = (
+            "runner, ran the app"
+            if j in ran_app
+            else "submitter"
+            if re.fullmatch(r"s\d+", tail)
+            else "runner, no app"
+            if re.fullmatch(r"r\d+", tail)
+            else "other job of the chain"
+        )
         cpu[kind] += int(r["CPUTimeRaw"] or 0)
         count[kind] += 1
     runner_cpu = cpu["runner, ran the app"]
     other = sum(v for k, v in cpu.items() if k != "runner, ran the app")
     states = Counter(r["State"].split()[0] for r in rows.values())
-    return {"cpu_s_by_kind": dict(cpu), "jobs_by_kind": dict(count), "runner_cpu_s": runner_cpu,
-            "non_runner_cpu_s": other, "ratio": other / runner_cpu if runner_cpu else None,
-            "job_states": dict(states), "how": "sacct -X -o " + ",".join(SACCT_FIELDS)}
+    return {
+        "cpu_s_by_kind": dict(cpu),
+        "jobs_by_kind": dict(count),
+        "runner_cpu_s": runner_cpu,
+        "non_runner_cpu_s": other,
+        "ratio": other / runner_cpu if runner_cpu else None,
+        "job_states": dict(states),
+        "how": "sacct -X -o " + ",".join(SACCT_FIELDS),
+    }
 
 
 def sacct_epoch(s: str) -> float | None:
@@ -399,15 +441,27 @@ def rpc_figures(sdiag: dict[str, Any], window: float, runners: int) -> dict[str,
     daemon = sum(v for k, v in sdiag["by_type"].items() if k in DAEMON_RPCS)
     own = sum(v for k, v in sdiag["by_type"].items() if k in BENCH_RPCS)
     clients = sdiag["total"] - daemon - own
-    return {"rpcs_total": sdiag["total"], "rpcs_daemons": daemon, "rpcs_bench_sdiag": own,
-            "rpcs_clients": clients, "counting_window_s": window,
-            "rpcs_per_runner": sdiag["total"] / runners if runners else None,
-            "client_rpcs_per_runner": clients / runners if runners else None,
-            "rpcs_per_s": sdiag["total"] / window if window else None}
+    return {
+        "rpcs_total": sdiag["total"],
+        "rpcs_daemons": daemon,
+        "rpcs_bench_sdiag": own,
+        "rpcs_clients": clients,
+        "counting_window_s": window,
+        "rpcs_per_runner": sdiag["total"] / runners if runners else None,
+        "client_rpcs_per_runner": clients / runners if runners else None,
+        "rpcs_per_s": sdiag["total"] / window if window else None,
+    }
 
 
-def measure(chains: list[Chain], dirs: list[Path], rows: dict[str, dict[str, str]], sdiag: dict[str, Any],
-            t_read: float, note: dict[str, Any], work: Workload) -> dict[str, Any]:
+def measure(
+    chains: list[Chain],
+    dirs: list[Path],
+    rows: dict[str, dict[str, str]],
+    sdiag: dict[str, Any],
+    t_read: float,
+    note: dict[str, Any],
+    work: Workload,
+) -> dict[str, Any]:
     slots = note["slots"] = job_slots()
     per = chain_results(chains, dirs, work)
     alloc = allocation(rows, per["ran_app"])
@@ -419,76 +473,119 @@ def measure(chains: list[Chain], dirs: list[Path], rows: dict[str, dict[str, str
     runner_bound = max(alloc["runner_cpu_s"] / n, alloc["runner_cpu_s"] / slots)
     runners = alloc["jobs_by_kind"].get("runner, ran the app", 0)
     return {
-        "ok": per["states"].get("completed", 0) == len(dirs) and not per["iterations_done_twice"]
-        and not per["iterations_never_done"] and not note.get("error"),
-        "submit_to_last_completion_s": span, "slot_bound_s": bound, "over_slot_bound": span / bound if span else None,
+        "ok": per["states"].get("completed", 0) == len(dirs)
+        and not per["iterations_done_twice"]
+        and not per["iterations_never_done"]
+        and not note.get("error"),
+        "submit_to_last_completion_s": span,
+        "slot_bound_s": bound,
+        "over_slot_bound": span / bound if span else None,
         "runner_allocation_bound_s": runner_bound,
         "over_runner_allocation_bound": span / runner_bound if span and runner_bound else None,
         "submit_to_last_job_end_s": last_job_end(rows) - t0 if rows else None,
         "submit_to_chain_end_s": {"median": statistics.median(per["ends"]) - t0, "min": min(per["ends"]) - t0}
-        if per["ends"] else None,
+        if per["ends"]
+        else None,
         "submit_s": note.get("t_submitted", t0) - t0,
-        "chains_completed": per["states"].get("completed", 0), "states": per["states"],
-        "not_completed": per["not_completed"], "runners_per_chain": per["runners_per_chain"],
-        "iterations_done_twice": per["iterations_done_twice"], "iterations_never_done": per["iterations_never_done"],
-        "hooks_s": hook_seconds(dirs), "runner_jobs_ran_app": runners,
+        "chains_completed": per["states"].get("completed", 0),
+        "states": per["states"],
+        "not_completed": per["not_completed"],
+        "runners_per_chain": per["runners_per_chain"],
+        "iterations_done_twice": per["iterations_done_twice"],
+        "iterations_never_done": per["iterations_never_done"],
+        "hooks_s": hook_seconds(dirs),
+        "runner_jobs_ran_app": runners,
         **rpc_figures(sdiag, t_read - note["t_reset"], runners),
-        "idle_allocation_ratio": alloc["ratio"], "allocation": alloc, "sdiag": sdiag,
-        "rpcs_by_user": sdiag["by_user"], "slots": slots, **{k: v for k, v in note.items() if k != "slots"},
+        "idle_allocation_ratio": alloc["ratio"],
+        "allocation": alloc,
+        "sdiag": sdiag,
+        "rpcs_by_user": sdiag["by_user"],
+        "slots": slots,
+        **{k: v for k, v in note.items() if k != "slots"},
     }
 
 
 # --------------------------------------------------------------------------- report
 def render(results: dict[str, Any]) -> str:
     w, runs, m = results["workload"], results["runs"], results["machine"]
-    L = [f"# A sweep larger than the cluster (bench/sweep.py), {results['date']}", "",
-         (f"Commit {results['git_at_start']['commit']} (at the end {results['git_at_end']['commit']}); "
-         f"{results['cluster']}, {runs[0]['slots'] if runs else '?'} job slots; {m['nproc']} CPUs (nproc), "
-         f"Debian {m['debian_version']}, host {m['hostname']}."), "",
-         (f"Each chain: `examples/python/app.py`, {w['max_iter']} iterations of {w['iter_seconds']:g} s, "
-         f"checkpoint every {w['checkpoint_every']}, `runner_time={w['runner_time']!r}`, "
-         f"`runner_margin={w['runner_margin']}`, step_aside_after "
-         f"{w['step_aside_after'] if w['step_aside_after'] is not None else 'default'}; partition debug; "
-         f"`Chain.submit_many(parallel={results['args']['parallel']})`, `Chain.wait_all(poll="
-         f"{results['args']['poll']:g}, check={results['args']['check']:g})`."), "",
-         ("| mode | N | first submit → last completion | slot bound | ratio | slots busy "
-         "| RPCs total (clients) | per runner | per second | idle allocation | chains completed "
-         "| iterations done twice / never | runners: chains | load 1 min (min–max) |"),
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        f"# A sweep larger than the cluster (bench/sweep.py), {results['date']}",
+        "",
+        (
+            f"Commit {results['git_at_start']['commit']} (at the end {results['git_at_end']['commit']}); "
+            f"{results['cluster']}, {runs[0]['slots'] if runs else '?'} job slots; {m['nproc']} CPUs (nproc), "
+            f"Debian {m['debian_version']}, host {m['hostname']}."
+        ),
+        "",
+        (
+            f"Each chain: `examples/python/app.py`, {w['max_iter']} iterations of {w['iter_seconds']:g} s, "
+            f"checkpoint every {w['checkpoint_every']}, `runner_time={w['runner_time']!r}`, "
+            f"`runner_margin={w['runner_margin']}`, step_aside_after "
+            f"{w['step_aside_after'] if w['step_aside_after'] is not None else 'default'}; partition debug; "
+            f"`Chain.submit_many(parallel={results['args']['parallel']})`, `Chain.wait_all(poll="
+            f"{results['args']['poll']:g}, check={results['args']['check']:g})`."
+        ),
+        "",
+        (
+            "| mode | N | first submit → last completion | slot bound | ratio | slots busy "
+            "| RPCs total (clients) | per runner | per second | idle allocation | chains completed "
+            "| iterations done twice / never | runners: chains | load 1 min (min–max) |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in runs:
         ld = r.get("load_1min_during") or {}
         per_chain = ", ".join(f"{k}: {v}" for k, v in r["runners_per_chain"].items())
-        L.append(f"| {r['mode']} | {r['n']} | {fmt(r['submit_to_last_completion_s'])} s | {fmt(r['slot_bound_s'])} s "
-                 f"| **{fmt(r['over_slot_bound'], 2)} ×** | {fmt(busy(r), 2)} "
-                 f"| {r['rpcs_total']} ({r['rpcs_clients']}) | {fmt(r['rpcs_per_runner'], 1)} "
-                 f"| **{fmt(r['rpcs_per_s'], 2)}** | {fmt(r['idle_allocation_ratio'], 3)} "
-                 f"| {r['chains_completed']}/{r['n']} | {r['iterations_done_twice']} / {r['iterations_never_done']} "
-                 f"| {per_chain} | {fmt(ld.get('min'), 2)}–{fmt(ld.get('max'), 2)} |")
+        L.append(
+            f"| {r['mode']} | {r['n']} | {fmt(r['submit_to_last_completion_s'])} s | {fmt(r['slot_bound_s'])} s "
+            f"| **{fmt(r['over_slot_bound'], 2)} ×** | {fmt(busy(r), 2)} "
+            f"| {r['rpcs_total']} ({r['rpcs_clients']}) | {fmt(r['rpcs_per_runner'], 1)} "
+            f"| **{fmt(r['rpcs_per_s'], 2)}** | {fmt(r['idle_allocation_ratio'], 3)} "
+            f"| {r['chains_completed']}/{r['n']} | {r['iterations_done_twice']} / {r['iterations_never_done']} "
+            f"| {per_chain} | {fmt(ld.get('min'), 2)}–{fmt(ld.get('max'), 2)} |"
+        )
     L += ["", "## Every run", ""]
     for r in runs:
         ce = r["submit_to_chain_end_s"] or {}
-        L += [f"### {r['mode']}, N = {r['n']} ({'ok' if r['ok'] else 'NOT OK'})", "",
-              (f"- started {r.get('started_at')}, commit {r.get('git')}, load {r.get('loadavg_start')} → "
-              f"{r.get('loadavg_end')}, {r['other_jobs_at_start']} other jobs queued at the start"),
-              (f"- submit_many took {fmt(r['submit_s'])} s; last job left {fmt(r['submit_to_last_job_end_s'])} s "
-              f"after the first submit; the first chain completed after {fmt(ce.get('min'))} s, the median one "
-               f"after {fmt(ce.get('median'))} s; "
-               f"sdiag counted {fmt(r['counting_window_s'])} s"),
-              (f"- runners' allocation {r['allocation']['runner_cpu_s']} CPU-s "
-               f"(the last completion is {fmt(r['over_runner_allocation_bound'], 2)} × that over the slots), the rest "
-              f"{r['allocation']['non_runner_cpu_s']} CPU-s: {r['allocation']['cpu_s_by_kind']}; jobs "
-              f"{r['allocation']['jobs_by_kind']}, states {r['allocation']['job_states']}"),
-              (f"- RPCs: {r['rpcs_total']} = {r['rpcs_clients']} from clients + {r['rpcs_daemons']} from slurmd/"
-              f"slurmdbd + {r['rpcs_bench_sdiag']} the bench's sdiag; by user {r['rpcs_by_user']}; "
-              "sdiag jobs " + ", ".join(f"{k} {v}" for k, v in r["sdiag"]["jobs"].items()
-                                           if k not in ("jobs_pending", "jobs_running"))),
-              "- by type: " + ", ".join(f"{k} {v}" for k, v in r["sdiag"]["by_type"].items())]
+        L += [
+            f"### {r['mode']}, N = {r['n']} ({'ok' if r['ok'] else 'NOT OK'})",
+            "",
+            (
+                f"- started {r.get('started_at')}, commit {r.get('git')}, load {r.get('loadavg_start')} → "
+                f"{r.get('loadavg_end')}, {r['other_jobs_at_start']} other jobs queued at the start"
+            ),
+            (
+                f"- submit_many took {fmt(r['submit_s'])} s; last job left {fmt(r['submit_to_last_job_end_s'])} s "
+                f"after the first submit; the first chain completed after {fmt(ce.get('min'))} s, the median one "
+                f"after {fmt(ce.get('median'))} s; "
+                f"sdiag counted {fmt(r['counting_window_s'])} s"
+            ),
+            (
+                f"- runners' allocation {r['allocation']['runner_cpu_s']} CPU-s "
+                f"(the last completion is {fmt(r['over_runner_allocation_bound'], 2)} × that over the slots), the rest "
+                f"{r['allocation']['non_runner_cpu_s']} CPU-s: {r['allocation']['cpu_s_by_kind']}; jobs "
+                f"{r['allocation']['jobs_by_kind']}, states {r['allocation']['job_states']}"
+            ),
+            (
+                f"- RPCs: {r['rpcs_total']} = {r['rpcs_clients']} from clients + {r['rpcs_daemons']} from slurmd/"
+                f"slurmdbd + {r['rpcs_bench_sdiag']} the bench's sdiag; by user {r['rpcs_by_user']}; "
+                "sdiag jobs "
+                + ", ".join(
+                    f"{k} {v}" for k, v in r["sdiag"]["jobs"].items() if k not in ("jobs_pending", "jobs_running")
+                )
+            ),
+            "- by type: " + ", ".join(f"{k} {v}" for k, v in r["sdiag"]["by_type"].items()),
+        ]
         hk = r.get("hooks_s") or {}
-        L.append(f"- completion hooks (`chain report`) per chain: median {fmt(hk.get('median'))} s, "
-                 f"max {fmt(hk.get('max'))} s")
+        L.append(
+            f"- completion hooks (`chain report`) per chain: median {fmt(hk.get('median'))} s, "
+            f"max {fmt(hk.get('max'))} s"
+        )
         if r.get("error") or r["not_completed"] or r["cancelled_by_bench"]:
-            L.append(f"- **error**: {r.get('error', '-')}; not completed: {r['not_completed']}; "
-                     f"cancelled by the bench: {r['cancelled_by_bench']}")
+            L.append(
+                f"- **error**: {r.get('error', '-')}; not completed: {r['not_completed']}; "
+                f"cancelled by the bench: {r['cancelled_by_bench']}"
+            )
         L.append("")
     if results.get("remarks"):  # added to the JSON by hand after the run
         L += ["## Remarks (added after the run)", ""] + [f"- {x}" for x in results["remarks"]] + [""]
@@ -515,28 +612,45 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=4, help="submit_many's parallel (default %(default)s)")
     ap.add_argument("--poll", type=float, default=2.0, help="wait_all's poll, s (default %(default)s)")
     ap.add_argument("--check", type=float, default=120.0, help="wait_all's check, s (default %(default)s)")
-    ap.add_argument("--timeout", type=float, default=1200.0,
-                    help="wait_all's timeout per sweep, s (default %(default)s)")
+    ap.add_argument(
+        "--timeout", type=float, default=1200.0, help="wait_all's timeout per sweep, s (default %(default)s)"
+    )
     ap.add_argument("--drain", type=float, default=180.0, help="wait for the jobs to leave, s (default %(default)s)")
     ap.add_argument("--work", default=str(BENCH / ".work"), help="scratch directory (default %(default)s)")
     ap.add_argument("--out", default=str(BENCH / "results"), help="results directory (default %(default)s)")
     ap.add_argument("--stem", help="results file name (default sweep-<date>)")
-    ap.add_argument("--rerender", metavar="JSON", help="recompute the hook times of an earlier results file "
-                    "from its work directories and write its table again (no Slurm jobs)")
+    ap.add_argument(
+        "--rerender",
+        metavar="JSON",
+        help="recompute the hook times of an earlier results file "
+        "from its work directories and write its table again (no Slurm jobs)",
+    )
     args = ap.parse_args()
     if args.rerender:
         return rerender(Path(args.rerender))
-    work = Workload(args.iters, args.iter_seconds, args.checkpoint_every, args.runner_time, args.runner_margin,
-                    args.step_aside_after)
+    work = Workload(
+        args.iters,
+        args.iter_seconds,
+        args.checkpoint_every,
+        args.runner_time,
+        args.runner_margin,
+        args.step_aside_after,
+    )
     if real("sinfo", "-h", "-o", "%P").returncode != 0:
-        log("the Slurm controller does not answer: bash scripts/dev-cluster up; "
-            "eval \"$(bash scripts/dev-cluster env)\"")
+        log('the Slurm controller does not answer: bash scripts/dev-cluster up; eval "$(bash scripts/dev-cluster env)"')
         return 2
     base = Path(args.work) / time.strftime("%Y-%m-%dT%H%M%S")
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(), "git_at_start": git_commit(),
-        "loadavg_at_start": loadavg(), "cluster": f"{real('sinfo', '-V').stdout.strip()}, MinJobAge {min_job_age()}",
-        "python": sys.executable, "workload": asdict(work), "args": vars(args), "runs": []}
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": machine(),
+        "git_at_start": git_commit(),
+        "loadavg_at_start": loadavg(),
+        "cluster": f"{real('sinfo', '-V').stdout.strip()}, MinJobAge {min_job_age()}",
+        "python": sys.executable,
+        "workload": asdict(work),
+        "args": vars(args),
+        "runs": [],
+    }
     stem = args.stem or f"sweep-{time.strftime('%Y-%m-%d')}"
     for sig in (signal.SIGINT, signal.SIGTERM):  # a run interrupted still cancels its chains (finally)
         signal.signal(sig, interrupted)

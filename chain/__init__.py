@@ -24,8 +24,16 @@ if TYPE_CHECKING:
     from chain.api.handle import Chain
 
 __version__ = "0.1.0"
-__all__ = ["BackendUnavailable", "Chain", "ChainDirError", "ChainError", "CheckpointError", "ConfigError",
-           "SchedulerError", "__version__"]
+__all__ = [
+    "BackendUnavailable",
+    "Chain",
+    "ChainDirError",
+    "ChainError",
+    "CheckpointError",
+    "ConfigError",
+    "SchedulerError",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -89,9 +89,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     applied = apply_env(env.stdout)
     if "SLURM_CONF" not in applied:
         _fail("scripts/dev-cluster env printed no SLURM_CONF", env)
-    node = subprocess.run(
-        ["hostname", "-s"], capture_output=True, text=True, timeout=10, check=True
-    ).stdout.strip()
+    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     yield SlurmCluster(
         slurm_conf=applied["SLURM_CONF"],
         node=node,

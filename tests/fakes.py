@@ -42,8 +42,16 @@ class FakeBackend(Backend):
         self.down: set[str] = set()  # nodes shown down
         self.node_queries = 0  # down_nodes calls (sinfo)
 
-    def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
-               env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = ()) -> str:
+    def submit(
+        self,
+        script: Path,
+        *,
+        job_name: str,
+        dependency: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        exclude: Sequence[str] = (),
+    ) -> str:
         self.excluded.append(tuple(exclude))
         job_id = str(self.next_id)
         self.next_id += 1
@@ -76,8 +84,13 @@ class FakeBackend(Backend):
         self.asked_exit_codes.append(exit_codes)
         # without exit codes an ended job's may be missing (the Slurm CLI's
         # squeue has none): the caller must not need it
-        return {j: self.states[j] if exit_codes or not self.states[j].state.finished
-                else dataclasses.replace(self.states[j], exit_code=None) for j in job_ids if j in self.states}
+        return {
+            j: self.states[j]
+            if exit_codes or not self.states[j].state.finished
+            else dataclasses.replace(self.states[j], exit_code=None)
+            for j in job_ids
+            if j in self.states
+        }
 
     def find_by_name(self, job_name: str) -> list[str]:
         return list(self.names.get(job_name, []))

@@ -17,8 +17,14 @@ T = TypeVar("T")
 GENEROUS = 30.0  # seconds: far beyond any event's normal delay, short enough to fail a hung test
 
 
-def wait_until(predicate: Callable[[], T | None], timeout: float = GENEROUS, *, interval: float = 0.05,
-               what: str = "", describe: Callable[[], object] | None = None) -> T:
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float = GENEROUS,
+    *,
+    interval: float = 0.05,
+    what: str = "",
+    describe: Callable[[], object] | None = None,
+) -> T:
     """Poll ``predicate`` until it returns something truthy, and return that.
 
     Raises AssertionError after ``timeout`` seconds, naming ``what`` and, if

@@ -32,18 +32,40 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "cancel": "cancelling",
-    "chain_dir_path": "config", "check_app": "config", "load_settings": "config", "stored_settings": "config",
+    "chain_dir_path": "config",
+    "check_app": "config",
+    "load_settings": "config",
+    "stored_settings": "config",
     "Chain": "handle",
-    "open_chain": "status", "status_report": "status",
-    "FINISHING_WAIT": "submission", "Submitted": "submission", "archive_chain_dir": "submission",
-    "known_submitters": "submission", "refuse_live_submitter": "submission", "render": "submission",
-    "render_chain": "submission", "submit": "submission",
+    "open_chain": "status",
+    "status_report": "status",
+    "FINISHING_WAIT": "submission",
+    "Submitted": "submission",
+    "archive_chain_dir": "submission",
+    "known_submitters": "submission",
+    "refuse_live_submitter": "submission",
+    "render": "submission",
+    "render_chain": "submission",
+    "submit": "submission",
 }
 
 __all__ = [
-    "FINISHING_WAIT", "Chain", "Submitted", "archive_chain_dir", "cancel", "chain_dir_path", "check_app",
-    "known_submitters", "load_settings", "open_chain", "refuse_live_submitter", "render", "render_chain",
-    "status_report", "stored_settings", "submit",
+    "FINISHING_WAIT",
+    "Chain",
+    "Submitted",
+    "archive_chain_dir",
+    "cancel",
+    "chain_dir_path",
+    "check_app",
+    "known_submitters",
+    "load_settings",
+    "open_chain",
+    "refuse_live_submitter",
+    "render",
+    "render_chain",
+    "status_report",
+    "stored_settings",
+    "submit",
 ]
 
 

@@ -15,8 +15,14 @@ from chain.effects.ending import mark_cancelled
 from chain.store import ChainStatus
 
 
-def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = None,
-           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+def cancel(
+    chain_dir: Path,
+    *,
+    wait: float = 60.0,
+    backend: Backend | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Stop the submitter and the runner (the app gets SIGTERM and may
     checkpoint), and mark the chain cancelled. ``backend``: as ``submit``."""
     chain, status = open_chain(chain_dir)
@@ -34,8 +40,13 @@ def cancel(chain_dir: Path, *, wait: float = 60.0, backend: Backend | None = Non
             break
         sleep(0.5)
     with chain.locked():
-        mark_cancelled(chain, chain.load_status() or status, "cancelled by chain cancel", backend=backend,
-                       settings=stored_settings(chain))
+        mark_cancelled(
+            chain,
+            chain.load_status() or status,
+            "cancelled by chain cancel",
+            backend=backend,
+            settings=stored_settings(chain),
+        )
     return f"chain {status.chain_id} cancelled"
 
 

@@ -20,8 +20,10 @@ from chain.store.counter import read_chain_counter
 
 CHAIN_DIR_NAME = ".chain"  # the chain directory in a working directory, by default
 
-COUNTER_RULE = ("a counter holds one plain integer, the iterations done (e.g. 10), or is absent "
-                "for a fresh start: repair or remove it, then submit again")
+COUNTER_RULE = (
+    "a counter holds one plain integer, the iterations done (e.g. 10), or is absent "
+    "for a fresh start: repair or remove it, then submit again"
+)
 
 
 def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
@@ -136,11 +138,13 @@ def _check_program(settings: Settings, workdir: Path) -> None:
     if settings.module_list or shutil.which(program):
         return
     try:  # a shell builtin or keyword (`exec`, `time`) is an app command too
-        kind = subprocess.run(["bash", "-c", 'type -t -- "$1"', "_", program],
-                              capture_output=True, text=True, check=False).stdout.strip()
+        kind = subprocess.run(
+            ["bash", "-c", 'type -t -- "$1"', "_", program], capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:  # no bash here: the runner runs the app with bash -c, so it could not run either
-        raise ConfigError(f"app command {program!r} not found on PATH, and bash, which runs it, is not "
-                          "on PATH either") from None
+        raise ConfigError(
+            f"app command {program!r} not found on PATH, and bash, which runs it, is not on PATH either"
+        ) from None
     if kind not in ("builtin", "keyword", "function"):
         raise ConfigError(f"app command {program!r} not found on PATH")
 
@@ -150,8 +154,9 @@ def check_room(settings: Settings, backend: Backend, notify: Callable[[str], Non
     (``chain.core.limits``), naming relay mode where it fits; say so when
     they only slow it down."""
     limits = backend.job_limits(account=settings.account, qos=settings.qos, partition=settings.partition)
-    verdict = room(settings.mode, lookahead=settings.lookahead, step_aside_after=settings.step_aside_after,
-                   limits=limits)
+    verdict = room(
+        settings.mode, lookahead=settings.lookahead, step_aside_after=settings.step_aside_after, limits=limits
+    )
     if verdict.refusal:
         raise ConfigError(verdict.refusal)
     if verdict.warning and notify:

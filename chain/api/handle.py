@@ -40,10 +40,17 @@ class Chain:
         open_chain(self.chain_dir)  # a one-line error when there is no chain
 
     @classmethod
-    def submit(cls, workdir: str | os.PathLike[str] = ".", *, chain_dir: str | os.PathLike[str] | None = None,
-               config: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None,
-               backend: str | Backend | None = None, on_message: Callable[[str], None] | None = None,
-               **settings: Any) -> Chain:
+    def submit(
+        cls,
+        workdir: str | os.PathLike[str] = ".",
+        *,
+        chain_dir: str | os.PathLike[str] | None = None,
+        config: str | os.PathLike[str] | None = None,
+        environ: dict[str, str] | None = None,
+        backend: str | Backend | None = None,
+        on_message: Callable[[str], None] | None = None,
+        **settings: Any,
+    ) -> Chain:
         """Submit a new chain running in ``workdir`` (created if missing;
         removed again if this call made it and the submit fails).
 
@@ -63,8 +70,15 @@ class Chain:
         work.mkdir(parents=True, exist_ok=True)
         directory = Path(chain_dir).resolve() if chain_dir else work / CHAIN_DIR_NAME
         try:
-            submit_chain(settings, environ or {}, config=Path(config) if config else None, chain_dir=directory,
-                         workdir=work, notify=on_message, backend=given)
+            submit_chain(
+                settings,
+                environ or {},
+                config=Path(config) if config else None,
+                chain_dir=directory,
+                workdir=work,
+                notify=on_message,
+                backend=given,
+            )
         except BaseException:
             _remove_made(made, directory)
             raise
@@ -77,8 +91,9 @@ class Chain:
         return cls(resolve_chain_dir(Path(path)), backend=backend)
 
     @staticmethod
-    def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
-                    backend: Backend | None = None) -> list[Chain]:
+    def submit_many(
+        specs: Iterable[Mapping[str, Any]], *, parallel: int = 4, backend: Backend | None = None
+    ) -> list[Chain]:
         """Submit a sweep: ``Chain.submit(**spec)`` for each spec, at most
         ``parallel`` at once (``chain.api.sweep.submit_many``)."""
         from chain.api.sweep import submit_many
@@ -86,9 +101,15 @@ class Chain:
         return submit_many(specs, parallel=parallel, backend=backend)
 
     @staticmethod
-    def wait_all(chains: Sequence[Chain], timeout: float | None = None, poll: float = 10.0, *,
-                 check: float = 120.0, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> list[StatusReport]:
+    def wait_all(
+        chains: Sequence[Chain],
+        timeout: float | None = None,
+        poll: float = 10.0,
+        *,
+        check: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> list[StatusReport]:
         """Wait for a sweep: the chains' own files every ``poll`` seconds, and
         one scheduler query for all of them every ``check`` seconds
         (``chain.api.sweep.wait_all``); their final status reports."""
@@ -96,8 +117,7 @@ class Chain:
 
         backends = {id(c._backend) for c in chains}
         backend = chains[0]._backend if chains and len(backends) == 1 else None
-        return wait_all(chains, timeout=timeout, poll=poll, check=check, sleep=sleep, clock=clock,
-                        backend=backend)
+        return wait_all(chains, timeout=timeout, poll=poll, check=check, sleep=sleep, clock=clock, backend=backend)
 
     @property
     def chain_id(self) -> str:
@@ -107,9 +127,14 @@ class Chain:
         """The typed status report (``chain status --json`` is its ``to_json()``)."""
         return status_report(self.chain_dir, history=history, backend=self._backend)
 
-    def wait(self, timeout: float | None = None, poll: float = 5.0, *,
-             sleep: Callable[[float], None] = time.sleep,
-             clock: Callable[[], float] = time.monotonic) -> StatusReport:
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: float = 5.0,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> StatusReport:
         """Wait until the chain has ended; its final status. A ``ChainError``
         after ``timeout`` seconds (the chain goes on), or at once when its
         jobs were cancelled outside chain (``scancel``) with none left to
@@ -120,8 +145,10 @@ class Chain:
             if report.state.ended:
                 return report
             if report.cancelled_outside:
-                raise ChainError(f"chain {report.chain_id}: {report.cancelled_outside}, and nothing of it runs: "
-                                 "chain cancel closes it, chain submit --resume continues it")
+                raise ChainError(
+                    f"chain {report.chain_id}: {report.cancelled_outside}, and nothing of it runs: "
+                    "chain cancel closes it, chain submit --resume continues it"
+                )
             if give_up is not None and clock() >= give_up:
                 raise ChainError(f"chain {report.chain_id} still {report.state.value} after {timeout:.0f}s")
             sleep(poll)
@@ -130,17 +157,31 @@ class Chain:
         """Stop the submitter and the runner (the app may checkpoint)."""
         return cancel_chain(self.chain_dir, backend=self._backend)
 
-    def resume(self, *, environ: dict[str, str] | None = None, on_message: Callable[[str], None] | None = None,
-               reset_excluded: bool = False, **overrides: Any) -> Chain:
+    def resume(
+        self,
+        *,
+        environ: dict[str, str] | None = None,
+        on_message: Callable[[str], None] | None = None,
+        reset_excluded: bool = False,
+        **overrides: Any,
+    ) -> Chain:
         """Continue the chain from its checkpoint with its stored settings,
         ``overrides`` changing them (e.g. ``max_iter=1000`` to extend);
         ``on_message`` as for ``submit``; ``reset_excluded``: use again the
         nodes the chain excluded."""
         _check_setting_names(overrides)
         _, status = open_chain(self.chain_dir)
-        submit_chain(overrides, environ or {}, config=None, chain_dir=self.chain_dir,
-                     workdir=Path(status.workdir), resume=True, notify=on_message,
-                     backend=self._backend, reset_excluded=reset_excluded)
+        submit_chain(
+            overrides,
+            environ or {},
+            config=None,
+            chain_dir=self.chain_dir,
+            workdir=Path(status.workdir),
+            resume=True,
+            notify=on_message,
+            backend=self._backend,
+            reset_excluded=reset_excluded,
+        )
         return self
 
     def report(self) -> list[Path]:

@@ -158,8 +158,17 @@ def _row(directory: Path, now: float) -> ChainRow:
         runners, _ = chain.recent_runners(RECENT_RUNNERS + 1)
         current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
         metrics = progress_metrics(RunnerView.window(runners, current), iteration, max_iter, now)
-    return ChainRow(str(directory), status.chain_id, mode, status.state.value, iteration, max_iter,
-                    metrics["rate_per_hour"], metrics["eta_seconds"], status.reason)
+    return ChainRow(
+        str(directory),
+        status.chain_id,
+        mode,
+        status.state.value,
+        iteration,
+        max_iter,
+        metrics["rate_per_hour"],
+        metrics["eta_seconds"],
+        status.reason,
+    )
 
 
 def _live_counter(settings: Mapping[str, Any], workdir: str, recorded: int) -> int:

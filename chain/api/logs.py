@@ -28,29 +28,43 @@ class LogSource:
 def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> LogSource:
     """Runner ``seq``'s output; without ``seq`` the current runner's, else the last one's."""
     if seq is None and status.runner_job_id:
-        return LogSource(runner_name(status.runner_seq, status.runner_job_id), status.runner_job_id,
-                         chain.runner_output(status.runner_job_id))
+        return LogSource(
+            runner_name(status.runner_seq, status.runner_job_id),
+            status.runner_job_id,
+            chain.runner_output(status.runner_job_id),
+        )
     if seq is not None and seq == status.runner_seq and status.runner_job_id:
         return runner_log(chain, status)
     for entry in reversed(list(chain.iter_runners())):
         if seq is None or entry.seq == seq:
             return LogSource(runner_name(entry.seq, entry.job_id), entry.job_id, chain.runner_output(entry.job_id))
-    raise ChainDirError(f"chain {status.chain_id} has no runner {seq}" if seq is not None else
-                        f"chain {status.chain_id} has run no runner yet")
+    raise ChainDirError(
+        f"chain {status.chain_id} has no runner {seq}"
+        if seq is not None
+        else f"chain {status.chain_id} has run no runner yet"
+    )
 
 
 def submitter_log(chain: ChainDir, status: ChainStatus) -> LogSource:
     if not status.submitter_job_id:
         if stored_settings(chain).mode is Mode.RELAY:
-            raise ChainDirError(f"chain {status.chain_id} runs in relay mode: it has no submitter job "
-                                "(the runners' output says what each judged: chain logs --runner N)")
+            raise ChainDirError(
+                f"chain {status.chain_id} runs in relay mode: it has no submitter job "
+                "(the runners' output says what each judged: chain logs --runner N)"
+            )
         raise ChainDirError(f"chain {status.chain_id} has no submitter job yet")
     job = status.submitter_job_id
     return LogSource(f"submitter (job {job})", job, chain.slurm_logs / f"submitter-{job}.out")
 
 
-def follow(chain_dir: Path, write: Callable[[str], None], *, submitter: bool = False,
-           interval: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
+def follow(
+    chain_dir: Path,
+    write: Callable[[str], None],
+    *,
+    submitter: bool = False,
+    interval: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Print the current runner's (or submitter's) output as it grows,
     moving on to the next runner's, until the chain has ended and the last
     output is printed."""

@@ -77,8 +77,11 @@ class StatusReport:
     @property
     def submitter_lost(self) -> bool:
         """The chain is not over but nothing drives it (resume it)."""
-        return self.mode != "relay" and self.state in (ChainState.RUNNING, ChainState.PENDING) and (
-            self.nothing_driving or (bool(self.submitter_state) and JobState.parse(self.submitter_state).final))
+        return (
+            self.mode != "relay"
+            and self.state in (ChainState.RUNNING, ChainState.PENDING)
+            and (self.nothing_driving or (bool(self.submitter_state) and JobState.parse(self.submitter_state).final))
+        )
 
     @property
     def stalled(self) -> bool:
@@ -113,8 +116,9 @@ def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus
     return chain, status
 
 
-def status_report(chain_dir: Path, *, live: bool = True, history: int | None = None,
-                  backend: Backend | None = None) -> StatusReport:
+def status_report(
+    chain_dir: Path, *, live: bool = True, history: int | None = None, backend: Backend | None = None
+) -> StatusReport:
     """Everything ``chain status`` shows. ``history``: judged runners listed
     (all when None); ``live``: ask the scheduler about the live jobs;
     ``backend``: as ``submit`` (by default the chain's own)."""
@@ -137,31 +141,56 @@ def status_report(chain_dir: Path, *, live: bool = True, history: int | None = N
 
     from chain.reporting.metrics import chain_metrics
 
-    metrics = chain_metrics(RunnerView.window(recent[-METRICS_WINDOW:], current), iteration, settings.max_iter,
-                            time.time(), ended=status.state.ended)
+    metrics = chain_metrics(
+        RunnerView.window(recent[-METRICS_WINDOW:], current),
+        iteration,
+        settings.max_iter,
+        time.time(),
+        ended=status.state.ended,
+    )
     report = StatusReport(
-        chain_id=status.chain_id, state=status.state, iteration=iteration, max_iter=settings.max_iter,
-        backend=status.backend, mode=settings.mode.value, reason=status.reason, submitter_cycle=status.submitter_cycle,
-        submitter_job_id=status.submitter_job_id, submitter_state=_job_state(slurm, status.submitter_job_id),
+        chain_id=status.chain_id,
+        state=status.state,
+        iteration=iteration,
+        max_iter=settings.max_iter,
+        backend=status.backend,
+        mode=settings.mode.value,
+        reason=status.reason,
+        submitter_cycle=status.submitter_cycle,
+        submitter_job_id=status.submitter_job_id,
+        submitter_state=_job_state(slurm, status.submitter_job_id),
         runner_job_id=status.runner_job_id if status.runner_live else "",
         runner_state=_job_state(slurm, status.runner_job_id) if status.runner_live else "",
-        next_job_id=status.next_job_id, next_state=_job_state(slurm, status.next_job_id),
+        next_job_id=status.next_job_id,
+        next_state=_job_state(slurm, status.next_job_id),
         relay_broken=status.relay_broken,
         excluded_nodes=list(status.excluded_nodes),
-        current_runner=current, runners=runners, runner_count=total,
-        hooks=status.hooks, metrics=metrics, outputs=_outputs(chain), created=status.created,
-        updated=status.updated, completed_at=status.completed_at or None, workdir=status.workdir,
-        chain_dir=str(chain.root), log=str(chain.log_file), scheduler_error=scheduler_error,
+        current_runner=current,
+        runners=runners,
+        runner_count=total,
+        hooks=status.hooks,
+        metrics=metrics,
+        outputs=_outputs(chain),
+        created=status.created,
+        updated=status.updated,
+        completed_at=status.completed_at or None,
+        workdir=status.workdir,
+        chain_dir=str(chain.root),
+        log=str(chain.log_file),
+        scheduler_error=scheduler_error,
         nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error, relay=relay),
         cancelled_outside=_cancelled_outside(status, slurm, chain.cancel_file.exists())
-        if relay and asked is not None else "")
+        if relay and asked is not None
+        else "",
+    )
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
         report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
     return report
 
 
-def _ask_scheduler(status: ChainStatus, chain_dir: Path,
-                   backend: Backend | None) -> tuple[dict[str, JobInfo], str, Backend | None]:
+def _ask_scheduler(
+    status: ChainStatus, chain_dir: Path, backend: Backend | None
+) -> tuple[dict[str, JobInfo], str, Backend | None]:
     """The live jobs' states, or the scheduler's error (the view goes on),
     and the backend that answered (``backend``, else one made for the
     chain's own; None on an error or when the chain has ended)."""
@@ -178,8 +207,11 @@ def _ask_scheduler(status: ChainStatus, chain_dir: Path,
 def live_job_ids(status: ChainStatus) -> list[str]:
     """The jobs that drive the chain as its state file names them: its
     submitter, its live runner, the runner queued behind it."""
-    return [i for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "",
-                        status.next_job_id) if i]
+    return [
+        i
+        for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "", status.next_job_id)
+        if i
+    ]
 
 
 def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, relay: bool, cancelling: bool = False) -> str:
@@ -202,8 +234,11 @@ def _job_state(slurm: Mapping[str, JobInfo], job_id: str) -> str:
 
 
 def _outputs(chain: ChainDir) -> list[str]:
-    return [str(p) for p in (chain.reports / "usage.csv", chain.reports / "summary.json",
-                             chain.reports / "progress.png") if p.exists()]
+    return [
+        str(p)
+        for p in (chain.reports / "usage.csv", chain.reports / "summary.json", chain.reports / "progress.png")
+        if p.exists()
+    ]
 
 
 def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: bool, *, relay: bool = False) -> bool:
@@ -232,8 +267,11 @@ def _cancelled_outside(status: ChainStatus, slurm: Mapping[str, JobInfo], cancel
     (also while ``chain cancel``, whose own cancels these are, is at work)."""
     if status.state.ended or cancelling or _relay_alive(status, slurm):
         return ""
-    gone = [i for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
-            if i and i in slurm and slurm[i].state is JobState.CANCELLED]
+    gone = [
+        i
+        for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
+        if i and i in slurm and slurm[i].state is JobState.CANCELLED
+    ]
     return cancelled_outside(gone[0]) if gone else ""
 
 

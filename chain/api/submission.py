@@ -47,15 +47,21 @@ if TYPE_CHECKING:
     from chain.api.templating import Scripts
 
 
-
 def render(settings: Settings, chain_id: str, chain_dir: Path, workdir: Path) -> Scripts:
     from chain.api.templating import render_scripts  # jinja2 only where scripts are made
 
     return render_scripts(settings, chain_id=chain_id, chain_dir=chain_dir, workdir=workdir)
 
 
-def render_chain(flags: Mapping[str, Any], environ: Mapping[str, str], *, config: Path | None, chain_dir: Path,
-                 cwd: Path, notify: Callable[[str], None] | None = None) -> Scripts:
+def render_chain(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    config: Path | None,
+    chain_dir: Path,
+    cwd: Path,
+    notify: Callable[[str], None] | None = None,
+) -> Scripts:
     """Both scripts as ``submit`` would write them: for the chain in
     ``chain_dir`` when there is one (its stored settings, id and working
     directory; flags change them as on resume), else for a new chain with a
@@ -118,17 +124,38 @@ def submit(
     if chain_dir.exists() and not chain_dir.is_dir():
         raise ChainDirError(f"chain directory {chain_dir} is not a directory")
     with chain.locked():  # two commands at once: one chain, one submitter
-        return _submit(chain, flags, environ, config=config, workdir=workdir, resume=resume, new=new,
-                       notify=notify, backend=backend, reset_excluded=reset_excluded)
+        return _submit(
+            chain,
+            flags,
+            environ,
+            config=config,
+            workdir=workdir,
+            resume=resume,
+            new=new,
+            notify=notify,
+            backend=backend,
+            reset_excluded=reset_excluded,
+        )
 
 
-def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str], *, config: Path | None,
-            workdir: Path, resume: bool, new: bool, notify: Callable[[str], None] | None,
-            backend: Backend | None, reset_excluded: bool = False) -> Submitted:
+def _submit(
+    chain: ChainDir,
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    config: Path | None,
+    workdir: Path,
+    resume: bool,
+    new: bool,
+    notify: Callable[[str], None] | None,
+    backend: Backend | None,
+    reset_excluded: bool = False,
+) -> Submitted:
     chain_dir = chain.root
     existing = chain.load_status() if chain.state_file.exists() else None
-    settings = _checked_settings(chain, existing, flags, environ, config=config, workdir=workdir,
-                                 resume=resume, new=new, notify=notify)
+    settings = _checked_settings(
+        chain, existing, flags, environ, config=config, workdir=workdir, resume=resume, new=new, notify=notify
+    )
     # on resume, settings.backend is the stored (resolved) one unless a flag changed it; chosen
     # before --new moves the ended chain aside, so a refused backend leaves that chain where it was
     name, why = (backend.name, "given by the caller") if backend else choose_backend(settings.backend.value)
@@ -148,23 +175,36 @@ def _submit(chain: ChainDir, flags: Mapping[str, Any], environ: Mapping[str, str
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
     _write_chain_files(chain, stored, chain_id, workdir)
-    status = _resumed_status(chain, existing, backend, reset_excluded) if existing else \
-        ChainStatus(chain_id=chain_id, created=time.time())
+    status = (
+        _resumed_status(chain, existing, backend, reset_excluded)
+        if existing
+        else ChainStatus(chain_id=chain_id, created=time.time())
+    )
     Executor(chain, backend).apply(status, Prepared(name, str(workdir)))
     if relay:
         job_id, what = _start_relay(chain, status, stored, backend, workdir), "runner"
     else:
         job_id, what = _start_submitter(chain, status, stored, backend, workdir), "submitter"
-    chain.log(f"{'resumed' if resume else 'submitted'} chain {chain_id}: {what} job {job_id} "
-              f"on {name} ({why})", echo=False)
+    chain.log(
+        f"{'resumed' if resume else 'submitted'} chain {chain_id}: {what} job {job_id} on {name} ({why})", echo=False
+    )
     if not resume:
         register(chain_dir, os.environ)  # for `chain list` without arguments
     return Submitted(chain_id, job_id, name, why, chain_dir, what)
 
 
-def _checked_settings(chain: ChainDir, existing: ChainStatus | None, flags: Mapping[str, Any],
-                      environ: Mapping[str, str], *, config: Path | None, workdir: Path, resume: bool, new: bool,
-                      notify: Callable[[str], None] | None) -> Settings:
+def _checked_settings(
+    chain: ChainDir,
+    existing: ChainStatus | None,
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    config: Path | None,
+    workdir: Path,
+    resume: bool,
+    new: bool,
+    notify: Callable[[str], None] | None,
+) -> Settings:
     """This submit's settings, once every refusal rule has passed: the
     command line (flags, config file) first, then what the chain directory
     holds, then the app and its counter. A bad flag beside an active chain
@@ -176,10 +216,8 @@ def _checked_settings(chain: ChainDir, existing: ChainStatus | None, flags: Mapp
         check_command_line(flags, config)
         settings = None
     else:
-        settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None,
-                                 notify)
-    _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new,
-                          cancelling=chain.cancel_file.exists())
+        settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None, notify)
+    _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new, cancelling=chain.cancel_file.exists())
     assert settings is not None  # resuming nothing was refused just above
     counter = check_app(settings, workdir)
     _warn_about_launcher(settings, notify)
@@ -188,18 +226,19 @@ def _checked_settings(chain: ChainDir, existing: ChainStatus | None, flags: Mapp
     return settings
 
 
-def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
-                     workdir: Path) -> str:
+def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
     """Submitter mode: the first runner (adopted by the submitter), then the submitter."""
     _presubmit_first_runner(chain, status, settings, backend, workdir)
-    job_id = backend.submit(chain.scripts / SUBMITTER_SCRIPT,
-                            job_name=submitter_job_name(status.chain_id, status.submitter_cycle), cwd=workdir)
+    job_id = backend.submit(
+        chain.scripts / SUBMITTER_SCRIPT,
+        job_name=submitter_job_name(status.chain_id, status.submitter_cycle),
+        cwd=workdir,
+    )
     Executor(chain, backend).apply(status, SubmitterQueued(job_id))
     return job_id
 
 
-def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
-                 workdir: Path) -> str:
+def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
     """Relay mode (``jobs.relay``): no submitter. A new chain queues runner 1
     and runner 2 behind it; a resumed chain whose last runner was never
     judged queues the runner that judges it first. The job to follow."""
@@ -222,8 +261,9 @@ def refuse_live_relay(backend: Backend, status: ChainStatus) -> None:
     ids = [i for i in (status.runner_job_id, status.next_job_id) if i]
     live = [i for i, info in backend.query(ids).items() if info.state.active] if ids else []
     if live:
-        raise ChainDirError(f"chain {status.chain_id} still has a runner job {live[0]} running or queued; "
-                            "nothing to resume")
+        raise ChainDirError(
+            f"chain {status.chain_id} still has a runner job {live[0]} running or queued; nothing to resume"
+        )
 
 
 def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workdir: Path) -> None:
@@ -240,8 +280,9 @@ def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workd
     write_json_atomic(chain.settings_file, settings.to_json())
 
 
-def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend,
-                    reset_excluded: bool = False) -> ChainStatus:
+def _resumed_status(
+    chain: ChainDir, status: ChainStatus, backend: Backend, reset_excluded: bool = False
+) -> ChainStatus:
     """A resumed chain's status: the next submitter cycle, pending, with the
     failure counters reset (and the nodes' strikes, with ``reset_excluded``)."""
     Executor(chain, backend).apply(status, Resumed(reset_excluded))
@@ -253,8 +294,15 @@ def _resumed_status(chain: ChainDir, status: ChainStatus, backend: Backend,
     return status
 
 
-def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: Mapping[str, Any], *,
-                          resume: bool, new: bool, cancelling: bool) -> None:
+def _check_submit_allowed(
+    chain_dir: Path,
+    existing: ChainStatus | None,
+    flags: Mapping[str, Any],
+    *,
+    resume: bool,
+    new: bool,
+    cancelling: bool,
+) -> None:
     """The refusal rules of ``submit``: what the chain directory holds against
     what was asked (a one-line ChainDirError saying what to do instead).
     ``cancelling``: a ``chain cancel`` has begun (its mark is there) and not
@@ -267,23 +315,30 @@ def _check_submit_allowed(chain_dir: Path, existing: ChainStatus | None, flags: 
         if resume and cancelling:
             # cancel releases the lock while its jobs end: a resume between
             # would queue a driver that the cancel then marks cancelled
-            raise ChainDirError(f"chain {existing.chain_id} is being cancelled: resume it once chain cancel has "
-                                "ended (if that cancel was interrupted, run chain cancel again)")
+            raise ChainDirError(
+                f"chain {existing.chain_id} is being cancelled: resume it once chain cancel has "
+                "ended (if that cancel was interrupted, run chain cancel again)"
+            )
         if resume:
             return  # the live-submitter check follows, with the backend
-        raise ChainDirError(f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "
-                            "see chain status, or chain cancel")
+        raise ChainDirError(
+            f"{chain_dir} holds an active chain {existing.chain_id} ({existing.state.value}); "
+            "see chain status, or chain cancel"
+        )
     if new:
         return
     if existing.state is ChainState.COMPLETED and (not resume or flags.get("max_iter") is None):
         raise ChainDirError(
             f"{chain_dir} holds the completed chain {existing.chain_id}: extend it with "
             "chain submit --resume --max-iter N, or start a new chain with chain submit --new "
-            "(keeps the old one; the app's checkpoint counter must start afresh) or --chain-dir DIR")
+            "(keeps the old one; the app's checkpoint counter must start afresh) or --chain-dir DIR"
+        )
     if not resume:
-        raise ChainDirError(f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; continue it "
-                            "with chain submit --resume, or start a new chain with chain submit --new "
-                            "or --chain-dir DIR")
+        raise ChainDirError(
+            f"{chain_dir} holds a {existing.state.value} chain {existing.chain_id}; continue it "
+            "with chain submit --resume, or start a new chain with chain submit --new "
+            "or --chain-dir DIR"
+        )
 
 
 def _check_something_to_run(settings: Settings, workdir: Path, counter: int) -> None:
@@ -291,11 +346,16 @@ def _check_something_to_run(settings: Settings, workdir: Path, counter: int) -> 
     once without running the app: refused, saying how to go on (the counter
     of an earlier computation left behind, most likely)."""
     if counter >= settings.max_iter:
-        source = f"checkpoint counter {workdir / settings.ckpt_path}" if not settings.counter_cmd \
+        source = (
+            f"checkpoint counter {workdir / settings.ckpt_path}"
+            if not settings.counter_cmd
             else f"the app's checkpoint ({counter_source(settings)})"
-        raise ConfigError(f"{source} already holds {counter}, and --max-iter is "
-                          f"{settings.max_iter}: a new chain would have nothing to run; raise --max-iter, or "
-                          "remove the counter to start afresh")
+        )
+        raise ConfigError(
+            f"{source} already holds {counter}, and --max-iter is "
+            f"{settings.max_iter}: a new chain would have nothing to run; raise --max-iter, or "
+            "remove the counter to start afresh"
+        )
 
 
 def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
@@ -312,8 +372,9 @@ def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
     return target
 
 
-def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend,
-                            workdir: Path, *, prequeue: bool = False) -> None:
+def _presubmit_first_runner(
+    chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path, *, prequeue: bool = False
+) -> None:
     """Submit the first runner together with the submitter, which adopts it:
     one scheduling pass less before the app starts (with lookahead, the
     second runner too, queued behind the first). Skipped when there is
@@ -328,9 +389,15 @@ def _presubmit_first_runner(chain: ChainDir, status: ChainStatus, settings: Sett
         return
     if counter >= settings.max_iter:
         return
-    submit_runner(chain, status, counter, settings.max_iter, time.time(),
-                        lambda name: submit_runner_job(chain, backend, status, name, workdir),
-                        echo=False)
+    submit_runner(
+        chain,
+        status,
+        counter,
+        settings.max_iter,
+        time.time(),
+        lambda name: submit_runner_job(chain, backend, status, name, workdir),
+        echo=False,
+    )
     if settings.lookahead or prequeue:
         # runner 2 queued now, not when the submitter job gets to it: on a
         # busy cluster the submitter may start after runner 1 has ended
@@ -346,10 +413,15 @@ def _write_script(path: Path, text: str) -> None:
 FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook
 
 
-def refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float = 0.0,
-                           notify: Callable[[str], None] | None = None,
-                           sleep: Callable[[float], None] = time.sleep,
-                           clock: Callable[[], float] = time.monotonic) -> None:
+def refuse_live_submitter(
+    backend: Backend,
+    status: ChainStatus,
+    *,
+    wait: float = 0.0,
+    notify: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     """Refuse to resume while a submitter of this chain is live.
 
     A chain that has ended (stopped, failed) may still have its submitter
@@ -365,20 +437,28 @@ def refuse_live_submitter(backend: Backend, status: ChainStatus, *, wait: float 
     told = False
     while True:
         infos = backend.query(ids)
-        live = [i for i, info in infos.items() if info.state.active
-                and not (i in earlier and info.state is JobState.PENDING)]
+        live = [
+            i
+            for i, info in infos.items()
+            if info.state.active and not (i in earlier and info.state is JobState.PENDING)
+        ]
         if not live:
             return
         if not status.state.ended:
-            raise ChainDirError(f"chain {status.chain_id} still has an active submitter (job {live[0]}); "
-                                "nothing to resume")
+            raise ChainDirError(
+                f"chain {status.chain_id} still has an active submitter (job {live[0]}); nothing to resume"
+            )
         pending = [i for i in live if infos[i].state is JobState.PENDING]
         if pending:  # a successor submitter still queued: nothing will finish by itself
-            raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter job "
-                                f"{pending[0]} is still queued: scancel it, then resume")
+            raise ChainDirError(
+                f"chain {status.chain_id} is {status.state.value} but its submitter job "
+                f"{pending[0]} is still queued: scancel it, then resume"
+            )
         if clock() >= deadline:
-            raise ChainDirError(f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
-                                f"is still finishing its report after {wait:.0f}s; resume when it has ended")
+            raise ChainDirError(
+                f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
+                f"is still finishing its report after {wait:.0f}s; resume when it has ended"
+            )
         if notify and not told:
             notify(f"waiting for submitter job {live[0]} to finish the {status.state.value} chain's report")
             told = True

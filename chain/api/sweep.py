@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 CHECK_EVERY = 120.0  # seconds between the batched scheduler queries of wait_all
 
 
-def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
-                backend: Backend | None = None) -> list[Chain]:
+def submit_many(
+    specs: Iterable[Mapping[str, Any]], *, parallel: int = 4, backend: Backend | None = None
+) -> list[Chain]:
     """``Chain.submit(**spec)`` for each spec, at most ``parallel`` at once;
     the chains in the specs' order. A ``ChainError`` naming every spec that
     failed (after the others were submitted: those run)."""
@@ -53,15 +54,24 @@ def submit_many(specs: Iterable[Mapping[str, Any]], *, parallel: int = 4,
         results = list(pool.map(one, specs))
     failed = [f"{spec.get('workdir', '.')}: {r}" for spec, r in zip(specs, results) if isinstance(r, ChainError)]
     if failed:
-        raise ChainError(f"{len(failed)} of {len(specs)} chains were not submitted ({'; '.join(failed[:3])}"
-                         + ("; ..." if len(failed) > 3 else "") + "); the others run")
+        raise ChainError(
+            f"{len(failed)} of {len(specs)} chains were not submitted ({'; '.join(failed[:3])}"
+            + ("; ..." if len(failed) > 3 else "")
+            + "); the others run"
+        )
     return [r for r in results if not isinstance(r, ChainError)]
 
 
-def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: float = 10.0,
-             check: float = CHECK_EVERY, sleep: Callable[[float], None] = time.sleep,
-             clock: Callable[[], float] = time.monotonic,
-             backend: Backend | None = None) -> list[StatusReport]:
+def wait_all(
+    chains: Sequence[Chain],
+    *,
+    timeout: float | None = None,
+    poll: float = 10.0,
+    check: float = CHECK_EVERY,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    backend: Backend | None = None,
+) -> list[StatusReport]:
     """Wait until every chain has ended; their final status reports, in order.
 
     The state files are read every ``poll`` seconds; the scheduler is asked
@@ -82,8 +92,11 @@ def wait_all(chains: Sequence[Chain], *, timeout: float | None = None, poll: flo
         if clock() >= next_check:
             stuck = _stranded({d: s for d, s in statuses.items() if d in waiting and s is not None}, backend)
             if lost := [f"{d}: {why}" for d, why in stuck.items() if d in suspects]:
-                raise ChainError(f"{len(lost)} chain(s) not over with nothing to drive them ({'; '.join(lost[:3])}"
-                                 + ("; ..." if len(lost) > 3 else "") + "): chain submit --resume continues one")
+                raise ChainError(
+                    f"{len(lost)} chain(s) not over with nothing to drive them ({'; '.join(lost[:3])}"
+                    + ("; ..." if len(lost) > 3 else "")
+                    + "): chain submit --resume continues one"
+                )
             suspects, next_check = set(stuck), clock() + check
         if give_up is not None and clock() >= give_up:
             raise ChainError(f"{len(waiting)} of {len(chains)} chains still running after {timeout:.0f}s")

@@ -106,8 +106,9 @@ def render_scripts(
             sbatch_time=format_sbatch_time(settings.submitter_seconds),
             extra_args=sbatch_directives(settings.submitter_sbatch_args),
         )
-        mail = env.get_template(MAIL_TEMPLATE).render(**common, job_name=f"{chain_id}.end") \
-            if settings.mail_user else ""
+        mail = (
+            env.get_template(MAIL_TEMPLATE).render(**common, job_name=f"{chain_id}.end") if settings.mail_user else ""
+        )
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"template {exc.filename or exc.name}:{exc.lineno}: {exc.message}") from None
     except jinja2.TemplateNotFound as exc:

@@ -75,9 +75,7 @@ class AsyncSaver:
     def __enter__(self) -> AsyncSaver:  # noqa: PYI034 - typing.Self needs 3.11
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         if et is None:
             self.close()
             return

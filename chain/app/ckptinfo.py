@@ -61,7 +61,6 @@ def ckpt_name(step: int, kind: CheckpointKind) -> str:
     return f"ckpt-{step:012d}.{kind.value}"
 
 
-
 def check_step(step: int) -> None:
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**12:
         raise ValueError(f"step must be an int in [0, 1e12), got {step!r}")

@@ -82,9 +82,7 @@ class AppEnv:
             # Same rule as StopMonitor: a deadline we cannot read is no deadline.
             import logging  # here: `chain status` imports this module and never logs
 
-            logging.getLogger("chain.app.contract").warning(
-                "ignoring unparseable CHAIN_DEADLINE=%r", raw_deadline
-            )
+            logging.getLogger("chain.app.contract").warning("ignoring unparseable CHAIN_DEADLINE=%r", raw_deadline)
             deadline = None
         return cls(
             max_iter=_int(env, "MAX_ITER", max_iter),

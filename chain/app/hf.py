@@ -76,15 +76,23 @@ class ChainTrainerCallback(TrainerCallback):
     :class:`StopMonitor` (tests inject one).
     """
 
-    def __init__(self, env: AppEnv | None = None, *, every: int | None = None,
-                 every_seconds: float | None = None, margin_seconds: float = 5.0,
-                 monitor: StopMonitor | None = None) -> None:
+    def __init__(
+        self,
+        env: AppEnv | None = None,
+        *,
+        every: int | None = None,
+        every_seconds: float | None = None,
+        margin_seconds: float = 5.0,
+        monitor: StopMonitor | None = None,
+    ) -> None:
         self.env = env if env is not None else AppEnv.from_environ()
-        policy = CheckpointPolicy(every_steps=self.env.checkpoint_every if every is None else every,
-                                  every_seconds=every_seconds)
+        policy = CheckpointPolicy(
+            every_steps=self.env.checkpoint_every if every is None else every, every_seconds=every_seconds
+        )
         # installed now: a stop signal while the model loads still ends in a save
-        self.gate = StepGate((monitor if monitor is not None else StopMonitor()).install(), policy,
-                             margin_seconds=margin_seconds)
+        self.gate = StepGate(
+            (monitor if monitor is not None else StopMonitor()).install(), policy, margin_seconds=margin_seconds
+        )
         self.global_step = 0
         self.stop_code: int | None = None
         """The contract's code of the stop that ended the training (99 or 75), if one did."""
@@ -125,14 +133,14 @@ class ChainTrainerCallback(TrainerCallback):
             if match and int(match.group(1)) > counter and child.is_dir():
                 aside.mkdir(exist_ok=True)
                 target = aside / f"{child.name}.{int(time.time())}"
-                log.warning("moving %s to %s: saved after the counter (%d), so not a complete save",
-                            child, target, counter)
+                log.warning(
+                    "moving %s to %s: saved after the counter (%d), so not a complete save", child, target, counter
+                )
                 child.rename(target)
 
     # --------------------------------------------------------- callbacks
 
-    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: Any) -> None:
+    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         self._output_dir = Path(args.output_dir or "trainer_output")  # the Trainer's own default
         self._main_process = args.process_index == 0
         # the counted checkpoint must outlive the next save (rotation runs before on_save writes the
@@ -143,11 +151,13 @@ class ChainTrainerCallback(TrainerCallback):
                 log.warning("save_total_limit %d raised to %d", args.save_total_limit, least)
             args.save_total_limit = least
         if args.max_steps != self.env.max_iter:
-            log.warning("TrainingArguments.max_steps is %s but MAX_ITER is %d: the chain counts steps up to "
-                        "MAX_ITER", args.max_steps, self.env.max_iter)
+            log.warning(
+                "TrainingArguments.max_steps is %s but MAX_ITER is %d: the chain counts steps up to MAX_ITER",
+                args.max_steps,
+                self.env.max_iter,
+            )
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: Any) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         self.global_step = state.global_step
         save, code = self.gate.check(state.global_step)
         if code is not None:
@@ -160,8 +170,7 @@ class ChainTrainerCallback(TrainerCallback):
             self._measuring = self.gate.measure()
             self._measuring.__enter__()
 
-    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                **kwargs: Any) -> None:
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         # the Trainer calls this after the whole checkpoint-<step> directory is written
         self.global_step = state.global_step
         if self._measuring is not None:

@@ -76,9 +76,7 @@ class CostMeter:
         yield
         cost = self.clock() - start
         self.samples.append(cost)
-        log.info(
-            "%s cost C=%.3fs (mean %.3fs over %d)", self.label, cost, self.mean, len(self.samples)
-        )
+        log.info("%s cost C=%.3fs (mean %.3fs over %d)", self.label, cost, self.mean, len(self.samples))
 
     @property
     def last(self) -> float | None:
@@ -136,9 +134,7 @@ class WallClockSchedule:
 
     def due(self) -> bool:
         """True when the interval has elapsed."""
-        return (
-            self.every_seconds is not None and self.clock() - self.last_save >= self.every_seconds
-        )
+        return self.every_seconds is not None and self.clock() - self.last_save >= self.every_seconds
 
     def mark_saved(self) -> None:
         """Restart the interval."""
@@ -204,9 +200,7 @@ class CheckpointPolicy:
         if self.cap_seconds is not None:
             interval = min(interval, self.cap_seconds * self._factor)
         if interval != self.wall.every_seconds:
-            log.info(
-                "checkpoint interval %.1fs (%s, C=%.3fs)", interval, self.mode.value, cost_seconds
-            )
+            log.info("checkpoint interval %.1fs (%s, C=%.3fs)", interval, self.mode.value, cost_seconds)
         self.wall.every_seconds = interval
 
     def shorten(self, factor: float) -> None:

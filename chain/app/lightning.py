@@ -119,9 +119,7 @@ class ChainCallback(Checkpoint):
         self.monitor = monitor
         self.sampler = sampler
         self.counter_path = env.ckpt_path
-        self.store = CheckpointStore(
-            dirpath, keep_last=keep_last, metric_mode=MetricMode(mode), counter_path=None
-        )
+        self.store = CheckpointStore(dirpath, keep_last=keep_last, metric_mode=MetricMode(mode), counter_path=None)
         every = env.checkpoint_every if every is None else every
         policy = CheckpointPolicy(every_steps=every, every_seconds=every_seconds)
         self.gate = StepGate(stop_monitor or StopMonitor(), policy, margin_seconds=margin_seconds)
@@ -165,9 +163,7 @@ class ChainCallback(Checkpoint):
             log.warning("progress counter unreadable (%s); rewriting it", exc)
             current = -1
         if current != value and not (current is None and value == 0):
-            log.warning(
-                "progress counter %s -> %d to match the restored checkpoint", current, value
-            )
+            log.warning("progress counter %s -> %d to match the restored checkpoint", current, value)
             write_counter(self.counter_path, value)
 
     def state_dict(self) -> dict[str, Any]:
@@ -242,8 +238,7 @@ class ChainCallback(Checkpoint):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Refuse a ``ckpt_path`` of the user's that replaced ours unasked."""
-        if self._resumed_unasked and trainer.ckpt_path is not None \
-                and str(trainer.ckpt_path) != self._resumed_unasked:
+        if self._resumed_unasked and trainer.ckpt_path is not None and str(trainer.ckpt_path) != self._resumed_unasked:
             raise RuntimeError(
                 f"fit(ckpt_path={str(trainer.ckpt_path)!r}) replaced the newest checkpoint of "
                 f"{self.store.root}: give ckpt_path=callback.resume_path(), or none"
@@ -294,9 +289,7 @@ class ChainCallback(Checkpoint):
             self._at_epoch_end = (save, code)
             return
         if save:
-            samples = (batch_idx + 1) * int(
-                getattr(trainer.train_dataloader, "batch_size", None) or 1
-            )
+            samples = (batch_idx + 1) * int(getattr(trainer.train_dataloader, "batch_size", None) or 1)
             counter = step if self.unit == "steps" else trainer.current_epoch
             self._save(trainer, counter, (trainer.current_epoch, samples, last))
         self._exit(code)
@@ -324,9 +317,7 @@ class ChainCallback(Checkpoint):
         self.exit_code = int(ExitCode.DONE)
         self._release_signals()
 
-    def on_exception(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
-    ) -> None:
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Give the signal handlers back (our exit included)."""
         self._release_signals()
 
@@ -379,7 +370,5 @@ class ChainCallback(Checkpoint):
                 # The directory is complete and durable: only now may the counter move.
                 write_counter(self.counter_path, counter)
             else:
-                trainer.save_checkpoint(
-                    self.store.root / CKPT_FILE, weights_only=False
-                )  # collective
+                trainer.save_checkpoint(self.store.root / CKPT_FILE, weights_only=False)  # collective
         self._committed = (step, counter)

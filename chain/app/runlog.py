@@ -29,9 +29,7 @@ LOG_FORMAT = "%(asctime)s.%(msecs)03dZ %(name)s %(levelname)s %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
-def configure_logging(
-    path: str | os.PathLike[str] | None = None, level: int = logging.INFO
-) -> logging.Handler:
+def configure_logging(path: str | os.PathLike[str] | None = None, level: int = logging.INFO) -> logging.Handler:
     """Route the ``logging`` module (including ``chain.app.*``) to ``path`` in
     append mode with timestamps, or to stderr when ``path`` is None.  Returns
     the handler so a caller can remove it."""
@@ -77,9 +75,7 @@ class RunLog:
 
     def event(self, name: str, **fields: object) -> str:
         """Append one line; return it (without the newline)."""
-        stamp = datetime.fromtimestamp(self._clock(), tz=timezone.utc).isoformat(
-            timespec="milliseconds"
-        )
+        stamp = datetime.fromtimestamp(self._clock(), tz=timezone.utc).isoformat(timespec="milliseconds")
         parts = [
             stamp.replace("+00:00", "Z"),
             f"job={self.job_id}",
@@ -97,13 +93,9 @@ class RunLog:
         """The run started (or resumed) at ``step``."""
         return self.event("start", step=step, **fields)
 
-    def checkpoint(
-        self, step: int, path: str | os.PathLike[str], warning_present: bool, **fields: object
-    ) -> str:
+    def checkpoint(self, step: int, path: str | os.PathLike[str], warning_present: bool, **fields: object) -> str:
         """A checkpoint of ``step`` was committed at ``path``."""
-        return self.event(
-            "checkpoint", step=step, path=os.fspath(path), warning=warning_present, **fields
-        )
+        return self.event("checkpoint", step=step, path=os.fspath(path), warning=warning_present, **fields)
 
     def stop(self, step: int, exit_code: int, reason: str, **fields: object) -> str:
         """The run is exiting with ``exit_code`` after committing ``step``."""
@@ -113,8 +105,9 @@ class RunLog:
 ITER_EVENTS = ("start", "iter", "ckpt", "exit")
 
 
-def log_iteration(event: str, iteration: int, code: int | None = None, *,
-                  path: str | os.PathLike[str] | None = None) -> None:
+def log_iteration(
+    event: str, iteration: int, code: int | None = None, *, path: str | os.PathLike[str] | None = None
+) -> None:
     """Append one line to the chain's iteration log: ``<epoch> <event>
     <iteration> <job|-> <pid> [code]``, in ``path`` (default
     ``$CHAIN_ITER_LOG``, else ``iterations.log`` in the working directory).
@@ -127,8 +120,14 @@ def log_iteration(event: str, iteration: int, code: int | None = None, *,
     """
     if event not in ITER_EVENTS:
         raise ValueError(f"event must be one of {', '.join(ITER_EVENTS)}, not {event!r}")
-    fields = [f"{time.time():.3f}", event, str(int(iteration)), os.environ.get("SLURM_JOB_ID") or "-",
-              str(os.getpid())] + ([] if code is None else [str(int(code))])
-    with open(path if path is not None else os.environ.get("CHAIN_ITER_LOG", "iterations.log"),
-              "a", encoding="utf-8") as fh:
+    fields = [
+        f"{time.time():.3f}",
+        event,
+        str(int(iteration)),
+        os.environ.get("SLURM_JOB_ID") or "-",
+        str(os.getpid()),
+    ] + ([] if code is None else [str(int(code))])
+    with open(
+        path if path is not None else os.environ.get("CHAIN_ITER_LOG", "iterations.log"), "a", encoding="utf-8"
+    ) as fh:
         fh.write(" ".join(fields) + "\n")

@@ -144,12 +144,8 @@ class StopMonitor:
         environ: dict[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        self.podinfo = Path(
-            podinfo if podinfo is not None else env.get("CHAIN_PODINFO") or DEFAULT_PODINFO
-        )
-        self.deadline = (
-            deadline if deadline is not None else self._env_deadline(env.get("CHAIN_DEADLINE"))
-        )
+        self.podinfo = Path(podinfo if podinfo is not None else env.get("CHAIN_PODINFO") or DEFAULT_PODINFO)
+        self.deadline = deadline if deadline is not None else self._env_deadline(env.get("CHAIN_DEADLINE"))
         if signals is None:
             # Both, whatever the runner sends: a Ctrl-C by hand should save too.
             wanted = [signal.SIGTERM, signal.SIGINT]
@@ -196,9 +192,7 @@ class StopMonitor:
     def __enter__(self) -> StopMonitor:  # noqa: PYI034 - typing.Self needs 3.11
         return self.install()
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.uninstall()
 
     def request_stop(self, signum: int = signal.SIGTERM) -> None:

@@ -69,6 +69,7 @@ __all__ = [
 
 log = logging.getLogger("chain.app.store")
 
+
 class CheckpointStore:
     """Numbered checkpoints in one directory: keep the last ``keep_last`` plus
     the best by a metric, publish the progress counter after each save.
@@ -171,9 +172,7 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ saving
 
-    def _header(
-        self, step: int, metric: float | None, meta: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    def _header(self, step: int, metric: float | None, meta: Mapping[str, Any] | None) -> dict[str, Any]:
         return {
             "format": 1,
             "step": step,
@@ -299,9 +298,7 @@ class CheckpointStore:
                 f" store uses {self.serializer.name!r}"
             )
         if len(payload) != header.get("length"):
-            raise CorruptCheckpoint(
-                f"{info.path.name}: payload length {len(payload)} != {header.get('length')}"
-            )
+            raise CorruptCheckpoint(f"{info.path.name}: payload length {len(payload)} != {header.get('length')}")
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
             raise CorruptCheckpoint(f"{info.path.name}: payload checksum mismatch")
         try:
@@ -333,9 +330,7 @@ class CheckpointStore:
         os.replace(info.path, target)
         return target
 
-    def restore(
-        self, loader: Loader | None = None, *, sync_counter: bool = True
-    ) -> Restored | None:
+    def restore(self, loader: Loader | None = None, *, sync_counter: bool = True) -> Restored | None:
         """Load the newest checkpoint that loads, falling back to older ones.
 
         Every skipped checkpoint is logged with the reason and listed in

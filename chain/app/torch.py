@@ -211,9 +211,7 @@ class TorchCheckpoint:
 
     def _load(self, directory: Path) -> dict[str, Any]:
         # Called by the store after the shard checksums matched.
-        state = torch.load(
-            directory / STATE_FILE, map_location=self.map_location, weights_only=self.weights_only
-        )
+        state = torch.load(directory / STATE_FILE, map_location=self.map_location, weights_only=self.weights_only)
         if not isinstance(state, dict) or state.get("format") != _FORMAT:
             raise ValueError(f"{directory.name}: not a chain.app.torch checkpoint")
         missing = set(self.objects()) - set(state["objects"])
@@ -262,8 +260,11 @@ class TorchCheckpoint:
             return state["rng"]
         if isinstance(rank_rng, list) and len(rank_rng) == ranks.world:
             return rank_rng[ranks.rank]
-        log.warning("checkpoint written by %s rank(s), resumed by %d: every rank takes rank 0's RNG state",
-                    len(rank_rng) if isinstance(rank_rng, list) else 1, ranks.world)
+        log.warning(
+            "checkpoint written by %s rank(s), resumed by %d: every rank takes rank 0's RNG state",
+            len(rank_rng) if isinstance(rank_rng, list) else 1,
+            ranks.world,
+        )
         return state["rng"]
 
 

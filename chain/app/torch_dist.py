@@ -22,8 +22,7 @@ def torch_ranks() -> Ranks:
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return SINGLE
     world = dist.get_world_size()
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" \
-        else torch.device("cpu")
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
     def all_max(values: Sequence[int]) -> list[int]:
         tensor = torch.tensor(list(values), dtype=torch.int64, device=device)

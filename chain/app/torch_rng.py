@@ -100,8 +100,9 @@ class ResumableSampler(Sampler[int]):
     batch counts stay those of an uninterrupted run.
     """
 
-    def __init__(self, data_source: Sized | int, *, seed: int = 0, shuffle: bool = True,
-                 num_replicas: int = 1, rank: int = 0) -> None:
+    def __init__(
+        self, data_source: Sized | int, *, seed: int = 0, shuffle: bool = True, num_replicas: int = 1, rank: int = 0
+    ) -> None:
         self.num_samples = data_source if isinstance(data_source, int) else len(data_source)
         self.seed = seed
         self.shuffle = shuffle

@@ -100,9 +100,13 @@ def choose_backend(requested: str) -> tuple[str, str]:
         skipped = str(getattr(exc, "detail", exc))
     else:
         if slurm_answers or pyslurm_backend.available():
-            name, why = "pyslurm", (
-                f"auto: pyslurm {pyslurm_backend.version} matches the running Slurm "
-                f"{pyslurm_backend.slurm_version} and the controller answers")
+            name, why = (
+                "pyslurm",
+                (
+                    f"auto: pyslurm {pyslurm_backend.version} matches the running Slurm "
+                    f"{pyslurm_backend.slurm_version} and the controller answers"
+                ),
+            )
             return name, why
         skipped = "pyslurm imports but the Slurm controller does not answer"
     if slurm_answers:
@@ -110,4 +114,5 @@ def choose_backend(requested: str) -> tuple[str, str]:
     raise BackendUnavailable(
         f"--backend auto: Slurm is installed here ({', '.join(installed)}) but its controller did not "
         "answer (sinfo says why; is SLURM_CONF set?): not running the chain on this machine by accident; "
-        "--backend local runs it on this machine")
+        "--backend local runs it on this machine"
+    )

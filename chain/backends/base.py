@@ -18,8 +18,7 @@ from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError
 from chain.errors import SchedulerError
 
-__all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage",
-           "submit_idempotently"]
+__all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage", "submit_idempotently"]
 
 
 @dataclass(frozen=True)
@@ -193,8 +192,12 @@ class Backend(abc.ABC):
 
 
 def submit_idempotently(
-    backend: Backend, job_name: str, submit_once: Callable[[], str], *,
-    retry: RetryPolicy | None = None, look_first: bool = False,
+    backend: Backend,
+    job_name: str,
+    submit_once: Callable[[], str],
+    *,
+    retry: RetryPolicy | None = None,
+    look_first: bool = False,
 ) -> str:
     """Submit a job whose ``job_name`` is unique without ever queueing it twice.
 
@@ -205,6 +208,7 @@ def submit_idempotently(
     also looks before the first try: for a caller repeating a submission
     that failed earlier.
     """
+
     def found() -> str | None:
         ids = backend.find_by_name(job_name)
         return ids[-1] if ids else None

@@ -35,11 +35,18 @@ app = typer.Typer(
 _sleep = time.sleep  # the pause between refreshes (tests interrupt it)
 
 ChainDirOpt = typer.Option(None, "--chain-dir", metavar="DIR", help="Chain directory [default: .chain, or $CHAIN_DIR].")
-ConfigOpt = typer.Option(None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present].")
-OutOpt = typer.Option(None, "--out", metavar="DIR",
-                      help="Write submitter.sbatch and runner.sbatch (and mail.sbatch with --mail-user) here.")
-DirectoriesArg = typer.Argument(None, help="Search these (4 levels deep) [default: the chains you submitted "
-                                "from this machine].")
+ConfigOpt = typer.Option(
+    None, "--config", metavar="FILE", help="TOML settings file [default: ./chain.toml if present]."
+)
+OutOpt = typer.Option(
+    None,
+    "--out",
+    metavar="DIR",
+    help="Write submitter.sbatch and runner.sbatch (and mail.sbatch with --mail-user) here.",
+)
+DirectoriesArg = typer.Argument(
+    None, help="Search these (4 levels deep) [default: the chains you submitted from this machine]."
+)
 
 
 def _cwd() -> Path:
@@ -62,6 +69,7 @@ def _root(
 def _at_least(low: int) -> Callable[[int | None], int | None]:
     """An INT option's bound, checked here: typer's min= would show
     ``<int range>`` and ``[x>=N]`` in the help where the rest says ``INT``."""
+
     def check(value: int | None) -> int | None:
         if value is not None and value < low:
             raise typer.BadParameter(f"{value} is less than {low}")
@@ -79,14 +87,28 @@ def _notify(line: str) -> None:
 def submit(
     config: Path | None = ConfigOpt,
     chain_dir: str | None = ChainDirOpt,
-    resume: bool = typer.Option(False, "--resume", help="Continue the chain in --chain-dir from its checkpoint, "
-                                "with its stored settings (flags given here change them)."),
-    new: bool = typer.Option(False, "--new", help="Start a new chain where an ended one is (the old chain "
-                             "directory is kept as DIR.<chain id>)."),
-    wait: bool = typer.Option(False, "--wait", help="Stay and show progress until the chain ends; exit 0 only if "
-                              "it completed (10 failed, 11 stopped, 12 cancelled)."),
-    reset_excluded: bool = typer.Option(False, "--reset-excluded", help="With --resume: use again the nodes the "
-                                        "chain excluded after runners stalled or lost a node there."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue the chain in --chain-dir from its checkpoint, "
+        "with its stored settings (flags given here change them).",
+    ),
+    new: bool = typer.Option(
+        False,
+        "--new",
+        help="Start a new chain where an ended one is (the old chain directory is kept as DIR.<chain id>).",
+    ),
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="Stay and show progress until the chain ends; exit 0 only if "
+        "it completed (10 failed, 11 stopped, 12 cancelled).",
+    ),
+    reset_excluded: bool = typer.Option(
+        False,
+        "--reset-excluded",
+        help="With --resume: use again the nodes the chain excluded after runners stalled or lost a node there.",
+    ),
     **settings: Any,
 ) -> None:
     """Submit a new chain (or --resume a stopped one); prints the chain id and job id.
@@ -101,12 +123,19 @@ def submit(
     from chain import api
 
     cwd = _cwd()
-    result = api.submit(setting_flags(settings), os.environ, config=config,
-                        chain_dir=api.chain_dir_path(chain_dir, cwd), workdir=cwd, resume=resume, new=new,
-                        notify=_notify, reset_excluded=reset_excluded)
+    result = api.submit(
+        setting_flags(settings),
+        os.environ,
+        config=config,
+        chain_dir=api.chain_dir_path(chain_dir, cwd),
+        workdir=cwd,
+        resume=resume,
+        new=new,
+        notify=_notify,
+        reset_excluded=reset_excluded,
+    )
     try:  # a ^C from here on, even while these lines are written, stops the watching only
-        typer.echo(f"chain {result.chain_id}: {result.job_kind} job {result.job_id} on {result.backend} "
-                   f"({result.why})")
+        typer.echo(f"chain {result.chain_id}: {result.job_kind} job {result.job_id} on {result.backend} ({result.why})")
         typer.echo(f"chain directory: {result.chain_dir}")
         if wait:
             code = _watch_until_ended(result.chain_dir, 1.0, None)
@@ -134,8 +163,14 @@ def render(
     from chain import api
 
     cwd = _cwd()
-    scripts = api.render_chain(setting_flags(settings), os.environ, config=config,
-                               chain_dir=api.chain_dir_path(chain_dir, cwd), cwd=cwd, notify=_notify)
+    scripts = api.render_chain(
+        setting_flags(settings),
+        os.environ,
+        config=config,
+        chain_dir=api.chain_dir_path(chain_dir, cwd),
+        cwd=cwd,
+        notify=_notify,
+    )
     named = [("submitter.sbatch", scripts.submitter), ("runner.sbatch", scripts.runner)]
     if scripts.mail:
         named.append(("mail.sbatch", scripts.mail))
@@ -159,8 +194,12 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="One JSON object."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until the chain ends."),
     history: int | None = typer.Option(
-        None, "--history", metavar="INT", callback=_at_least(0),
-        help="Runners listed (0 or more): 10 in the table, all in --json unless given."),
+        None,
+        "--history",
+        metavar="INT",
+        callback=_at_least(0),
+        help="Runners listed (0 or more): 10 in the table, all in --json unless given.",
+    ),
 ) -> None:
     """State, progress, submitter and runner jobs, recent outcomes."""
     from chain import api
@@ -194,8 +233,11 @@ def _stopped_watching(directory: Path, again: str) -> int:
     import shlex
 
     newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
-    typer.echo(f"{newline}chain: stopped watching; the chain goes on (its jobs keep running). "
-               f"Watch it again with: {again} --chain-dir {shlex.quote(str(directory))}", err=True)
+    typer.echo(
+        f"{newline}chain: stopped watching; the chain goes on (its jobs keep running). "
+        f"Watch it again with: {again} --chain-dir {shlex.quote(str(directory))}",
+        err=True,
+    )
     return CliExit.INTERRUPTED
 
 
@@ -256,8 +298,13 @@ def report(
 @app.command()
 def logs(
     chain_dir: str | None = ChainDirOpt,
-    runner_seq: int | None = typer.Option(None, "--runner", metavar="INT", callback=_at_least(1),
-                                             help="Runner N's output (N from 1) [the current runner's]."),
+    runner_seq: int | None = typer.Option(
+        None,
+        "--runner",
+        metavar="INT",
+        callback=_at_least(1),
+        help="Runner N's output (N from 1) [the current runner's].",
+    ),
     submitter: bool = typer.Option(False, "--submitter", help="The submitter's output instead."),
     follow_: bool = typer.Option(False, "--follow", "-f", help="Keep printing, across runners, until the chain ends."),
 ) -> None:
@@ -272,8 +319,9 @@ def logs(
         try:
             logs_api.follow(directory, lambda text: typer.echo(text, nl=False), submitter=submitter, sleep=_sleep)
         except KeyboardInterrupt:
-            raise typer.Exit(_stopped_watching(
-                directory, "chain logs --follow" + (" --submitter" if submitter else ""))) from None
+            raise typer.Exit(
+                _stopped_watching(directory, "chain logs --follow" + (" --submitter" if submitter else ""))
+            ) from None
         return
     chain, status = api.open_chain(directory)
     source = logs_api.submitter_log(chain, status) if submitter else logs_api.runner_log(chain, status, runner_seq)

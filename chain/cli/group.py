@@ -87,7 +87,8 @@ class ChainGroup(typer.core.TyperGroup):
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get("CHAIN_DEBUG"):
                 raise
-            typer.echo(f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)",
-                       err=True)
+            typer.echo(
+                f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)", err=True
+            )
             sys.exit(CliExit.BUG)
         sys.exit(result if isinstance(result, int) else 0)

@@ -34,8 +34,10 @@ def _shown_default(spec: FieldSpec) -> str:
 def option_help(spec: FieldSpec) -> str:
     """The help line: what it does, then its environment variable, TOML key and default."""
     repeat = " (repeatable)" if spec.metavar.endswith("...") else ""
-    return (f"{spec.help[0].upper()}{spec.help[1:]}{repeat}. "
-            f"[env {spec.env}; toml {spec.name}; default {_shown_default(spec)}]")
+    return (
+        f"{spec.help[0].upper()}{spec.help[1:]}{repeat}. "
+        f"[env {spec.env}; toml {spec.name}; default {_shown_default(spec)}]"
+    )
 
 
 def _parameter(spec: FieldSpec) -> inspect.Parameter:
@@ -46,8 +48,7 @@ def _parameter(spec: FieldSpec) -> inspect.Parameter:
         default = typer.Option(None, f"{spec.option}/{off}", help=help_text, show_default=False)
         annotation = bool | None
     elif spec.metavar.endswith("..."):
-        default = typer.Option(None, spec.option, help=help_text, metavar=spec.metavar.rstrip("."),
-                               show_default=False)
+        default = typer.Option(None, spec.option, help=help_text, metavar=spec.metavar.rstrip("."), show_default=False)
         annotation = list[str] | None
     else:
         # values stay text here: the settings layer validates every source alike
@@ -69,8 +70,10 @@ def with_setting_options(func: F) -> F:
         return func(**kwargs)
 
     params = [_parameter(spec) for spec in FIELDS] + [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in own.parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
     command.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
     return command  # type: ignore[return-value]
 

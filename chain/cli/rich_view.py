@@ -36,8 +36,9 @@ def render(items: list[Item], console: Console | None = None) -> None:
                 out.print(text, soft_wrap=True)
         elif isinstance(item, Bar):
             grid = Table.grid(padding=(0, 1))
-            grid.add_row(ProgressBar(total=max(item.total, 1), completed=min(item.done, item.total), width=40),
-                         bar_label(item))
+            grid.add_row(
+                ProgressBar(total=max(item.total, 1), completed=min(item.done, item.total), width=40), bar_label(item)
+            )
             out.print(grid)
         else:
             out.print(_table(item, out.width))
@@ -52,6 +53,10 @@ def _table(item: TableItem, width: int) -> Table:
         table.add_column(column.header, width=w, no_wrap=column.kind != "text", overflow="ellipsis")
     for r in range(len(item.columns[0].cells) if item.columns else 0):
         # Text cells: literal (no markup parse) and cheaper to measure than str
-        table.add_row(*(Text(shorten_path(column.cells[r], w) if column.kind == "path" else column.cells[r])
-                        for column, w in laid))
+        table.add_row(
+            *(
+                Text(shorten_path(column.cells[r], w) if column.kind == "path" else column.cells[r])
+                for column, w in laid
+            )
+        )
     return table

@@ -130,8 +130,17 @@ def bar_label(bar: Bar) -> str:
 
 def _header(report: StatusReport) -> list[Item]:
     state = report.state.value
-    items: list[Item] = [Line((("chain ", ""), (report.chain_id, "bold"), ("  ", ""),
-                               (state, _STATE_STYLE.get(state, "")), (f"  ({report.backend} backend)", "")))]
+    items: list[Item] = [
+        Line(
+            (
+                ("chain ", ""),
+                (report.chain_id, "bold"),
+                ("  ", ""),
+                (state, _STATE_STYLE.get(state, "")),
+                (f"  ({report.backend} backend)", ""),
+            )
+        )
+    ]
     if report.reason:
         items.append(_line(f"reason: {report.reason}"))
     items.append(Bar(report.iteration, report.max_iter))
@@ -153,25 +162,38 @@ def _header(report: StatusReport) -> list[Item]:
 def _jobs(report: StatusReport) -> list[Item]:
     items: list[Item] = []
     if report.mode == "relay":
-        queued = f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "") \
-            if report.next_job_id else "none"
+        queued = (
+            f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "")
+            if report.next_job_id
+            else "none"
+        )
         items.append(_line(f"mode: relay (no submitter job); next runner: {queued}"))
         if report.relay_broken:
             items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))
         if report.cancelled_outside:
-            items.append(_line(f"cancelled outside chain: {report.cancelled_outside}; nothing of it runs. "
-                               "Close it with: chain cancel, or continue it with: chain submit --resume",
-                               "bold yellow"))
+            items.append(
+                _line(
+                    f"cancelled outside chain: {report.cancelled_outside}; nothing of it runs. "
+                    "Close it with: chain cancel, or continue it with: chain submit --resume",
+                    "bold yellow",
+                )
+            )
         elif report.stalled:
             items.append(_line("stalled: nothing queued; continue it with: chain submit --resume", "bold yellow"))
     else:
         sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
-        items.append(_line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}"
-                           f"{sub_state}"))
+        items.append(
+            _line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}")
+        )
     if report.submitter_lost:
         gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
-        items.append(_line(f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
-                           "Continue it with: chain submit --resume", "bold yellow"))
+        items.append(
+            _line(
+                f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
+                "Continue it with: chain submit --resume",
+                "bold yellow",
+            )
+        )
     if report.runner_job_id:
         current = report.current_runner
         phase = current.status.value if current else "submitted"
@@ -182,8 +204,13 @@ def _jobs(report: StatusReport) -> list[Item]:
     if report.scheduler_error:
         items.append(_line(f"scheduler: {report.scheduler_error}", "yellow"))
     if report.excluded_nodes:
-        items.append(_line(f"excluded nodes: {', '.join(report.excluded_nodes)} (runners stalled or lost the "
-                           "node there; chain submit --resume --reset-excluded uses them again)", "yellow"))
+        items.append(
+            _line(
+                f"excluded nodes: {', '.join(report.excluded_nodes)} (runners stalled or lost the "
+                "node there; chain submit --resume --reset-excluded uses them again)",
+                "yellow",
+            )
+        )
     return items
 
 
@@ -192,12 +219,20 @@ def _runner_table(report: StatusReport, history: int) -> TableItem:
     # keep: what goes last when the terminal is narrow (the number, the
     # counter and the verdict stay)
     spec = (("#", 9), ("job", 3), ("state", 5), ("exit", 2), ("counter", 9), ("start", 0), ("wall", 1))
-    values = [["" if r.seq is None else str(r.seq), r.job_id, r.state or "-",
-               "" if r.exit_code is None else str(r.exit_code), f"{r.iter_before}->{r.iter_after}",
-               _clock(r.start), format_duration(r.wall)] for r in rows]
+    values = [
+        [
+            "" if r.seq is None else str(r.seq),
+            r.job_id,
+            r.state or "-",
+            "" if r.exit_code is None else str(r.exit_code),
+            f"{r.iter_before}->{r.iter_after}",
+            _clock(r.start),
+            format_duration(r.wall),
+        ]
+        for r in rows
+    ]
     columns = [Column(header, [v[k] for v in values], keep=keep) for k, (header, keep) in enumerate(spec)]
-    columns.append(Column("verdict / reason", [f"{r.verdict}: {r.reason}" for r in rows], kind="text",
-                          min_width=24))
+    columns.append(Column("verdict / reason", [f"{r.verdict}: {r.reason}" for r in rows], kind="text", min_width=24))
     return TableItem(f"runners (last {len(rows)} of {report.runner_count or len(report.runners)})", columns)
 
 
@@ -207,9 +242,15 @@ def _hooks(report: StatusReport) -> list[Item]:
         if hook.get("skipped"):
             continue
         ok = hook.get("rc") == 0
-        items.append(Line(((f"hook {hook.get('name')}: ", ""),
-                           ("ok" if ok else f"failed (exit {hook.get('rc')})", "" if ok else "red"),
-                           (f"  log: {hook.get('log', '-')}", ""))))
+        items.append(
+            Line(
+                (
+                    (f"hook {hook.get('name')}: ", ""),
+                    ("ok" if ok else f"failed (exit {hook.get('rc')})", "" if ok else "red"),
+                    (f"  log: {hook.get('log', '-')}", ""),
+                )
+            )
+        )
     return items
 
 
@@ -218,8 +259,10 @@ def _failure(failure: FailureOutput | None) -> list[Item]:
     if failure is None:
         return []
     empty = "" if failure.tail else " (empty or missing)"
-    return [_line(f"{runner_name(failure.seq, failure.job_id)} output: {failure.log}{empty}", "bold"),
-            *(_line(f"  | {line}", fold=True) for line in failure.tail)]
+    return [
+        _line(f"{runner_name(failure.seq, failure.job_id)} output: {failure.log}{empty}", "bold"),
+        *(_line(f"  | {line}", fold=True) for line in failure.tail),
+    ]
 
 
 def print_chain_list(rows: list[ChainRow], *, console: Console | None = None) -> None:

@@ -76,7 +76,7 @@ def _shrink(columns: list[Column], widths: dict[int, int], excess: int) -> None:
 
 def cut(text: str, width: int) -> str:
     """``text`` in ``width`` characters: whole, or cut with an ellipsis."""
-    return text if len(text) <= width else text[:max(0, width - 1)] + ELLIPSIS
+    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
 
 
 def shorten_path(text: str, width: int) -> str:
@@ -123,8 +123,9 @@ def plain_table(title: str, columns: list[Column], width: int) -> list[str]:
     laid = fit(columns, width, per_column=2, edges=-2)
     lines = [cut(title, width)]
     header = [wrap_words(col.header, w) for col, w in laid]
-    rows = [header] + [[cell_lines(col, col.cells[r], w) for col, w in laid]
-                       for r in range(len(columns[0].cells) if columns else 0)]
+    rows = [header] + [
+        [cell_lines(col, col.cells[r], w) for col, w in laid] for r in range(len(columns[0].cells) if columns else 0)
+    ]
     for cells in rows:
         for k in range(max(map(len, cells), default=1)):
             parts = [(cell[k] if k < len(cell) else "").ljust(w) for cell, (_, w) in zip(cells, laid)]

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 
 
-def steady_clock(wall: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> Callable[[], float]:
+def steady_clock(
+    wall: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic
+) -> Callable[[], float]:
     """Wall-clock seconds as of now, advancing with ``monotonic`` only."""
     anchor_wall, anchor_mono = wall(), monotonic()
     return lambda: anchor_wall + (monotonic() - anchor_mono)

@@ -26,6 +26,7 @@ MAX_INT = 10**15  # beyond any counter or second count; keeps every sum a finite
 
 def integer(minimum: int) -> Callable[[Any, str], int]:
     """A whole number of at least ``minimum`` (and at most ``MAX_INT``)."""
+
     def convert(value: Any, what: str) -> int:
         if isinstance(value, bool):
             raise ConfigError(f"{what} must be an integer, got {value!r}")
@@ -84,8 +85,10 @@ def memory(value: Any, what: str) -> str:
     given = str(value) if isinstance(value, int) and not isinstance(value, bool) else text(value, what)
     given = given.strip()
     if given and not _MEMORY.fullmatch(given):
-        raise ConfigError(f"{what} {value!r} is not a Slurm memory size: a whole number with an optional "
-                          "unit K, M, G or T (M when none; 0: all of the node's memory), e.g. 512M or 4G")
+        raise ConfigError(
+            f"{what} {value!r} is not a Slurm memory size: a whole number with an optional "
+            "unit K, M, G or T (M when none; 0: all of the node's memory), e.g. 512M or 4G"
+        )
     # the unit in capitals: sbatch takes either, pyslurm's parser only capitals
     return given.upper()
 
@@ -112,6 +115,7 @@ def time(value: Any, what: str) -> str:
 
 def choice(kind: type[enum.Enum]) -> Callable[[Any, str], Any]:
     """One of an enum's values, in any case."""
+
     def convert(value: Any, what: str) -> Any:
         try:
             return kind(str(value).strip().lower())

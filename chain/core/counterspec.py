@@ -103,7 +103,7 @@ def key_path_value(data: object, key: tuple[str, ...]) -> object:
     part that is not there."""
     node = data
     for depth, part in enumerate(key):
-        where = ".".join(key[:depth + 1])
+        where = ".".join(key[: depth + 1])
         if isinstance(node, dict):
             if part not in node:
                 raise KeyError(where)

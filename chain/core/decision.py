@@ -144,8 +144,10 @@ def _no_advance(outcome: Outcome) -> str:
     if missing:
         return missing_counter(missing, before)
     if after < before:
-        return (f"the counter went back from {before} to {after} (the app started from scratch? "
-                "does it resume from its checkpoint?)")
+        return (
+            f"the counter went back from {before} to {after} (the app started from scratch? "
+            "does it resume from its checkpoint?)"
+        )
     return f"the counter did not advance ({before}->{after})"
 
 
@@ -170,8 +172,7 @@ def _never_ran(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | 
     if outcome.app_ran or not outcome.recorded:
         return None
     why = outcome.detail or "not the chain's current runner"
-    return Decision(Verdict.CONTINUE, f"runner left without running the app: {why} ({_counter(outcome)})",
-                    progress)
+    return Decision(Verdict.CONTINUE, f"runner left without running the app: {why} ({_counter(outcome)})", progress)
 
 
 def _out_of_memory(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
@@ -186,8 +187,10 @@ def _done(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.iter_after >= policy.max_iter:
         return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Tally())
     if outcome.missing_counter_file:
-        why = (f"app exited 0 but {missing_counter(outcome.missing_counter_file, outcome.iter_before)}: "
-               f"the chain completes when the counter reaches MAX_ITER {policy.max_iter}")
+        why = (
+            f"app exited 0 but {missing_counter(outcome.missing_counter_file, outcome.iter_before)}: "
+            f"the chain completes when the counter reaches MAX_ITER {policy.max_iter}"
+        )
     else:
         why = f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER {policy.max_iter}"
     return Decision(Verdict.STOP, why, progress, ChainState.FAILED)
@@ -229,13 +232,19 @@ def _stalled_app(outcome: Outcome, policy: Policy, progress: Tally) -> Decision 
     if outcome.stalled is None:
         return None
     stalled = progress.no_progress + 1
-    why = (f"{STALLED_REASON}: no sign of progress for {outcome.stalled:.0f} s, stopped "
-           f"(counter {_counter(outcome)})")
+    why = f"{STALLED_REASON}: no sign of progress for {outcome.stalled:.0f} s, stopped (counter {_counter(outcome)})"
     if stalled >= policy.max_no_progress:
-        return Decision(Verdict.STOP, f"{why}; {stalled} runners in a row without progress",
-                        replace(progress, no_progress=stalled), ChainState.STOPPED)
-    return Decision(Verdict.CONTINUE, f"{why}; runner {stalled} in a row without progress, the chain stops "
-                    f"at {policy.max_no_progress}", replace(progress, no_progress=stalled))
+        return Decision(
+            Verdict.STOP,
+            f"{why}; {stalled} runners in a row without progress",
+            replace(progress, no_progress=stalled),
+            ChainState.STOPPED,
+        )
+    return Decision(
+        Verdict.CONTINUE,
+        f"{why}; runner {stalled} in a row without progress, the chain stops at {policy.max_no_progress}",
+        replace(progress, no_progress=stalled),
+    )
 
 
 def _handed_over(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
@@ -243,19 +252,26 @@ def _handed_over(outcome: Outcome, policy: Policy, progress: Tally) -> Decision 
     codes, by Slurm ending it (TIMEOUT, PREEMPTED, NODE_FAIL) or by the
     chain's own cancel. Two in a row without advance stop the chain."""
     state, code = outcome.slurm_state, outcome.exit_code
-    if not (state in CONTINUE_STATES or (code in CONTINUE_CODES and state in (None, JobState.COMPLETED,
-                                                                               JobState.FAILED))
-            or (outcome.cancelled_by_chain and state is JobState.CANCELLED)):
+    if not (
+        state in CONTINUE_STATES
+        or (code in CONTINUE_CODES and state in (None, JobState.COMPLETED, JobState.FAILED))
+        or (outcome.cancelled_by_chain and state is JobState.CANCELLED)
+    ):
         return None
     why = _continue_reason(code, state, outcome.detail)
     if outcome.advanced:
         return Decision(Verdict.CONTINUE, f"{why}: counter {_counter(outcome)}", replace(progress, no_progress=0))
     stalled = progress.no_progress + 1
     if stalled >= policy.max_no_progress:
-        return Decision(Verdict.STOP, _stalled_reason(outcome, stalled), replace(progress, no_progress=stalled),
-                        ChainState.STOPPED)
-    return Decision(Verdict.CONTINUE, f"{why} but {_no_advance(outcome)}; runner {stalled} in a row without "
-                    f"progress, the chain stops at {policy.max_no_progress}", replace(progress, no_progress=stalled))
+        return Decision(
+            Verdict.STOP, _stalled_reason(outcome, stalled), replace(progress, no_progress=stalled), ChainState.STOPPED
+        )
+    return Decision(
+        Verdict.CONTINUE,
+        f"{why} but {_no_advance(outcome)}; runner {stalled} in a row without "
+        f"progress, the chain stops at {policy.max_no_progress}",
+        replace(progress, no_progress=stalled),
+    )
 
 
 def _stalled_reason(outcome: Outcome, stalled: int) -> str:
@@ -265,13 +281,25 @@ def _stalled_reason(outcome: Outcome, stalled: int) -> str:
 
 
 # In order: the first that applies decides (``decide``).
-RULES: tuple[Rule, ...] = (_cancelled_by_user, _never_ran, _out_of_memory, _done, _preempted, _stalled_app,
-                           _handed_over)
+RULES: tuple[Rule, ...] = (
+    _cancelled_by_user,
+    _never_ran,
+    _out_of_memory,
+    _done,
+    _preempted,
+    _stalled_app,
+    _handed_over,
+)
 
 
 def _failure_reason(outcome: Outcome) -> str:
     state, code, counter = outcome.slurm_state, outcome.exit_code, _counter(outcome)
-    if code == RunnerExit.NO_ADVANCE and outcome.recorded and outcome.stop_signalled and state in (None, JobState.FAILED):
+    if (
+        code == RunnerExit.NO_ADVANCE
+        and outcome.recorded
+        and outcome.stop_signalled
+        and state in (None, JobState.FAILED)
+    ):
         return f"the app was stopped at the deadline but {_no_advance(outcome)}"
     if not outcome.recorded:
         what = state.value if state else "ended"

@@ -209,7 +209,28 @@ class Ended:
     completed_at: float | None = None
 
 
-Event = (Prepared | Resumed | RelayStarted | SubmitterQueued | SubmitterStarted | HandingOver | CounterRead
-         | RunnerIntended | RunnerSubmitted | RunnerFound | RunnerLost | SuccessorQueued | SuccessorTaken
-         | SuccessorForgotten | SuccessorDropped | RelayBroken | RelayTookOver | Judged | CancelledUnjudged
-         | HookRan | Announced | Ending | Ended)
+Event = (
+    Prepared
+    | Resumed
+    | RelayStarted
+    | SubmitterQueued
+    | SubmitterStarted
+    | HandingOver
+    | CounterRead
+    | RunnerIntended
+    | RunnerSubmitted
+    | RunnerFound
+    | RunnerLost
+    | SuccessorQueued
+    | SuccessorTaken
+    | SuccessorForgotten
+    | SuccessorDropped
+    | RelayBroken
+    | RelayTookOver
+    | Judged
+    | CancelledUnjudged
+    | HookRan
+    | Announced
+    | Ending
+    | Ended
+)

@@ -26,11 +26,33 @@ _PYTHON = re.compile(r"python[0-9.]*")
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 # Words that run the rest of their command line as a program: torchrun after one
 # of them (with its options in between) is still the program chain's signal reaches.
-_WRAPPERS = frozenset({
-    "srun", "mpirun", "mpiexec", "env", "exec", "time", "nohup", "nice", "ionice", "stdbuf",
-    "numactl", "taskset", "timeout", "uv", "conda", "mamba", "micromamba", "pixi", "poetry",
-    "apptainer", "singularity", "xvfb-run", "command",
-})
+_WRAPPERS = frozenset(
+    {
+        "srun",
+        "mpirun",
+        "mpiexec",
+        "env",
+        "exec",
+        "time",
+        "nohup",
+        "nice",
+        "ionice",
+        "stdbuf",
+        "numactl",
+        "taskset",
+        "timeout",
+        "uv",
+        "conda",
+        "mamba",
+        "micromamba",
+        "pixi",
+        "poetry",
+        "apptainer",
+        "singularity",
+        "xvfb-run",
+        "command",
+    }
+)
 _OPERATORS = frozenset({"{", "}", "!"})
 _PUNCTUATION = frozenset(";&|()<>")  # what the lexer makes tokens of its own
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until"})
@@ -62,9 +84,11 @@ def torchrun_signal_warning(command: str, stop_signal: str) -> str | None:
     if launcher is None or sig is None or sig in FORWARDED:
         return None
     name = signal_name(sig)
-    return (f"--stop-signal {name} with {launcher} in --app-cmd: {launcher} forwards only "
-            f"INT, TERM, HUP and QUIT to its workers, so they would never get {name} and "
-            "checkpoint; use --stop-signal TERM (or INT)")
+    return (
+        f"--stop-signal {name} with {launcher} in --app-cmd: {launcher} forwards only "
+        f"INT, TERM, HUP and QUIT to its workers, so they would never get {name} and "
+        "checkpoint; use --stop-signal TERM (or INT)"
+    )
 
 
 def _simple_commands(command: str) -> list[list[str]]:

@@ -63,18 +63,26 @@ def room(mode: Mode, *, lookahead: bool, step_aside_after: int, limits: JobLimit
     if limits.queued is not None and limits.queued.value < queued:
         have = f"{limits.queued.source}={limits.queued.value}"
         if mode is Mode.RELAY or limits.queued.value < relay_queued:
-            return Room(refusal=f"{have} leaves no room for a chain: it needs {relay_queued} jobs queued at "
-                                f"once (a runner and its successor)")
+            return Room(
+                refusal=f"{have} leaves no room for a chain: it needs {relay_queued} jobs queued at "
+                f"once (a runner and its successor)"
+            )
         what = " with --lookahead" if lookahead else ""
-        return Room(refusal=f"{have} leaves no room for submitter mode{what}: it needs {queued} jobs queued "
-                            f"at a handover (submitter, runner, successor); relay mode needs {relay_queued}: "
-                            "use --mode relay")
+        return Room(
+            refusal=f"{have} leaves no room for submitter mode{what}: it needs {queued} jobs queued "
+            f"at a handover (submitter, runner, successor); relay mode needs {relay_queued}: "
+            "use --mode relay"
+        )
     if mode is Mode.SUBMITTER and limits.running is not None and limits.running.value < running:
         have = f"{limits.running.source}={limits.running.value}"
         if step_aside_after <= 0:
-            return Room(refusal=f"{have}: the submitter would hold the only job slot while its runner waits "
-                                "for it; use --mode relay (or a --step-aside-after above 0)")
-        return Room(warning=f"{have}: the submitter and its runner cannot run at once, so they take turns "
-                            f"(the submitter steps aside after {step_aside_after}s each runner); --mode relay "
-                            "runs no submitter")
+            return Room(
+                refusal=f"{have}: the submitter would hold the only job slot while its runner waits "
+                "for it; use --mode relay (or a --step-aside-after above 0)"
+            )
+        return Room(
+            warning=f"{have}: the submitter and its runner cannot run at once, so they take turns "
+            f"(the submitter steps aside after {step_aside_after}s each runner); --mode relay "
+            "runs no submitter"
+        )
     return Room()

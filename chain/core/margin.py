@@ -64,8 +64,9 @@ class MarginStep:
     warning: str = ""  # the app's stop does not fit in any margin the runner can give: said at every runner
 
 
-def next_margin(state: MarginState, *, floor: int, runner_seconds: int, stop: StopTimes,
-                startup: float | None = None) -> MarginStep:
+def next_margin(
+    state: MarginState, *, floor: int, runner_seconds: int, stop: StopTimes, startup: float | None = None
+) -> MarginStep:
     """The margin for the next runner, why (for the chain log), and a
     warning when the app's stop does not fit.
 
@@ -93,12 +94,14 @@ def next_margin(state: MarginState, *, floor: int, runner_seconds: int, stop: St
         # the cap never takes back a margin already given: a slow start-up
         # (a relay take-over riding out an outage) must not shrink it
         wanted = max(cap, state.margin)
-        why += (f"; capped at {wanted}s: start-up {startup:.1f}s + margin leave half the "
-                f"{runner_seconds}s runner for work")
+        why += (
+            f"; capped at {wanted}s: start-up {startup:.1f}s + margin leave half the {runner_seconds}s runner for work"
+        )
     # killed before its checkpoint with the most a runner can give: it needs more than that
     cut = stop.killed_mid_save and state.margin >= cap
-    warning = does_not_fit(worst, cap, runner_seconds=runner_seconds, startup=startup, cut=cut,
-                           killed_after=stop.exited)
+    warning = does_not_fit(
+        worst, cap, runner_seconds=runner_seconds, startup=startup, cut=cut, killed_after=stop.exited
+    )
     return MarginStep(MarginState(wanted, worst, startup), why, warning)
 
 
@@ -123,10 +126,14 @@ def _exit_need(state: MarginState, floor: int, stop: StopTimes) -> tuple[int, st
     need = math.ceil(stop.exited + SLACK_SECONDS)
     if stop.killed:
         need = max(need, 2 * max(state.margin, floor))
-        return need, (f"the app saved {stop.saved:.1f}s after the stop and was killed {stop.exited:.1f}s "
-                      "after it, still exiting: its checkpoint was complete, nothing was lost")
-    return need, (f"the app saved {stop.saved:.1f}s after the stop but exited {stop.exited:.1f}s after it: "
-                  "a slow exit, not a slow save")
+        return need, (
+            f"the app saved {stop.saved:.1f}s after the stop and was killed {stop.exited:.1f}s "
+            "after it, still exiting: its checkpoint was complete, nothing was lost"
+        )
+    return need, (
+        f"the app saved {stop.saved:.1f}s after the stop but exited {stop.exited:.1f}s after it: "
+        "a slow exit, not a slow save"
+    )
 
 
 def margin_cap(floor: int, runner_seconds: int, startup: float) -> int:
@@ -136,8 +143,9 @@ def margin_cap(floor: int, runner_seconds: int, startup: float) -> int:
     return max(floor, math.floor(runner_seconds / 2 - startup))
 
 
-def does_not_fit(worst: float, cap: int, *, runner_seconds: int, startup: float, cut: bool = False,
-                 killed_after: float | None = None) -> str:
+def does_not_fit(
+    worst: float, cap: int, *, runner_seconds: int, startup: float, cut: bool = False, killed_after: float | None = None
+) -> str:
     """'' when the app's slowest stop fits in the time the largest margin
     gives it after the stop signal (``cut``: it was killed before its
     checkpoint with that margin, ``killed_after`` seconds after the stop); else the chain's warning, with the
@@ -153,13 +161,19 @@ def does_not_fit(worst: float, cap: int, *, runner_seconds: int, startup: float,
     largest = f"margin {cap}s: start-up {startup:.1f}s + margin leave half the runner for work"
     if cut:
         when = f" {killed_after:.1f}s after the stop signal" if killed_after is not None else ""
-        what = (f"the app was killed{when}, before its checkpoint was complete, "
-                f"with the largest margin a {runner_seconds}s runner can give ({largest})")
+        what = (
+            f"the app was killed{when}, before its checkpoint was complete, "
+            f"with the largest margin a {runner_seconds}s runner can give ({largest})"
+        )
     else:
-        what = (f"the app needs {worst:.1f}s after the stop signal to checkpoint but a {runner_seconds}s runner "
-                f"can give it {grace:.1f}s ({largest}): it may be killed before its checkpoint at every runner")
-    return (f"{what}; use --runner-time {slurm_time(runner)} or longer (a {needed}s margin), a faster "
-            "checkpoint, or --fixed-margin with a --runner-margin of your choice")
+        what = (
+            f"the app needs {worst:.1f}s after the stop signal to checkpoint but a {runner_seconds}s runner "
+            f"can give it {grace:.1f}s ({largest}): it may be killed before its checkpoint at every runner"
+        )
+    return (
+        f"{what}; use --runner-time {slurm_time(runner)} or longer (a {needed}s margin), a faster "
+        "checkpoint, or --fixed-margin with a --runner-margin of your choice"
+    )
 
 
 def slurm_time(seconds: int) -> str:
@@ -175,9 +189,17 @@ def startup_seconds(start: float | None, app_start: float | None) -> float | Non
     return app_start - start
 
 
-def measured_stop(*, stop_sent: float | None, kill_at: float | None, stop_to_exit: float | None,
-                  external_signal: str | None, killed: bool, timed_out: bool, saved_at: float | None = None,
-                  advanced: bool = False) -> StopTimes:
+def measured_stop(
+    *,
+    stop_sent: float | None,
+    kill_at: float | None,
+    stop_to_exit: float | None,
+    external_signal: str | None,
+    killed: bool,
+    timed_out: bool,
+    saved_at: float | None = None,
+    advanced: bool = False,
+) -> StopTimes:
     """What one runner tells about the app's checkpoint time.
 
     Only a stop the runner itself sent counts (not scancel or preemption).
@@ -193,7 +215,12 @@ def measured_stop(*, stop_sent: float | None, kill_at: float | None, stop_to_exi
     if killed and exited is not None and kill_at is not None and stop_sent is not None:
         exited = min(exited, kill_at - stop_sent)
     saved = None
-    if exited is not None and stop_sent is not None and saved_at is not None and advanced \
-            and 0.0 <= saved_at - stop_sent <= exited:
+    if (
+        exited is not None
+        and stop_sent is not None
+        and saved_at is not None
+        and advanced
+        and 0.0 <= saved_at - stop_sent <= exited
+    ):
         saved = saved_at - stop_sent
     return StopTimes(exited=exited, saved=saved, killed=killed)

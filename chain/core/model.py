@@ -64,10 +64,20 @@ class JobState(str, enum.Enum):
 
 
 # the one job-state table every backend and command uses (issue 28)
-_FINAL = frozenset({
-    JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED, JobState.NODE_FAIL,
-    JobState.PREEMPTED, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL, JobState.DEADLINE, JobState.REVOKED,
-})
+_FINAL = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.CANCELLED,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.REVOKED,
+    }
+)
 
 _ACTIVE = frozenset(
     {
@@ -126,8 +136,12 @@ class ChainState(str, enum.Enum):
 
 
 # 0 only for a completed chain; distinct from the ChainError codes 1-4 and 70.
-_END_EXIT_CODES = {ChainState.COMPLETED: CliExit.OK, ChainState.FAILED: CliExit.CHAIN_FAILED,
-                   ChainState.STOPPED: CliExit.CHAIN_STOPPED, ChainState.CANCELLED: CliExit.CHAIN_CANCELLED}
+_END_EXIT_CODES = {
+    ChainState.COMPLETED: CliExit.OK,
+    ChainState.FAILED: CliExit.CHAIN_FAILED,
+    ChainState.STOPPED: CliExit.CHAIN_STOPPED,
+    ChainState.CANCELLED: CliExit.CHAIN_CANCELLED,
+}
 
 
 def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:

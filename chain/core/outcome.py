@@ -33,8 +33,15 @@ def slurm_exit_code(info: JobInfo | None) -> int | None:
     return info.exit_code
 
 
-def runner_outcome(status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None, *,
-                   cancelled: bool, counter: int | None, missing_counter_file: str = "") -> Outcome:
+def runner_outcome(
+    status: ChainStatus,
+    record: RunnerRecord | None,
+    info: JobInfo | None,
+    *,
+    cancelled: bool,
+    counter: int | None,
+    missing_counter_file: str = "",
+) -> Outcome:
     """The outcome of the chain's current runner. ``counter``: the counter as
     read now (None: unreadable); ``missing_counter_file``: the counter file's
     name when it is absent now, judged after the runner's app and before the
@@ -45,11 +52,22 @@ def runner_outcome(status: ChainStatus, record: RunnerRecord | None, info: JobIn
             slurm_state=info.state if info is not None and info.state.finished else None,
             iter_before=status.iter_before if record.iter_before is None else record.iter_before,
             iter_after=status.iter_before if record.iter_after is None else record.iter_after,
-            recorded=True, cancelled_by_chain=cancelled, detail=record.detail,
-            stop_signalled=record.stop_sent is not None, app_ran=not record.superseded,
-            missing_counter_file=missing_counter_file, preempted=record.preempted, stalled=record.stalled,
+            recorded=True,
+            cancelled_by_chain=cancelled,
+            detail=record.detail,
+            stop_signalled=record.stop_sent is not None,
+            app_ran=not record.superseded,
+            missing_counter_file=missing_counter_file,
+            preempted=record.preempted,
+            stalled=record.stalled,
             requeued=info is not None and info.state is JobState.REQUEUED,
         )
-    return Outcome(exit_code=slurm_exit_code(info), slurm_state=info.state if info else JobState.UNKNOWN,
-                   iter_before=status.iter_before, iter_after=status.iter_before if counter is None else counter,
-                   recorded=False, cancelled_by_chain=cancelled, missing_counter_file=missing_counter_file)
+    return Outcome(
+        exit_code=slurm_exit_code(info),
+        slurm_state=info.state if info else JobState.UNKNOWN,
+        iter_before=status.iter_before,
+        iter_after=status.iter_before if counter is None else counter,
+        recorded=False,
+        cancelled_by_chain=cancelled,
+        missing_counter_file=missing_counter_file,
+    )

@@ -66,6 +66,7 @@ def _rule(event: type[E]) -> Callable[[Callable[[ChainStatus, E], tuple[Change, 
     def register(fn: Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]) -> Rule:
         _RULES[event] = fn
         return fn
+
     return register
 
 
@@ -80,13 +81,19 @@ def _prepared(s: ChainStatus, e: Prepared) -> tuple[Change, tuple[Effect, ...]]:
 
 @_rule(Resumed)
 def _resumed(s: ChainStatus, e: Resumed) -> tuple[Change, tuple[Effect, ...]]:
-    change: Change = {"submitter_cycle": s.submitter_cycle + 1, "state": ChainState.PENDING, "reason": "",
-                      "no_progress": 0, "retries_used": 0}
+    change: Change = {
+        "submitter_cycle": s.submitter_cycle + 1,
+        "state": ChainState.PENDING,
+        "reason": "",
+        "no_progress": 0,
+        "retries_used": 0,
+    }
     if s.state.ended:  # a new run: its hooks run and its end is announced again
         change.update(hooks=[], end_announced=False)
     if e.reset_excluded and (s.node_strikes or s.excluded_nodes):
         return {**change, "node_strikes": {}, "excluded_nodes": []}, (
-            Log(f"nodes no longer excluded: {', '.join(s.excluded_nodes) or 'none'}"),)
+            Log(f"nodes no longer excluded: {', '.join(s.excluded_nodes) or 'none'}"),
+        )
     return change, NONE
 
 
@@ -117,8 +124,13 @@ def _counter_read(s: ChainStatus, e: CounterRead) -> tuple[Change, tuple[Effect,
 
 @_rule(RunnerIntended)
 def _runner_intended(s: ChainStatus, e: RunnerIntended) -> tuple[Change, tuple[Effect, ...]]:
-    return {"runner_seq": s.runner_seq + 1, "runner_job_id": "", "runner_live": True, "iter_before": e.counter,
-            "runner_submitted": e.now}, SAVE
+    return {
+        "runner_seq": s.runner_seq + 1,
+        "runner_job_id": "",
+        "runner_live": True,
+        "iter_before": e.counter,
+        "runner_submitted": e.now,
+    }, SAVE
 
 
 @_rule(RunnerSubmitted)
@@ -163,8 +175,10 @@ def _successor_dropped(s: ChainStatus, e: SuccessorDropped) -> tuple[Change, tup
 
 @_rule(RelayBroken)
 def _relay_broken(s: ChainStatus, e: RelayBroken) -> tuple[Change, tuple[Effect, ...]]:
-    return {"relay_broken": e.why}, (Save(), Log(f"relay: {e.why}; the app runs, then the chain stalls "
-                                                 "(chain submit --resume)"))
+    return {"relay_broken": e.why}, (
+        Save(),
+        Log(f"relay: {e.why}; the app runs, then the chain stalls (chain submit --resume)"),
+    )
 
 
 @_rule(RelayTookOver)
@@ -174,8 +188,12 @@ def _relay_took_over(s: ChainStatus, e: RelayTookOver) -> tuple[Change, tuple[Ef
 
 @_rule(Judged)
 def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
-    change: Change = {"runner_live": False, "iteration": e.iteration, "no_progress": e.no_progress,
-                      "retries_used": e.retries_used}
+    change: Change = {
+        "runner_live": False,
+        "iteration": e.iteration,
+        "no_progress": e.no_progress,
+        "retries_used": e.retries_used,
+    }
     if e.margin is not None:
         change.update(zip(("margin", "worst_stop_to_exit", "worst_startup"), e.margin, strict=True))
     if e.reason is not None:
@@ -185,8 +203,9 @@ def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
     strikes = struck(s.node_strikes, e.blamed)
     newly = [n for n in excluded(strikes, e.exclude_after) if n not in s.excluded_nodes] if e.exclude_after else []
     change.update(node_strikes=strikes, excluded_nodes=sorted([*s.excluded_nodes, *newly]))
-    line = (f"node(s) {', '.join(e.blamed)} blamed for runner {s.runner_seq}"
-            + (f"; excluded from the chain's later runners: {', '.join(newly)}" if newly else ""))
+    line = f"node(s) {', '.join(e.blamed)} blamed for runner {s.runner_seq}" + (
+        f"; excluded from the chain's later runners: {', '.join(newly)}" if newly else ""
+    )
     return change, (Log(line), Save())
 
 

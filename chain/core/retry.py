@@ -36,8 +36,9 @@ TRANSIENT_MARKERS = (
 
 # A file system that refuses writes for a while: full (quota), read-only or
 # immutable for a moment (an admin's chattr, a remount), a flaky NFS server.
-STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EPERM, errno.EACCES, errno.EIO,
-                            errno.ESTALE, errno.EAGAIN})
+STORAGE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EPERM, errno.EACCES, errno.EIO, errno.ESTALE, errno.EAGAIN}
+)
 STORAGE_PATIENCE = 120.0  # seconds the chain's own writes are repeated before they fail
 
 
@@ -87,18 +88,37 @@ class RetryPolicy:
     def until(cls, out_of_time: Callable[[], bool], sleep: Callable[[float], None]) -> RetryPolicy:
         """Any scheduler error, repeated (5 s, doubling to 60 s, jittered) until
         ``out_of_time()``: the submitter through an outage, until its job ends."""
-        return cls(attempts=1 << 30, max_delay=float("inf"), initial=5.0, maximum=60.0, sleep=sleep,
-                   retry_on=SchedulerError, out_of_time=out_of_time)
+        return cls(
+            attempts=1 << 30,
+            max_delay=float("inf"),
+            initial=5.0,
+            maximum=60.0,
+            sleep=sleep,
+            retry_on=SchedulerError,
+            out_of_time=out_of_time,
+        )
 
     @classmethod
-    def for_storage(cls, sleep: Callable[[float], None] = time.sleep, patience: float = STORAGE_PATIENCE,
-                    clock: Callable[[], float] = time.monotonic) -> RetryPolicy:
+    def for_storage(
+        cls,
+        sleep: Callable[[float], None] = time.sleep,
+        patience: float = STORAGE_PATIENCE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> RetryPolicy:
         """The chain's own files: a write refused by a full, read-only or
         immutable file system (``STORAGE_ERRNOS``) is repeated (1 s, doubling
         to 15 s) for ``patience`` seconds, so a short outage neither kills a
         job nor leaves the chain undriven; anything else fails at once."""
-        return cls(attempts=1 << 30, max_delay=patience, initial=1.0, maximum=15.0, sleep=sleep,
-                   retry_on=OSError, retry_when=is_storage_hiccup, clock=clock)
+        return cls(
+            attempts=1 << 30,
+            max_delay=patience,
+            initial=1.0,
+            maximum=15.0,
+            sleep=sleep,
+            retry_on=OSError,
+            retry_when=is_storage_hiccup,
+            clock=clock,
+        )
 
     def call(self, fn: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
         import tenacity
@@ -118,15 +138,14 @@ class RetryPolicy:
                 return out_of_time()
 
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(self.retry_on) & tenacity.retry_if_exception(
-                self.retry_when or (lambda exc: True)),
-            stop=(tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay)
-                  | _OutOfTime()),
+            retry=tenacity.retry_if_exception_type(self.retry_on)
+            & tenacity.retry_if_exception(self.retry_when or (lambda exc: True)),
+            stop=(
+                tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay) | _OutOfTime()
+            ),
             wait=tenacity.wait_random_exponential(multiplier=self.initial, max=self.maximum),
             sleep=self.sleep,
             before_sleep=before_sleep,
             reraise=True,
         )
         return retrying(fn)
-
-

@@ -88,8 +88,16 @@ def job_exit_code(code: int) -> int:
     return 0 if code in (RunnerExit.DONE, *CONTINUE_CODES) else code
 
 
-def describe_exit(how: str, ran: float, stop_signal: str, stop_sent: bool, external: str | None,
-                  killed: bool, *, exit_code: int | None = None) -> str:
+def describe_exit(
+    how: str,
+    ran: float,
+    stop_signal: str,
+    stop_sent: bool,
+    external: str | None,
+    killed: bool,
+    *,
+    exit_code: int | None = None,
+) -> str:
     """Pure: the runner's one-line account of how the app ended. ``how`` is
     ``supervise.AppEnd.how``; ``exit_code`` the app's exit status when it
     exited by itself (None: killed by a signal)."""

@@ -11,8 +11,7 @@ import re
 from chain.errors import ConfigError
 
 _FORMATS = (
-    "minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
-    "days-hours:minutes or days-hours:minutes:seconds"
+    "minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes or days-hours:minutes:seconds"
 )
 _NUM = r"([0-9]+)"
 _PATTERNS: tuple[tuple[re.Pattern[str], tuple[int, ...]], ...] = (

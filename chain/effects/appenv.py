@@ -28,9 +28,14 @@ def venv_bin(executable: str, prefix: str, base_prefix: str) -> str | None:
     return str(Path(executable).parent)
 
 
-def app_environ(environ: Mapping[str, str], *, venv_on_path: bool,
-                executable: str = sys.executable, prefix: str = sys.prefix,
-                base_prefix: str = sys.base_prefix) -> dict[str, str]:
+def app_environ(
+    environ: Mapping[str, str],
+    *,
+    venv_on_path: bool,
+    executable: str = sys.executable,
+    prefix: str = sys.prefix,
+    base_prefix: str = sys.base_prefix,
+) -> dict[str, str]:
     """A copy of ``environ`` for the app: the venv activated when asked, and
     Python's output unbuffered unless the user set ``PYTHONUNBUFFERED``."""
     env = dict(environ)

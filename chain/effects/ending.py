@@ -23,43 +23,75 @@ MARGIN_WARNING = "margin does not fit"  # the reason chain status shows while th
 HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not bound it
 
 
-def record_judgment(chain: ChainDir, settings: Settings, status: ChainStatus, outcome: Outcome,
-                    decision: Decision) -> None:
+def record_judgment(
+    chain: ChainDir, settings: Settings, status: ChainStatus, outcome: Outcome, decision: Decision
+) -> None:
     """Write the current runner's judgment (runners.jsonl, chain.log) and the
     counters the decision keeps; learn the margin from its stop; put a
     node-ish failure on its node (``core.exclusion``, with the nodes the
     outcome found down)."""
     job_id = status.runner_job_id
     record = chain.runner_record(job_id)
-    chain.judge_runner(judged_runner(
-        status, record, state=outcome.slurm_state.value if outcome.slurm_state else "",
-        exit_code=outcome.exit_code, iter_before=outcome.iter_before, iter_after=outcome.iter_after,
-        verdict=decision.verdict.value, reason=decision.reason, recorded=outcome.recorded))
+    chain.judge_runner(
+        judged_runner(
+            status,
+            record,
+            state=outcome.slurm_state.value if outcome.slurm_state else "",
+            exit_code=outcome.exit_code,
+            iter_before=outcome.iter_before,
+            iter_after=outcome.iter_after,
+            verdict=decision.verdict.value,
+            reason=decision.reason,
+            recorded=outcome.recorded,
+        )
+    )
     chain.log(f"runner {status.runner_seq} (job {job_id}): {decision.verdict.value}: {decision.reason}")
-    margin, reason = (_adapt_margin(chain, settings, status, record, outcome) if settings.adaptive_margin
-                      else (None, None))
+    margin, reason = (
+        _adapt_margin(chain, settings, status, record, outcome) if settings.adaptive_margin else (None, None)
+    )
     nodes = record.nodes if record else []
     blame = blamed(nodes, outcome.nodes_down, failed=outcome.failed_on_node, taken_back=outcome.taken_back)
-    Executor(chain).apply(status, Judged(outcome.iter_after, decision.progress.no_progress,
-                                         decision.progress.retries_used, margin, reason, tuple(blame),
-                                         settings.exclude_after))
+    Executor(chain).apply(
+        status,
+        Judged(
+            outcome.iter_after,
+            decision.progress.no_progress,
+            decision.progress.retries_used,
+            margin,
+            reason,
+            tuple(blame),
+            settings.exclude_after,
+        ),
+    )
 
 
-def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None,
-                  outcome: Outcome) -> tuple[tuple[int, float, float] | None, str | None]:
+def _adapt_margin(
+    chain: ChainDir, settings: Settings, status: ChainStatus, record: RunnerRecord | None, outcome: Outcome
+) -> tuple[tuple[int, float, float] | None, str | None]:
     """Learn the app's checkpoint time from the runner's stop (``core.margin``):
     the margin state and the reason to keep (None: unchanged). The margin
     travels in the chain's state, so both modes keep it."""
     if record is not None and record.superseded:
         return None, None  # it ran no app (a pre-queued runner that left): nothing to learn, even if killed after
     r = record or RunnerRecord(status.runner_job_id)
-    stop = measured_stop(stop_sent=r.stop_sent, kill_at=r.kill_at, stop_to_exit=r.stop_to_exit,
-                         external_signal=r.external_signal, killed=r.killed,
-                         timed_out=outcome.slurm_state is JobState.TIMEOUT, saved_at=r.saved_at,
-                         advanced=outcome.advanced)
+    stop = measured_stop(
+        stop_sent=r.stop_sent,
+        kill_at=r.kill_at,
+        stop_to_exit=r.stop_to_exit,
+        external_signal=r.external_signal,
+        killed=r.killed,
+        timed_out=outcome.slurm_state is JobState.TIMEOUT,
+        saved_at=r.saved_at,
+        advanced=outcome.advanced,
+    )
     before = MarginState(max(status.margin, settings.runner_margin), status.worst_stop_to_exit, status.worst_startup)
-    step = next_margin(before, floor=settings.runner_margin, runner_seconds=settings.runner_seconds, stop=stop,
-                       startup=startup_seconds(r.start, r.app_start))
+    step = next_margin(
+        before,
+        floor=settings.runner_margin,
+        runner_seconds=settings.runner_seconds,
+        stop=stop,
+        startup=startup_seconds(r.start, r.app_start),
+    )
     if step.state.margin != before.margin:
         chain.log(f"runner margin {before.margin}s -> {step.state.margin}s ({step.why})")
     reason: str | None = None
@@ -71,8 +103,16 @@ def _adapt_margin(chain: ChainDir, settings: Settings, status: ChainStatus, reco
     return (step.state.margin, step.state.worst_stop_to_exit, step.state.worst_startup), reason
 
 
-def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
-                   now: float, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
+def complete_chain(
+    chain: ChainDir,
+    backend: Backend,
+    status: ChainStatus,
+    settings: Settings,
+    workdir: Path,
+    now: float,
+    *,
+    hook_timeout: float = HOOK_TIMEOUT,
+) -> None:
     """The counter reached MAX_ITER: run the hooks, announce the end
     (``effects.notify``), then mark the chain completed."""
     started = time.monotonic()
@@ -82,15 +122,31 @@ def complete_chain(chain: ChainDir, backend: Backend, status: ChainStatus, setti
     # watcher's --wait ends with the report made and the notify commands run);
     # both are told the final state and reason
     run = Executor(chain, backend)
-    run_hooks(chain, status, settings, workdir, record=run.recorder(status), timeout=hook_timeout,
-              final=(ChainState.COMPLETED, reason))
+    run_hooks(
+        chain,
+        status,
+        settings,
+        workdir,
+        record=run.recorder(status),
+        timeout=hook_timeout,
+        final=(ChainState.COMPLETED, reason),
+    )
     announce_end(chain, backend, status, settings, workdir, final=(ChainState.COMPLETED, reason))
     run.apply(status, Ended(ChainState.COMPLETED, reason, completed_at=now + (time.monotonic() - started)))
     chain.log("chain completed")
 
 
-def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, workdir: Path,
-              state: ChainState, reason: str, *, hook_timeout: float = HOOK_TIMEOUT) -> None:
+def end_chain(
+    chain: ChainDir,
+    backend: Backend,
+    status: ChainStatus,
+    settings: Settings,
+    workdir: Path,
+    state: ChainState,
+    reason: str,
+    *,
+    hook_timeout: float = HOOK_TIMEOUT,
+) -> None:
     """End the chain with ``state`` and ``reason``: drop a queued runner, run
     the report hook (it helps most when a chain ended badly; the analytics
     hooks proper run only on completion), then save the state, so a watcher
@@ -98,24 +154,39 @@ def end_chain(chain: ChainDir, backend: Backend, status: ChainStatus, settings: 
     run = Executor(chain, backend)
     run.apply(status, Ending())  # a queued runner must not outlive the chain
     chain.log(f"chain {state.value}: {reason}")
-    run_hooks(chain, status, settings, workdir, record=run.recorder(status), timeout=hook_timeout,
-              only=("report",), final=(state, reason))
+    run_hooks(
+        chain,
+        status,
+        settings,
+        workdir,
+        record=run.recorder(status),
+        timeout=hook_timeout,
+        only=("report",),
+        final=(state, reason),
+    )
     announce_end(chain, backend, status, settings, workdir, final=(state, reason))
     run.apply(status, Ended(state, reason))
 
 
-def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend,
-                   settings: Settings) -> None:
+def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend, settings: Settings) -> None:
     """The chain is cancelled with no job of it left to say so (``chain
     cancel``, or a relay whose jobs were scancelled): judge the runner nobody
     judged, forget the queued one, announce the end, save."""
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
-        chain.judge_runner(judged_runner(
-            status, record, state=JobState.CANCELLED.value, exit_code=record.exit_code,
-            iter_before=status.iter_before if record.iter_before is None else record.iter_before,
-            iter_after=status.iter_before if record.iter_after is None else record.iter_after, verdict="stop",
-            reason=reason, recorded=record.ended))
+        chain.judge_runner(
+            judged_runner(
+                status,
+                record,
+                state=JobState.CANCELLED.value,
+                exit_code=record.exit_code,
+                iter_before=status.iter_before if record.iter_before is None else record.iter_before,
+                iter_after=status.iter_before if record.iter_after is None else record.iter_after,
+                verdict="stop",
+                reason=reason,
+                recorded=record.ended,
+            )
+        )
     run = Executor(chain, backend)
     run.apply(status, CancelledUnjudged())
     final = (status.state, status.reason) if status.state.ended else (ChainState.CANCELLED, reason)

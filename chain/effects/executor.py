@@ -50,8 +50,10 @@ class Executor:
 
     def recorder(self, status: ChainStatus) -> Callable[[dict[str, Any]], None]:
         """Where a hook's result goes (``effects.hooks``): into ``status.hooks``, saved."""
+
         def record(entry: dict[str, Any]) -> None:
             self.apply(status, HookRan(entry))
+
         return record
 
     def _carry_out(self, status: ChainStatus, effect: Effect) -> None:
@@ -75,8 +77,9 @@ class Executor:
             self.backend.cancel(effect.job_id)
             self.chain.log(f"next runner: cancelled the queued runner job {effect.job_id}", echo=effect.echo)
         except SchedulerError as exc:
-            self.chain.log(f"next runner: cancel of the queued runner job {effect.job_id} failed: {exc}",
-                           echo=effect.echo)
+            self.chain.log(
+                f"next runner: cancel of the queued runner job {effect.job_id} failed: {exc}", echo=effect.echo
+            )
 
     def retry(self, what: str, call: Callable[[], T], give_up: float) -> T:
         """``call()`` repeated through a scheduler outage (each failure

@@ -82,8 +82,9 @@ def run_hooks(
         try:
             with log_path.open("a", encoding="utf-8") as log:
                 env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
-                env.update(CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value,
-                           CHAIN_REASON=reason)
+                env.update(
+                    CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value, CHAIN_REASON=reason
+                )
                 entry["rc"] = _run_bounded(argv, workdir, log, env, max(1.0, left))
             if entry["rc"] == HOOK_TIMED_OUT:
                 entry["error"] = f"timed out after {max(1.0, left):.0f}s (the time the job had left)"
@@ -100,8 +101,15 @@ def _run_bounded(argv: list[str], workdir: Path, log: IO[str], env: dict[str, st
     """Run a hook in its own process group; past ``timeout`` the whole group
     gets SIGTERM, then SIGKILL 5 s later (a hook's children included), and the
     result is 124."""
-    proc = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True, umask=app_umask(os.environ))
+    proc = subprocess.Popen(
+        argv,
+        cwd=workdir,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        umask=app_umask(os.environ),
+    )
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

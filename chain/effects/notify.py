@@ -25,9 +25,16 @@ from chain.store import ChainDir, ChainStatus
 NOTIFY_TIMEOUT = 60.0  # seconds one notify command may take
 
 
-def announce_end(chain: ChainDir, backend: Backend | None, status: ChainStatus, settings: Settings,
-                 workdir: Path, *, final: tuple[ChainState, str] | None = None,
-                 timeout: float = NOTIFY_TIMEOUT) -> None:
+def announce_end(
+    chain: ChainDir,
+    backend: Backend | None,
+    status: ChainStatus,
+    settings: Settings,
+    workdir: Path,
+    *,
+    final: tuple[ChainState, str] | None = None,
+    timeout: float = NOTIFY_TIMEOUT,
+) -> None:
     """Run the notify commands and submit the mail job for an ended chain,
     unless this end was announced already. Failures are logged, never raised.
 
@@ -39,8 +46,14 @@ def announce_end(chain: ChainDir, backend: Backend | None, status: ChainStatus, 
         return
     Executor(chain, backend).apply(status, Announced())
     env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
-    env.update(CHAIN_ID=status.chain_id, CHAIN_STATE=state.value, CHAIN_REASON=reason,
-               CHAIN_DIR=str(chain.root), CHAIN_ITERATION=str(status.iteration), MAX_ITER=str(settings.max_iter))
+    env.update(
+        CHAIN_ID=status.chain_id,
+        CHAIN_STATE=state.value,
+        CHAIN_REASON=reason,
+        CHAIN_DIR=str(chain.root),
+        CHAIN_ITERATION=str(status.iteration),
+        MAX_ITER=str(settings.max_iter),
+    )
     for i, cmd in enumerate(settings.notify, start=1):
         _run(chain, f"notify-{i}", cmd, env, workdir, timeout)
     if settings.mail_user:
@@ -51,9 +64,16 @@ def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Pat
     log_path = chain.slurm_logs / f"{name}.log"
     try:
         with log_path.open("a", encoding="utf-8") as log:
-            rc = subprocess.run(["bash", "-c", cmd], cwd=workdir if workdir.is_dir() else None, stdout=log,
-                                stderr=subprocess.STDOUT, env=env, timeout=timeout, check=False,
-                                umask=app_umask(os.environ)).returncode
+            rc = subprocess.run(
+                ["bash", "-c", cmd],
+                cwd=workdir if workdir.is_dir() else None,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                timeout=timeout,
+                check=False,
+                umask=app_umask(os.environ),
+            ).returncode
         verdict = "ok" if rc == 0 else f"FAILED (exit {rc}, see {log_path})"
     except subprocess.TimeoutExpired:
         verdict = f"FAILED (timed out after {timeout:.0f}s, see {log_path})"
@@ -62,18 +82,23 @@ def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Pat
     chain.log(f"{name}: {verdict}", echo=False)
 
 
-def _mail(chain: ChainDir, backend: Backend | None, status: ChainStatus, settings: Settings,
-          state: ChainState, workdir: Path) -> None:
+def _mail(
+    chain: ChainDir, backend: Backend | None, status: ChainStatus, settings: Settings, state: ChainState, workdir: Path
+) -> None:
     """One short job with ``--mail-type=END``: Slurm mails its end, and its
     name (``<chain id>.<state>``) says how the chain ended."""
     if backend is None or backend.name == "local":
-        chain.log(f"mail: the {backend.name if backend else 'unknown'} backend sends no mail "
-                  f"(--mail-user {settings.mail_user})", echo=False)
+        chain.log(
+            f"mail: the {backend.name if backend else 'unknown'} backend sends no mail "
+            f"(--mail-user {settings.mail_user})",
+            echo=False,
+        )
         return
     name = f"{status.chain_id}.{state.value}"
     try:
-        job_id = backend.submit(chain.scripts / MAIL_SCRIPT, job_name=name,
-                                cwd=workdir if workdir.is_dir() else chain.root)
+        job_id = backend.submit(
+            chain.scripts / MAIL_SCRIPT, job_name=name, cwd=workdir if workdir.is_dir() else chain.root
+        )
     except ChainError as exc:
         chain.log(f"mail: could not submit the mail job: {exc}", echo=False)
         return

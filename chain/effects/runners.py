@@ -17,8 +17,16 @@ from chain.errors import SchedulerError
 from chain.store import ChainDir, ChainStatus
 
 
-def submit_runner(chain: ChainDir, status: ChainStatus, counter: int, max_iter: int, now: float,
-                  submit: Callable[[str], str], *, echo: bool = True) -> str:
+def submit_runner(
+    chain: ChainDir,
+    status: ChainStatus,
+    counter: int,
+    max_iter: int,
+    now: float,
+    submit: Callable[[str], str],
+    *,
+    echo: bool = True,
+) -> str:
     """Submit the chain's next runner with ``submit(job_name)``.
 
     The intention is saved first: a crash between here and sbatch is
@@ -32,8 +40,9 @@ def submit_runner(chain: ChainDir, status: ChainStatus, counter: int, max_iter: 
     return job_id
 
 
-def submit_runner_job(chain: ChainDir, backend: Backend, status: ChainStatus, name: str, workdir: Path, *,
-                      dependency: str | None = None) -> str:
+def submit_runner_job(
+    chain: ChainDir, backend: Backend, status: ChainStatus, name: str, workdir: Path, *, dependency: str | None = None
+) -> str:
     """One sbatch of the runner script as ``name``: every runner submission
     of the chain goes through here, so none lands on a node the chain
     excluded (``core.exclusion``)."""
@@ -43,8 +52,7 @@ def submit_runner_job(chain: ChainDir, backend: Backend, status: ChainStatus, na
     return backend.submit(script, job_name=name, dependency=dependency, cwd=workdir, exclude=status.excluded_nodes)
 
 
-def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *,
-                  echo: bool = True) -> None:
+def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *, echo: bool = True) -> None:
     """Queue the next runner behind the current one (``afterany``) so its
     queue wait overlaps the compute: lookahead's (it waits to be promoted,
     ``jobs.runner``) and relay's runner 2 at ``chain submit``. A failure only
@@ -53,14 +61,18 @@ def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdi
     its log lines name neither."""
     name = runner_job_name(status.chain_id, status.runner_seq + 1)
     try:
-        job_id = submit_runner_job(chain, backend, status, name, workdir,
-                                   dependency=f"afterany:{status.runner_job_id}")
+        job_id = submit_runner_job(chain, backend, status, name, workdir, dependency=f"afterany:{status.runner_job_id}")
     except SchedulerError as exc:
         chain.log(f"next runner: could not queue runner {status.runner_seq + 1}: {exc}", echo=echo)
         return
-    Executor(chain, backend).apply(status, SuccessorQueued(
-        job_id, f"next runner: runner {status.runner_seq + 1} queued as job {job_id} "
-        f"behind job {status.runner_job_id}", echo))
+    Executor(chain, backend).apply(
+        status,
+        SuccessorQueued(
+            job_id,
+            f"next runner: runner {status.runner_seq + 1} queued as job {job_id} behind job {status.runner_job_id}",
+            echo,
+        ),
+    )
 
 
 def drop_next(chain: ChainDir, backend: Backend, status: ChainStatus, *, echo: bool = True) -> None:

@@ -42,8 +42,15 @@ def submitter_main(chain_dir: str, environ: Mapping[str, str] = os.environ) -> i
 
     keep_job_output()  # a full disk under the job's log must not end the submitter
     chain, settings, backend, workdir = job_context(chain_dir)
-    return Submitter(chain, settings, backend, workdir, environ.get("SLURM_JOB_ID", ""),
-                     job_name=environ.get("SLURM_JOB_NAME", ""), restarts=restart_count(environ)).run()
+    return Submitter(
+        chain,
+        settings,
+        backend,
+        workdir,
+        environ.get("SLURM_JOB_ID", ""),
+        job_name=environ.get("SLURM_JOB_NAME", ""),
+        restarts=restart_count(environ),
+    ).run()
 
 
 def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[str, str] = os.environ) -> int:
@@ -56,6 +63,14 @@ def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[st
     die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
     keep_job_output()  # a full disk under the job's log must not end the runner
     chain, settings, backend, workdir = job_context(chain_dir)
-    return job_exit_code(runner.run(chain, settings, backend, job_id=environ.get("SLURM_JOB_ID", "0"),
-                                    job_name=environ.get("SLURM_JOB_NAME", ""), workdir=workdir,
-                                    preflight_error=preflight_error))
+    return job_exit_code(
+        runner.run(
+            chain,
+            settings,
+            backend,
+            job_id=environ.get("SLURM_JOB_ID", "0"),
+            job_name=environ.get("SLURM_JOB_NAME", ""),
+            workdir=workdir,
+            preflight_error=preflight_error,
+        )
+    )

@@ -33,8 +33,14 @@ def _alive(pgid: int) -> bool:
     return True
 
 
-def stop_group(pgid: int, grace: float, stop_signal: int, *, clock: Callable[[], float] = time.monotonic,
-               sleep: Callable[[float], None] = time.sleep) -> bool:
+def stop_group(
+    pgid: int,
+    grace: float,
+    stop_signal: int,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
     """Stop signal, up to ``grace`` seconds, then SIGKILL; True when the group had to be killed."""
     if not _alive(pgid):
         return False
@@ -61,8 +67,11 @@ def main(argv: list[str]) -> int:
     while os.read(0, 4096):  # until the runner's end closes the pipe
         pass
     if stop_group(pgid, grace, stop_signal):
-        print(f"chain guard: the app (process group {pgid}) outlived its runner; killed after {grace:.0f}s",
-              file=sys.stderr, flush=True)
+        print(
+            f"chain guard: the app (process group {pgid}) outlived its runner; killed after {grace:.0f}s",
+            file=sys.stderr,
+            flush=True,
+        )
     return 0
 
 

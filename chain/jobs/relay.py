@@ -124,9 +124,15 @@ class Relay:
         if not status.runner_live:
             return None  # judged already (a resumed chain, or it ended itself)
         job = status.runner_job_id
-        watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path,
-                            clock=self.clock, sleep=self.sleep, ckpt_path=counter_source(self.settings),
-                            read=self._read_counter)
+        watch = RunnerWatch(
+            self.chain,
+            self.backend,
+            self.workdir / self.settings.ckpt_path,
+            clock=self.clock,
+            sleep=self.sleep,
+            ckpt_path=counter_source(self.settings),
+            read=self._read_counter,
+        )
         record = self.chain.runner_record(job)  # final: this job starts after its predecessor's end
         info = self._query(job, exit_codes=record is None or not record.ended)
         if info is not None and info.state.active:
@@ -168,8 +174,11 @@ class Relay:
             return None
 
     def _decide(self, outcome: Outcome, status: ChainStatus) -> Decision:
-        return decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
-                      Tally(status.no_progress, status.retries_used))
+        return decide(
+            outcome,
+            Policy(self.settings.max_iter, self.settings.retries),
+            Tally(status.no_progress, status.retries_used),
+        )
 
     def _give_up(self, patience: float) -> float:
         """When a take-over retry stops: after ``patience``, and before this
@@ -182,9 +191,11 @@ class Relay:
         """The predecessor's final state, through a scheduler outage (bounded);
         its exit code only when it wrote no record of it."""
         try:
-            return self.executor.retry(f"relay: query of job {job}",
-                                       lambda: self.backend.query([job], exit_codes=exit_codes).get(job),
-                                       self._give_up(QUERY_PATIENCE))
+            return self.executor.retry(
+                f"relay: query of job {job}",
+                lambda: self.backend.query([job], exit_codes=exit_codes).get(job),
+                self._give_up(QUERY_PATIENCE),
+            )
         except SchedulerError as exc:
             # judged from its record alone (no record: its state is unknown)
             self.chain.log(f"relay: could not ask the scheduler about job {job}: {exc}")
@@ -201,19 +212,29 @@ class Relay:
         def submit() -> str:
             nonlocal attempts
             attempts += 1
-            return submit_idempotently(self.backend, name, lambda: submit_runner_job(
-                self.chain, self.backend, status, name, self.workdir, dependency=f"afterany:{self.job_id}"),
-                look_first=attempts > 1)
+            return submit_idempotently(
+                self.backend,
+                name,
+                lambda: submit_runner_job(
+                    self.chain, self.backend, status, name, self.workdir, dependency=f"afterany:{self.job_id}"
+                ),
+                look_first=attempts > 1,
+            )
 
         try:
-            job_id = self.executor.retry(f"relay: queueing runner {status.runner_seq + 1}", submit,
-                                         self._give_up(SUBMIT_PATIENCE))
+            job_id = self.executor.retry(
+                f"relay: queueing runner {status.runner_seq + 1}", submit, self._give_up(SUBMIT_PATIENCE)
+            )
         except SchedulerError as exc:
             self.executor.apply(status, RelayBroken(f"could not queue runner {status.runner_seq + 1}: {exc}"))
             return
         # its id joins worker_ids.txt when it takes over (effects.runners)
-        self.executor.apply(status, SuccessorQueued(
-            job_id, f"relay: runner {status.runner_seq + 1} queued as job {job_id} behind job {self.job_id}"))
+        self.executor.apply(
+            status,
+            SuccessorQueued(
+                job_id, f"relay: runner {status.runner_seq + 1} queued as job {job_id} behind job {self.job_id}"
+            ),
+        )
 
     # --- after the app -----------------------------------------------------------------
     def after_app(self, record: RunnerRecord) -> TakeOver:
@@ -223,16 +244,21 @@ class Relay:
         or the time limit), is left to the successor's judgment."""
         with self.chain.locked(wait=120.0):
             status = self.chain.load_status()
-            if status is None or status.state.ended or status.runner_job_id != self.job_id \
-                    or not status.runner_live:
+            if status is None or status.state.ended or status.runner_job_id != self.job_id or not status.runner_live:
                 return TakeOver(Turn.LEAVE, status)
             if record.external_signal:
                 if record.preempted and status.next_job_id:
                     self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
             # the nodes' states are asked only where this job judges (a handoff leaves it to the successor)
-            outcome = gather_outcome(self.chain, status, record, None, self._reading(),
-                                     counter_source(self.settings) or Path(self.settings.ckpt_path).name)
+            outcome = gather_outcome(
+                self.chain,
+                status,
+                record,
+                None,
+                self._reading(),
+                counter_source(self.settings) or Path(self.settings.ckpt_path).name,
+            )
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more
@@ -265,8 +291,10 @@ class Relay:
         except SchedulerError as exc:
             self.chain.log(f"relay: could not release the queued runner job {job}: {exc}")
             return
-        self.chain.log(f"relay: runner job {self.job_id} preempted: queued runner job {job} released from "
-                       "its dependency, to start without waiting out a requeue")
+        self.chain.log(
+            f"relay: runner job {self.job_id} preempted: queued runner job {job} released from "
+            "its dependency, to start without waiting out a requeue"
+        )
 
     def _successor_cancelled(self, job: str) -> bool:
         """The queued successor was cancelled outside chain (one query; a
@@ -290,8 +318,17 @@ class Relay:
             from chain.effects.runners import drop_next
 
             drop_next(self.chain, self.backend, status)
-            complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock(),
-                           hook_timeout=timeout)
+            complete_chain(
+                self.chain, self.backend, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout
+            )
         else:
-            end_chain(self.chain, self.backend, status, self.settings, self.workdir, take.state, take.why,
-                      hook_timeout=timeout)
+            end_chain(
+                self.chain,
+                self.backend,
+                status,
+                self.settings,
+                self.workdir,
+                take.state,
+                take.why,
+                hook_timeout=timeout,
+            )

@@ -56,9 +56,15 @@ from chain.store.records import RunnerPhase, RunnerRecord
 PROMOTION_PATIENCE = 120.0  # seconds a pre-queued runner waits to become the current one
 
 
-def wait_for_promotion(chain: ChainDir, job_id: str, seq: int | None, *, clock: Callable[[], float],
-                       give_up_at: Callable[[ChainStatus], float],
-                       sleep: Callable[[float], None] = time.sleep) -> tuple[ChainStatus | None, bool]:
+def wait_for_promotion(
+    chain: ChainDir,
+    job_id: str,
+    seq: int | None,
+    *,
+    clock: Callable[[], float],
+    give_up_at: Callable[[ChainStatus], float],
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[ChainStatus | None, bool]:
     """A runner pre-queued by lookahead starts as soon as its predecessor
     ends, before the submitter has judged it: wait until the submitter makes
     it the current runner, or drops it (chain ended, or not continued), or
@@ -83,14 +89,29 @@ def is_current(status: ChainStatus | None, job_id: str, seq: int | None) -> bool
     return not status.runner_job_id or status.runner_job_id == job_id
 
 
-def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, job_name: str, workdir: Path,
-        preflight_error: str | None = None, clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], None] = time.sleep) -> int:
+def run(
+    chain: ChainDir,
+    settings: Settings,
+    backend: Backend,
+    *,
+    job_id: str,
+    job_name: str,
+    workdir: Path,
+    preflight_error: str | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """Run the app once; returns the runner's exit code (``core.runner_rules``).
     ``clock``: wall-clock seconds that do not jump (``core.clock``) by default."""
     clock = clock or steady_clock()
-    record = RunnerRecord(job_id, job_name, seq=runner_seq(job_name), start=clock(), host=os.uname().nodename,
-                          nodes=_job_nodes(os.environ))
+    record = RunnerRecord(
+        job_id,
+        job_name,
+        seq=runner_seq(job_name),
+        start=clock(),
+        host=os.uname().nodename,
+        nodes=_job_nodes(os.environ),
+    )
     previous = chain.runner_record(job_id)
     if previous is not None and previous.ended:
         # Slurm requeued this job (node failure) after it had already run and
@@ -103,12 +124,28 @@ def run(chain: ChainDir, settings: Settings, backend: Backend, *, job_id: str, j
     status = _await_promotion(chain, settings, backend, record, clock, sleep)
     if status is None:
         return 0
-    return _run_current(chain, settings, backend, record, status, workdir, preflight_error, clock, sleep,
-                        slurm_end=_slurm_end(backend, job_id))
+    return _run_current(
+        chain,
+        settings,
+        backend,
+        record,
+        status,
+        workdir,
+        preflight_error,
+        clock,
+        sleep,
+        slurm_end=_slurm_end(backend, job_id),
+    )
 
 
-def _await_promotion(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord,
-                     clock: Callable[[], float], sleep: Callable[[float], None]) -> ChainStatus | None:
+def _await_promotion(
+    chain: ChainDir,
+    settings: Settings,
+    backend: Backend,
+    record: RunnerRecord,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> ChainStatus | None:
     """The chain's status once this job is its current runner; None (its end
     recorded as superseded: no app ran) when it is not, or gave up waiting."""
     job_id = record.job_id
@@ -117,31 +154,52 @@ def _await_promotion(chain: ChainDir, settings: Settings, backend: Backend, reco
         end = _job_end(settings, _slurm_end(backend, job_id), record.start or clock())
         return promotion_give_up(clock(), PROMOTION_PATIENCE, end, _margin(settings, status))
 
-    status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep,
-                                         give_up_at=give_up_at)
+    status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep, give_up_at=give_up_at)
     if status is not None and is_current(status, job_id, record.seq):
         return status
     # the submitter submits afresh when it finds this record (submitter._promote_next),
     # or, had it promoted this job meanwhile, judges it a runner that ran no app
     # (core.decision): never a timeout, so no margin is learned from it
     now = clock()
-    why = (f"not promoted: gave up waiting after {now - (record.start or now):.0f} s "
-           "(its patience, or its own end less its margin)") if gave_up \
+    why = (
+        (
+            f"not promoted: gave up waiting after {now - (record.start or now):.0f} s "
+            "(its patience, or its own end less its margin)"
+        )
+        if gave_up
         else "superseded: not the chain's current runner"
+    )
     _end(chain, record, 0, now, why, superseded=True)
     _say(record, f"{why}; exiting without running the app")
     return None
 
 
-def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord, workdir: Path,
-               preflight_error: str | None, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
+def _run_relay(
+    chain: ChainDir,
+    settings: Settings,
+    backend: Backend,
+    record: RunnerRecord,
+    workdir: Path,
+    preflight_error: str | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> int:
     """Relay mode (``jobs.relay``): judge the predecessor and take over, or end
     the chain here; after the app, end the chain if this runner's own outcome
     ends it."""
     job_id = record.job_id
     slurm_end = _slurm_end(backend, job_id)  # asked once: the relay and the app's schedule share it
-    relay = Relay(chain, settings, backend, workdir, job_id, record.seq, clock, sleep,
-                  job_end=_job_end(settings, slurm_end, record.start or clock()))
+    relay = Relay(
+        chain,
+        settings,
+        backend,
+        workdir,
+        job_id,
+        record.seq,
+        clock,
+        sleep,
+        job_end=_job_end(settings, slurm_end, record.start or clock()),
+    )
     take = relay.take_over()
     if take.step is not Turn.RUN or take.status is None:
         why = take.why or "the chain ends here"
@@ -151,15 +209,26 @@ def _run_relay(chain: ChainDir, settings: Settings, backend: Backend, record: Ru
         return 0
     if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
         slurm_end = _slurm_end(backend, job_id)
-    code = _run_current(chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep,
-                        slurm_end=slurm_end)
+    code = _run_current(
+        chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep, slurm_end=slurm_end
+    )
     relay.finish(relay.after_app(chain.runner_record(job_id) or record))
     return code
 
 
-def _run_current(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord,
-                 status: ChainStatus, workdir: Path, preflight_error: str | None, clock: Callable[[], float],
-                 sleep: Callable[[float], None], *, slurm_end: float | None) -> int:
+def _run_current(
+    chain: ChainDir,
+    settings: Settings,
+    backend: Backend,
+    record: RunnerRecord,
+    status: ChainStatus,
+    workdir: Path,
+    preflight_error: str | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    *,
+    slurm_end: float | None,
+) -> int:
     """The chain's current runner: read the counter, run the app, record the
     end. ``slurm_end``: this job's end as the scheduler gave it (None: it
     could not say; the configured limit bounds the schedule)."""
@@ -194,17 +263,30 @@ def _margin(settings: Settings, status: ChainStatus) -> int:
     return max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
 
 
-def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: RunnerRecord, plan: Schedule,
-             status: ChainStatus, workdir: Path, clock: Callable[[], float],
-             sleep: Callable[[float], None]) -> int:
+def _run_app(
+    chain: ChainDir,
+    settings: Settings,
+    backend: Backend,
+    record: RunnerRecord,
+    plan: Schedule,
+    status: ChainStatus,
+    workdir: Path,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> int:
     """Start the app (never beside an earlier one of the chain), supervise
     it, record how it ended."""
     lock = AppLock(str(chain.root / "app.lock"))
     if not lock.acquire(until=plan.stop_at, clock=clock, sleep=sleep):
         lock.close()
         record.iter_after = record.iter_before
-        return _end(chain, record, RunnerExit.APP_ALIVE, clock(),
-                    "an earlier app of this chain is still running: not starting a second one")
+        return _end(
+            chain,
+            record,
+            RunnerExit.APP_ALIVE,
+            clock(),
+            "an earlier app of this chain is still running: not starting a second one",
+        )
     argv = ["bash", "-c", settings.app_cmd]
     if settings.launch_mode is LaunchMode.SRUN:
         argv = ["srun", *settings.srun_argv, *argv]
@@ -212,8 +294,11 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     record.end_planned, record.margin = plan.end, plan.margin
     record.stop_at, record.kill_at, record.slurm_end = plan.stop_at, plan.kill_at, plan.slurm_end
     chain.write_runner_record(record)
-    _say(record, f"start, counter {record.iter_before}, stop signal at "
-                 f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}")
+    _say(
+        record,
+        f"start, counter {record.iter_before}, stop signal at "
+        f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}",
+    )
     signals = Signals()
     signals.install()
     stop_sig = settings.stop_signum
@@ -222,9 +307,15 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
         # the app holds the lock (an inherited descriptor) for as long as it
         # lives, and gets the stop signal if this runner dies (preexec_fn:
         # the runner has no threads, and prctl must run in the child)
-        proc = subprocess.Popen(argv, cwd=workdir, env=_app_env(chain, settings, status, plan, record),
-                                start_new_session=True, umask=app_umask(os.environ), pass_fds=(lock.fd,),
-                                preexec_fn=lambda: die_with_parent(stop_sig))  # noqa: PLW1509
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=_app_env(chain, settings, status, plan, record),
+            start_new_session=True,
+            umask=app_umask(os.environ),
+            pass_fds=(lock.fd,),
+            preexec_fn=lambda: die_with_parent(stop_sig),  # noqa: PLW1509
+        )
     except OSError as exc:
         record.iter_after = record.iter_before
         return _end(chain, record, RunnerExit.CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")
@@ -233,10 +324,17 @@ def _run_app(chain: ChainDir, settings: Settings, backend: Backend, record: Runn
     record.app_start = clock()
     chain.write_runner_record(record)
     guard = _start_guard(proc.pid, settings, stop_sig, record)
-    deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else \
-        _step_sender(proc, backend, record)
-    end = supervise(proc, plan, stop_signal=stop_sig, deliver=deliver, signals=signals, clock=clock,
-                    say=lambda line: _say(record, line), watch=_stall_watch(chain, settings, workdir))
+    deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else _step_sender(proc, backend, record)
+    end = supervise(
+        proc,
+        plan,
+        stop_signal=stop_sig,
+        deliver=deliver,
+        signals=signals,
+        clock=clock,
+        say=lambda line: _say(record, line),
+        watch=_stall_watch(chain, settings, workdir),
+    )
     if guard is not None:
         os.close(guard)  # the app has ended: its guard finds nothing to stop
     if settings.progress_pattern:
@@ -264,8 +362,11 @@ def _stall_watch(chain: ChainDir, settings: Settings, workdir: Path) -> StallWat
     the iteration log, the heartbeat file and the job's log as signs of progress."""
     if not settings.stall_timeout:
         return None
-    paths = [workdir / settings.ckpt_path, workdir / os.environ.get("CHAIN_ITER_LOG", "iterations.log"),
-             _heartbeat(chain)]
+    paths = [
+        workdir / settings.ckpt_path,
+        workdir / os.environ.get("CHAIN_ITER_LOG", "iterations.log"),
+        _heartbeat(chain),
+    ]
     return StallWatch(float(settings.stall_timeout), lambda: progress_marks(paths))
 
 
@@ -287,8 +388,12 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: Runner
     read_end, write_end = os.pipe()
     grace = min(max(settings.runner_margin, 10), 60)
     try:
-        subprocess.Popen([sys.executable, "-m", "chain.jobs.guard", str(app_pid), str(grace), str(int(stop_sig))],
-                         stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "chain.jobs.guard", str(app_pid), str(grace), str(int(stop_sig))],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError as exc:  # the app runs unguarded: PDEATHSIG and the app lock remain
         _say(record, f"could not start the app's guard: {exc.strerror}")
         os.close(write_end)
@@ -298,8 +403,9 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: Runner
     return write_end
 
 
-def _app_env(chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule,
-             record: RunnerRecord) -> dict[str, str]:
+def _app_env(
+    chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule, record: RunnerRecord
+) -> dict[str, str]:
     """The contract's variables (``chain.app.contract``) on the job's environment."""
     env = mark_resuming(app_environ(os.environ, venv_on_path=settings.venv_on_path), record.iter_before or 0)
     env.update(
@@ -321,6 +427,7 @@ def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: Runner
     """Signals for an app under srun: srun turns SIGTERM into killing the step
     and needs two SIGINTs, so the job steps (srun's tasks) are signalled
     through the scheduler; SIGKILL goes to srun itself."""
+
     def deliver(sig: int) -> None:
         try:
             if sig == signal.SIGKILL:
@@ -331,6 +438,7 @@ def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: Runner
             pass
         except ChainError as exc:
             _say(record, f"could not signal the job steps: {exc}")
+
     return deliver
 
 
@@ -345,15 +453,28 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
     # the app saw a stop signal either way (an outside one is forwarded as the stop signal): an exit 0
     # after it is a save-and-exit, judged by its counter, never "done" below MAX_ITER
     we_stopped = end.stop_sent is not None and (end.external is None or end.app_exit_code == 0)
-    code = RunnerExit.BAD_CHECKPOINT if counter_error else \
-        classify_exit(end.app_exit_code, we_stopped, record.iter_after > before,
-                      reached_max=record.iter_after >= settings.max_iter)
+    code = (
+        RunnerExit.BAD_CHECKPOINT
+        if counter_error
+        else classify_exit(
+            end.app_exit_code,
+            we_stopped,
+            record.iter_after > before,
+            reached_max=record.iter_after >= settings.max_iter,
+        )
+    )
     record.app_exit_code, record.stop_sent, record.external_signal = end.app_exit_code, end.stop_sent, end.external
     record.killed, record.stalled = end.killed, end.stalled
     record.stop_to_exit = (end.ended - end.stop_sent) if end.stop_sent else None
-    detail = counter_error or describe_exit(end.how, end.ended - (record.app_start or end.ended),
-                                            settings.stop_signal, end.stop_sent is not None, end.external,
-                                            end.killed, exit_code=end.returncode if end.returncode >= 0 else None)
+    detail = counter_error or describe_exit(
+        end.how,
+        end.ended - (record.app_start or end.ended),
+        settings.stop_signal,
+        end.stop_sent is not None,
+        end.external,
+        end.killed,
+        exit_code=end.returncode if end.returncode >= 0 else None,
+    )
     if end.stalled is not None:
         detail = f"stopped as stalled, no sign of progress for {end.stalled:.0f} s: {detail}"
     if not counter_error and not present:
@@ -364,8 +485,9 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
     return code
 
 
-def _end(chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: str, *,
-         superseded: bool = False) -> int:
+def _end(
+    chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: str, *, superseded: bool = False
+) -> int:
     """Record the outcome: from here the submitter may judge this runner."""
     record.status, record.exit_code, record.end, record.detail = RunnerPhase.ENDED, code, when, detail
     record.superseded = superseded

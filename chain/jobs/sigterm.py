@@ -41,6 +41,7 @@ class TermCatcher:
 
         def restore() -> None:
             signal.signal(signal.SIGTERM, previous)
+
         return restore
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:

@@ -81,11 +81,18 @@ class Submitter:
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
         self.term = TermCatcher(self.sleep)  # SIGTERM raised where the submitter waits
         self.executor = Executor(self.chain, self.backend, self.clock, self.term.sleep)
-        self.watch = RunnerWatch(self.chain, self.backend, self.workdir / self.settings.ckpt_path, self.poll,
-                                 self.clock, self.term.sleep, on_running=self._prequeue,
-                                 step_aside=StepAside(float(self.settings.step_aside_after)),
-                                 ckpt_path=counter_source(self.settings),
-                                 read=lambda: read_counter_state(self.settings, self.workdir))
+        self.watch = RunnerWatch(
+            self.chain,
+            self.backend,
+            self.workdir / self.settings.ckpt_path,
+            self.poll,
+            self.clock,
+            self.term.sleep,
+            on_running=self._prequeue,
+            step_aside=StepAside(float(self.settings.step_aside_after)),
+            ckpt_path=counter_source(self.settings),
+            read=lambda: read_counter_state(self.settings, self.workdir),
+        )
 
     # --- entry -----------------------------------------------------------------
     def run(self) -> int:
@@ -97,8 +104,9 @@ class Submitter:
             return 0
         cycle = submitter_cycle(self.job_name)
         if cycle is not None and cycle < status.submitter_cycle:  # requeued after it handed over (preemption)
-            self.chain.log(f"submitter {self.job_id} (cycle {cycle}): cycle {status.submitter_cycle} drives the "
-                           "chain; leaving")
+            self.chain.log(
+                f"submitter {self.job_id} (cycle {cycle}): cycle {status.submitter_cycle} drives the chain; leaving"
+            )
             return 0
         restore = self.term.install()
         try:
@@ -127,13 +135,18 @@ class Submitter:
             try:
                 self._restart(status, handover)
             except SchedulerError as exc:
-                return self.stop_chain(status, ChainState.STOPPED,
-                                  f"could not submit the next submitter ({exc}); "
-                                  "run chain submit --resume when Slurm answers again")
+                return self.stop_chain(
+                    status,
+                    ChainState.STOPPED,
+                    f"could not submit the next submitter ({exc}); run chain submit --resume when Slurm answers again",
+                )
             return 0
         except SchedulerError as exc:
-            return self.stop_chain(status, ChainState.STOPPED,
-                              f"scheduler unreachable ({exc}); run chain submit --resume when it answers again")
+            return self.stop_chain(
+                status,
+                ChainState.STOPPED,
+                f"scheduler unreachable ({exc}); run chain submit --resume when it answers again",
+            )
         except OSError as exc:  # the chain directory refused writes past ChainDir.storage's patience
             return self._storage_failed(status, exc)
 
@@ -151,14 +164,18 @@ class Submitter:
             self.chain.log(f"submitter {self.job_id}: could not ask whether it is preempted: {exc}")
             preempted = False
         if not preempted and self.clock() < self.deadline:
-            self.chain.log(f"submitter {self.job_id} got SIGTERM, not from preemption (scancel?): nothing drives "
-                           "the chain now; chain submit --resume continues it")
+            self.chain.log(
+                f"submitter {self.job_id} got SIGTERM, not from preemption (scancel?): nothing drives "
+                "the chain now; chain submit --resume continues it"
+            )
             return 128 + signal.SIGTERM
         try:
             self._restart(status, Preempted() if preempted else HandOver())
         except (SchedulerError, Terminated) as exc:
-            self.chain.log(f"submitter {self.job_id}: could not queue a successor after SIGTERM ({exc or 'SIGTERM'}); "
-                           "chain submit --resume continues the chain")
+            self.chain.log(
+                f"submitter {self.job_id}: could not queue a successor after SIGTERM ({exc or 'SIGTERM'}); "
+                "chain submit --resume continues the chain"
+            )
             return 1
         if preempted:
             self._drop_requeued_copy()
@@ -177,8 +194,10 @@ class Submitter:
         """Say so in the job's output and try to end the chain with the
         reason; if even that cannot be written, ``chain status`` shows the
         chain as not driven (its submitter has ended) and how to resume."""
-        why = (f"cannot write the chain directory {self.chain.root}: {exc.strerror or exc}; "
-               "run chain submit --resume when it is writable again")
+        why = (
+            f"cannot write the chain directory {self.chain.root}: {exc.strerror or exc}; "
+            "run chain submit --resume when it is writable again"
+        )
         print(f"chain submitter {self.job_id}: {why}", flush=True)
         try:
             return self.stop_chain(status, ChainState.STOPPED, why)
@@ -207,8 +226,11 @@ class Submitter:
                 return self._finish_cancelled(status)
             if status.runner_live:
                 outcome = self._wait(status)
-                decision = decide(outcome, Policy(self.settings.max_iter, self.settings.retries),
-                                  Tally(status.no_progress, status.retries_used))
+                decision = decide(
+                    outcome,
+                    Policy(self.settings.max_iter, self.settings.retries),
+                    Tally(status.no_progress, status.retries_used),
+                )
                 self._judge(status, outcome, decision)
                 if decision.verdict is Verdict.STOP:
                     return self.stop_chain(status, decision.state, decision.reason)
@@ -238,12 +260,21 @@ class Submitter:
             nonlocal attempts
             attempts += 1
             # after a failed attempt the job may exist anyway: look it up first
-            return submit_idempotently(self.backend, name, lambda: submit_runner_job(
-                self.chain, self.backend, status, name, self.workdir), look_first=attempts > 1)
+            return submit_idempotently(
+                self.backend,
+                name,
+                lambda: submit_runner_job(self.chain, self.backend, status, name, self.workdir),
+                look_first=attempts > 1,
+            )
 
         submit_runner(
-            self.chain, status, counter, self.settings.max_iter, self.clock(),
-            lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)))
+            self.chain,
+            status,
+            counter,
+            self.settings.max_iter,
+            self.clock(),
+            lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)),
+        )
 
     # --- lookahead ------------------------------------------------------------------------
     def _promote_next(self, status: ChainStatus, counter: int) -> None:
@@ -285,15 +316,30 @@ class Submitter:
         """The hooks run within this job's time: one still running at its end
         is stopped and recorded as timed out (never cut by Slurm's kill with
         the chain left running, never run again by a successor)."""
-        complete_chain(self.chain, self.backend, status, self.settings, self.workdir, self.clock(),
-                       hook_timeout=max(5.0, self.hard_end - self.clock() - 5.0))
+        complete_chain(
+            self.chain,
+            self.backend,
+            status,
+            self.settings,
+            self.workdir,
+            self.clock(),
+            hook_timeout=max(5.0, self.hard_end - self.clock() - 5.0),
+        )
         return 0
 
     def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:
         """End the chain with ``state`` and ``reason`` (``effects.ending``).
         Returns the submitter job's exit code."""
-        end_chain(self.chain, self.backend, status, self.settings, self.workdir, state, reason,
-                  hook_timeout=max(5.0, min(self.hard_end - self.clock() - 5.0, 3600.0)))
+        end_chain(
+            self.chain,
+            self.backend,
+            status,
+            self.settings,
+            self.workdir,
+            state,
+            reason,
+            hook_timeout=max(5.0, min(self.hard_end - self.clock() - 5.0, 3600.0)),
+        )
         return 0 if state is ChainState.CANCELLED else 1
 
     def _finish_cancelled(self, status: ChainStatus) -> int:
@@ -311,26 +357,39 @@ class Submitter:
         aside = handover.runner_job_id if isinstance(handover, StepAsideNow) else ""
         # preempted: not behind this job, which Slurm may requeue and hold (~2 min); a
         # requeued copy leaves at its start (an older cycle), this one leaves now
-        dependency = "" if isinstance(handover, Preempted) else \
-            f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
+        dependency = (
+            "" if isinstance(handover, Preempted) else f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
+        )
 
         def submit() -> str:
             found = [j for j in self.backend.find_by_name(name) if j != self.job_id]
-            return found[-1] if found else self.backend.submit(
-                self.chain.scripts / SUBMITTER_SCRIPT, job_name=name, dependency=dependency or None,
-                cwd=self.workdir)
+            return (
+                found[-1]
+                if found
+                else self.backend.submit(
+                    self.chain.scripts / SUBMITTER_SCRIPT,
+                    job_name=name,
+                    dependency=dependency or None,
+                    cwd=self.workdir,
+                )
+            )
 
         new_id = self._persist("submitting the next submitter", submit)
         self.executor.apply(status, SubmitterQueued(new_id))
         if isinstance(handover, Preempted):
-            self.chain.log(f"submitter {self.job_id} preempted: successor {new_id} (cycle {status.submitter_cycle}) "
-                           "takes over")
+            self.chain.log(
+                f"submitter {self.job_id} preempted: successor {new_id} (cycle {status.submitter_cycle}) takes over"
+            )
             return
         if aside:
-            self.chain.log(f"submitter {self.job_id} steps aside: runner job {aside} still waits for resources "
-                           f"after {self.settings.step_aside_after}s; successor {new_id} (cycle "
-                           f"{status.submitter_cycle}) starts when it does")
+            self.chain.log(
+                f"submitter {self.job_id} steps aside: runner job {aside} still waits for resources "
+                f"after {self.settings.step_aside_after}s; successor {new_id} (cycle "
+                f"{status.submitter_cycle}) starts when it does"
+            )
             return
         live = f"; it adopts runner job {status.runner_job_id}" if status.runner_live else ""
-        self.chain.log(f"submitter {self.job_id} near its margin: submitted successor {new_id} "
-                       f"(cycle {status.submitter_cycle}){live}")
+        self.chain.log(
+            f"submitter {self.job_id} near its margin: submitted successor {new_id} "
+            f"(cycle {status.submitter_cycle}){live}"
+        )

@@ -59,9 +59,17 @@ class Signals:
 Deliver = Callable[[int], None]
 
 
-def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int, deliver: Deliver,
-              signals: Signals, clock: Callable[[], float], say: Callable[[str], None],
-              watch: StallWatch | None = None) -> AppEnd:
+def supervise(
+    proc: subprocess.Popen[bytes],
+    plan: Schedule,
+    *,
+    stop_signal: int,
+    deliver: Deliver,
+    signals: Signals,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+    watch: StallWatch | None = None,
+) -> AppEnd:
     """Wait for the app, signalling it at ``plan.stop_at`` (or at once when
     the runner is signalled, or when ``watch`` finds it stalled) and killing
     it at ``plan.kill_at`` (a stalled app: the same grace after its signal)."""
@@ -82,8 +90,10 @@ def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int
             stalled, stop_sent = watch.quiet_for(now), now
             kill_at = now + max(1.0, plan.kill_at - plan.stop_at)
             deliver(stop_signal)
-            say(f"no sign of progress for {stalled:.0f} s (counter, output, iteration log, heartbeat): "
-                f"the app stalled; sent {signal.Signals(stop_signal).name}")
+            say(
+                f"no sign of progress for {stalled:.0f} s (counter, output, iteration log, heartbeat): "
+                f"the app stalled; sent {signal.Signals(stop_signal).name}"
+            )
         if stop_sent is None and now >= plan.stop_at:
             stop_sent = now
             deliver(stop_signal)
@@ -106,11 +116,13 @@ def supervise(proc: subprocess.Popen[bytes], plan: Schedule, *, stop_signal: int
 
 def group_sender(proc: subprocess.Popen[bytes]) -> Deliver:
     """Signals for an app started directly: its whole process group."""
+
     def deliver(sig: int) -> None:
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
+
     return deliver
 
 

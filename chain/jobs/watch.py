@@ -90,7 +90,8 @@ class RunnerWatch:
                 if self.step_aside.due(pending_since, now) and self.chain.runner_record(job_id) is None:
                     raise StepAsideNow(job_id)  # (the record read again: it may have started since)
                 next_query = self.step_aside.next_query(
-                    pending_since, self.poll.next_slurm_query(now, record.end_planned if record else None))
+                    pending_since, self.poll.next_slurm_query(now, record.end_planned if record else None)
+                )
             if now >= self.deadline:
                 raise HandOver()
             self.sleep(self.poll.file_interval)
@@ -109,8 +110,9 @@ class RunnerWatch:
         info = self._settled(job_id, None, self.poll.handoff_delays()[:1] if requeued else None)
         if info is None or not info.state.active:
             return info
-        self.chain.log(f"runner job {job_id} is still {info.state.value} after recording its end "
-                       "(requeued?); cancelling it")
+        self.chain.log(
+            f"runner job {job_id} is still {info.state.value} after recording its end (requeued?); cancelling it"
+        )
         try:
             self.backend.cancel(job_id)
         except SchedulerError as exc:
@@ -152,15 +154,27 @@ class RunnerWatch:
             return None
 
 
-def gather_outcome(chain: ChainDir, status: ChainStatus, record: RunnerRecord | None, info: JobInfo | None,
-                   reading: CounterReading | None, counter_name: str) -> Outcome:
+def gather_outcome(
+    chain: ChainDir,
+    status: ChainStatus,
+    record: RunnerRecord | None,
+    info: JobInfo | None,
+    reading: CounterReading | None,
+    counter_name: str,
+) -> Outcome:
     """The current runner's outcome (``core.outcome.runner_outcome``) with
     the facts gathered here: whether ``chain cancel`` asked, and the counter
     ``reading`` (None: unreadable), named ``counter_name`` when it is
     missing. Before it is judged for good: ``with_nodes_down``."""
     missing = "" if reading is None or reading.present else counter_name
-    return runner_outcome(status, record, info, cancelled=chain.cancel_file.exists(),
-                          counter=None if reading is None else reading.value, missing_counter_file=missing)
+    return runner_outcome(
+        status,
+        record,
+        info,
+        cancelled=chain.cancel_file.exists(),
+        counter=None if reading is None else reading.value,
+        missing_counter_file=missing,
+    )
 
 
 def with_nodes_down(chain: ChainDir, backend: Backend, outcome: Outcome, record: RunnerRecord | None) -> Outcome:

@@ -88,8 +88,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
-                       mode: int = 0o666) -> None:
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bool = True, mode: int = 0o666) -> None:
     """Write ``data`` to ``path`` atomically (temporary file, fsync, rename).
 
     The temporary is created with ``O_EXCL | O_NOFOLLOW`` in the target's
@@ -126,8 +125,7 @@ def _create_exclusive(path: Path, mode: int) -> int:
         return os.open(path, flags, mode)
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str, *, durable: bool = True,
-                      mode: int = 0o666) -> None:
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, durable: bool = True, mode: int = 0o666) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically."""
     write_bytes_atomic(path, text.encode("utf-8"), durable=durable, mode=mode)
 

@@ -44,7 +44,7 @@ class JobOutput(io.TextIOBase):
         data = text.encode("utf-8", "backslashreplace")
         try:
             while data:
-                data = data[os.write(self.fd, data):]
+                data = data[os.write(self.fd, data) :]
         except OSError:  # ENOSPC, EIO, EDQUOT, a closed descriptor: drop the line
             self.lost += 1
         return len(text)

@@ -27,6 +27,7 @@ EVENTS = ("start", "iter", "ckpt", "exit")
 
 # --- one runner ------------------------------------------------------------------
 
+
 def runner_wall(runner: RunnerView) -> float | None:
     """Seconds from the runner's start to its end (its own clock), or None."""
     if runner.start is None or runner.end is None:
@@ -71,8 +72,8 @@ def gain(before: int | None, after: int | None) -> int:
 
 # --- the chain -------------------------------------------------------------------
 
-def rate_per_hour(runners: list[RunnerView], iteration: int, now: float,
-                  recent: int = RECENT_RUNNERS) -> float | None:
+
+def rate_per_hour(runners: list[RunnerView], iteration: int, now: float, recent: int = RECENT_RUNNERS) -> float | None:
     """Iterations per wall-clock hour over the last ``recent`` finished runners.
 
     The wall time runs from the end of the runner before the window (or the
@@ -144,8 +145,15 @@ def efficiency(runners: list[RunnerView], redone: Redone | None = None) -> float
     return max(0.0, useful - redone.seconds) / allocated
 
 
-def chain_metrics(runners: list[RunnerView], iteration: int, max_iter: int, now: float, *,
-                  ended: bool = False, redone: Redone | None = None) -> dict[str, Any]:
+def chain_metrics(
+    runners: list[RunnerView],
+    iteration: int,
+    max_iter: int,
+    now: float,
+    *,
+    ended: bool = False,
+    redone: Redone | None = None,
+) -> dict[str, Any]:
     """``rate_per_hour``, ``eta_seconds``, ``efficiency`` and ``redone_unknown``
     (the runners whose lost work nothing tells: ``redone``, by default
     ``redone_from_runners``) for ``chain status``.
@@ -162,8 +170,9 @@ def chain_metrics(runners: list[RunnerView], iteration: int, max_iter: int, now:
     return {**progress_metrics(runners, iteration, max_iter, now, ended=ended), **known}
 
 
-def progress_metrics(runners: list[RunnerView], iteration: int, max_iter: int, now: float, *,
-                     ended: bool = False) -> dict[str, float | None]:
+def progress_metrics(
+    runners: list[RunnerView], iteration: int, max_iter: int, now: float, *, ended: bool = False
+) -> dict[str, float | None]:
     """``rate_per_hour`` and ``eta_seconds`` alone (``chain_metrics``'s):
     the last ``RECENT_RUNNERS`` runners (and a live one) are all it reads."""
     if ended:
@@ -194,6 +203,7 @@ def format_rate(per_hour: float | None) -> str:
 
 
 # --- the iteration log -------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class IterEvent:
@@ -237,8 +247,14 @@ class Redone:
 
     def to_json(self) -> dict[str, Any]:
         """``summary.json``'s ``work_redone``: a lower bound when ``unknown`` names runners."""
-        return {"iterations": self.iterations, "seconds": round(self.seconds, 3), "restarts_behind": self.restarts,
-                "by_job": self.by_job, "source": self.source, "unknown": list(self.unknown)}
+        return {
+            "iterations": self.iterations,
+            "seconds": round(self.seconds, 3),
+            "restarts_behind": self.restarts,
+            "by_job": self.by_job,
+            "source": self.source,
+            "unknown": list(self.unknown),
+        }
 
 
 def work_redone(events: Iterable[IterEvent]) -> Redone:
@@ -330,5 +346,6 @@ def redone_from_runners(runners: list[RunnerView]) -> Redone:
         by_job[job] = by_job.get(job, 0) + lost
         computed = advance(loser) + lost
         seconds += useful_seconds(loser) * lost / computed
-    return Redone(iterations=count, seconds=seconds, by_job=by_job, restarts=0,
-                  source="runner records", unknown=tuple(unknown))
+    return Redone(
+        iterations=count, seconds=seconds, by_job=by_job, restarts=0, source="runner records", unknown=tuple(unknown)
+    )

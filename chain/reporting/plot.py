@@ -84,8 +84,9 @@ def _gaps(spans: list[Span], runners: list[RunnerView]) -> list[tuple[float, flo
     return gaps
 
 
-def progress_data(events: list[IterEvent], runners: list[RunnerView], *, max_iter: int,
-                  chain_id: str, now: float | None = None) -> ProgressData:
+def progress_data(
+    events: list[IterEvent], runners: list[RunnerView], *, max_iter: int, chain_id: str, now: float | None = None
+) -> ProgressData:
     """Pure: the plotted series.
 
     With an iteration log: one segment per app process (its ``start`` event,
@@ -97,8 +98,13 @@ def progress_data(events: list[IterEvent], runners: list[RunnerView], *, max_ite
     stretch it computed past that save and lost.
     """
     spans = _spans(runners)
-    data = ProgressData(chain_id=chain_id, max_iter=max_iter, spans=spans, gaps=_gaps(spans, runners),
-                        source="iterations.log" if events else "runner records")
+    data = ProgressData(
+        chain_id=chain_id,
+        max_iter=max_iter,
+        spans=spans,
+        gaps=_gaps(spans, runners),
+        source="iterations.log" if events else "runner records",
+    )
     if events:
         data.segments, data.checkpoints = _log_series(events)
     else:
@@ -144,15 +150,19 @@ class _Finished:
 
 
 def _finished(runners: list[RunnerView]) -> list[_Finished]:
-    done = [_Finished(r, r.start, r.end, r.iter_before, r.iter_after) for r in runners
-            if r.start is not None and r.end is not None and r.iter_before is not None and r.iter_after is not None]
+    done = [
+        _Finished(r, r.start, r.end, r.iter_before, r.iter_after)
+        for r in runners
+        if r.start is not None and r.end is not None and r.iter_before is not None and r.iter_after is not None
+    ]
     return sorted(done, key=lambda f: f.start)
 
 
 def _record_segments(runners: list[RunnerView]) -> list[Segment]:
     """Without a log: each finished runner's counter, up to its last save, then flat."""
-    return [Segment(f.runner.job_id, [f.start, f.saved, f.end], [f.before, f.after, f.after])
-            for f in _finished(runners)]
+    return [
+        Segment(f.runner.job_id, [f.start, f.saved, f.end], [f.before, f.after, f.after]) for f in _finished(runners)
+    ]
 
 
 def _record_redone(runners: list[RunnerView]) -> list[tuple[float, float, int, int]]:
@@ -207,8 +217,7 @@ def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
 
     _draw_allocations(ax, data, x)
     _draw_progress(ax, data, x)
-    ax.axhline(data.max_iter, color="tab:red", linestyle="--", linewidth=1,
-               label=f"MAX_ITER = {data.max_iter}")
+    ax.axhline(data.max_iter, color="tab:red", linestyle="--", linewidth=1, label=f"MAX_ITER = {data.max_iter}")
     ax.set_xlabel(f"wall-clock time since chain start ({unit})")
     ax.set_ylabel("iteration (count)")
     ax.set_ylim(0, max(data.max_iter, *(max(s.iterations) for s in data.segments if s.iterations), 1) * 1.05)
@@ -225,27 +234,64 @@ def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
 def _draw_allocations(ax: Axes, data: ProgressData, x: Callable[[float], float]) -> None:
     """Runner spans (shaded, labelled when few) and the gaps between them (hatched)."""
     for i, span in enumerate(data.spans):
-        ax.axvspan(x(span.start), x(span.end), color="tab:blue" if i % 2 == 0 else "tab:cyan", alpha=0.12,
-                   label="runner allocation" if i == 0 else None)
+        ax.axvspan(
+            x(span.start),
+            x(span.end),
+            color="tab:blue" if i % 2 == 0 else "tab:cyan",
+            alpha=0.12,
+            label="runner allocation" if i == 0 else None,
+        )
         ax.axvline(x(span.start), color="tab:blue", linewidth=0.6, alpha=0.5)
         if len(data.spans) <= 30:
-            ax.annotate(f"r{span.seq}" if span.seq is not None else span.job, (x(span.start), 1.0),
-                        xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="left")
+            ax.annotate(
+                f"r{span.seq}" if span.seq is not None else span.job,
+                (x(span.start), 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                va="top",
+                ha="left",
+            )
     for i, (a, b) in enumerate(data.gaps):
-        ax.axvspan(x(a), x(b), facecolor="none", hatch="//", edgecolor="tab:red", alpha=0.35,
-                   linewidth=0, label="queue / handoff gap" if i == 0 else None)
+        ax.axvspan(
+            x(a),
+            x(b),
+            facecolor="none",
+            hatch="//",
+            edgecolor="tab:red",
+            alpha=0.35,
+            linewidth=0,
+            label="queue / handoff gap" if i == 0 else None,
+        )
 
 
 def _draw_progress(ax: Axes, data: ProgressData, x: Callable[[float], float]) -> None:
     """The iteration curve of each segment and the checkpoints."""
     for i, seg in enumerate(data.segments):
         # the log has every save (a staircase); a record only the last: a rise to it, then flat
-        ax.plot([x(t) for t in seg.times], seg.iterations, color="tab:green", linewidth=1.4,
-                drawstyle="steps-post" if data.source == "iterations.log" else "default",
-                label="iteration" if i == 0 else None)
+        ax.plot(
+            [x(t) for t in seg.times],
+            seg.iterations,
+            color="tab:green",
+            linewidth=1.4,
+            drawstyle="steps-post" if data.source == "iterations.log" else "default",
+            label="iteration" if i == 0 else None,
+        )
     for i, (t0, t1, lo, hi) in enumerate(data.redone):
-        ax.plot([x(t0), x(t1)], [lo, hi], color="tab:red", linewidth=1.4, linestyle=":",
-                label="computed past the last save, lost and redone" if i == 0 else None)
+        ax.plot(
+            [x(t0), x(t1)],
+            [lo, hi],
+            color="tab:red",
+            linewidth=1.4,
+            linestyle=":",
+            label="computed past the last save, lost and redone" if i == 0 else None,
+        )
     if data.checkpoints:
-        ax.plot([x(t) for t, _ in data.checkpoints], [i for _, i in data.checkpoints], linestyle="none",
-                marker=".", markersize=4, color="black", label="checkpoint")
+        ax.plot(
+            [x(t) for t, _ in data.checkpoints],
+            [i for _, i in data.checkpoints],
+            linestyle="none",
+            marker=".",
+            markersize=4,
+            color="black",
+            label="checkpoint",
+        )

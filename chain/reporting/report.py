@@ -94,8 +94,7 @@ def final_state(status: ChainStatus | None, environ: Mapping[str, str]) -> tuple
     if status is None:
         return "", ""
     told = environ.get("CHAIN_STATE", "")
-    if status.state.ended or environ.get("CHAIN_ID") != status.chain_id \
-            or told not in {s.value for s in ChainState}:
+    if status.state.ended or environ.get("CHAIN_ID") != status.chain_id or told not in {s.value for s in ChainState}:
         return status.state.value, status.reason
     return told, environ.get("CHAIN_REASON", "")
 
@@ -127,12 +126,21 @@ class _Chain:
         status = chain.load_status()
         workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
         runners = load_runners(chain)
-        iteration = status.iteration if status else max(
-            [r.iter_after for r in runners if r.iter_after is not None], default=0)
+        iteration = (
+            status.iteration if status else max([r.iter_after for r in runners if r.iter_after is not None], default=0)
+        )
         events = _read_events(workdir)
-        return cls(chain, status, workdir, _max_iter(chain), iteration, runners,
-                   load_submitter_ids(chain, status.submitter_job_id if status else ""), events,
-                   work_redone(events) if events else redone_from_runners(runners))
+        return cls(
+            chain,
+            status,
+            workdir,
+            _max_iter(chain),
+            iteration,
+            runners,
+            load_submitter_ids(chain, status.submitter_job_id if status else ""),
+            events,
+            work_redone(events) if events else redone_from_runners(runners),
+        )
 
     @property
     def runner_ids(self) -> list[str]:
@@ -162,8 +170,7 @@ def _accounting(chain: _Chain, backends: BackendFactory, settle: float) -> _Acco
         records, _ = fetch_usage(backend, chain.submitters, settle=0)
         why = f"accounting unavailable: the chain ran on the {backend.name} backend; {OWN_RECORDS}"
         return _Accounting(records, backend.usage_source, False, [why])
-    records, note = fetch_usage(backend, chain.runner_ids + chain.submitters, ended=_ended(chain),
-                                settle=settle)
+    records, note = fetch_usage(backend, chain.runner_ids + chain.submitters, ended=_ended(chain), settle=settle)
     notes = [note + (f"; {OWN_RECORDS}" if not records else "")] if note else []
     return _Accounting(records, backend.usage_source if records else "", bool(records), notes)
 
@@ -187,8 +194,9 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
 
 
-def _rates(runners: list[RunnerView], iteration: int, max_iter: int, now: float,
-           ended: bool, redone: Redone) -> dict[str, Any]:
+def _rates(
+    runners: list[RunnerView], iteration: int, max_iter: int, now: float, ended: bool, redone: Redone
+) -> dict[str, Any]:
     """The span (first submission to the last runner's end), the mean rate over
     it, and ``chain status``'s metrics (no rate or ETA once the chain ended)."""
     submitted = [r.submitted for r in runners if r.submitted]
@@ -214,8 +222,9 @@ def _plot(chain: _Chain, chain_id: str, notes: list[str]) -> Path | None:
         return None
 
 
-def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]], now: float,
-             environ: Mapping[str, str]) -> dict[str, Any]:
+def _summary(
+    chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]], now: float, environ: Mapping[str, str]
+) -> dict[str, Any]:
     state, reason = final_state(chain.status, environ)
     return {
         "chain_id": chain.status.chain_id if chain.status else chain.dir.root.name,
@@ -227,12 +236,12 @@ def _summary(chain: _Chain, accounting: _Accounting, rows: list[dict[str, Any]],
         "accounting": accounting.trusted,
         "notes": accounting.notes,
         "totals": usage_totals(rows, chain.redone),
-        "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records,
-                               accounting.source).to_json(),
+        "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records, accounting.source).to_json(),
         "work_redone": chain.redone.to_json(),
         "preempted": preempted_runners(chain.runners),
-        **_rates(chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended,
-                 chain.redone),
+        **_rates(
+            chain.runners, chain.iteration, chain.max_iter, now, bool(state) and ChainState(state).ended, chain.redone
+        ),
         "iteration_log": str(chain.workdir / ITER_LOG) if chain.events else None,
         "generated": now,
         "files": {},
@@ -256,9 +265,15 @@ def _write_files(chain: _Chain, rows: list[dict[str, Any]], summary: dict[str, A
     return paths
 
 
-def make_report(chain_dir: Path, *, echo: bool = True, backends: BackendFactory | None = None,
-                settle: float = 15.0, console: Console | None = None,
-                environ: Mapping[str, str] | None = None) -> list[Path]:
+def make_report(
+    chain_dir: Path,
+    *,
+    echo: bool = True,
+    backends: BackendFactory | None = None,
+    settle: float = 15.0,
+    console: Console | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[Path]:
     """Write the report files into ``<chain_dir>/report``; return their paths.
 
     ``backends`` builds the chain's backend from its stored name (default:
@@ -270,8 +285,12 @@ def make_report(chain_dir: Path, *, echo: bool = True, backends: BackendFactory 
     chain = _Chain.read(chain_dir)
     now = time.time()
     accounting = _accounting(chain, backends or report_backend, settle)
-    rows = build_rows(chain.runners, accounting.records if accounting.trusted else {},
-                      None if chain.redone.unknown else chain.redone.by_job, now=now)
+    rows = build_rows(
+        chain.runners,
+        accounting.records if accounting.trusted else {},
+        None if chain.redone.unknown else chain.redone.by_job,
+        now=now,
+    )
     summary = _summary(chain, accounting, rows, now, os.environ if environ is None else environ)
     paths = _write_files(chain, rows, summary)
     if echo:
@@ -280,6 +299,7 @@ def make_report(chain_dir: Path, *, echo: bool = True, backends: BackendFactory 
 
 
 # --- the printed report ------------------------------------------------------------
+
 
 def _dur(seconds: Any) -> str:
     """Short duration: tenths under a minute (margins are seconds), else 1h02m."""
@@ -309,8 +329,7 @@ def driver_line(driver: dict[str, Any]) -> str:
         return head + ", allocation unknown (no accounting record)"
     part = "" if driver["accounted"] == jobs else f" ({driver['accounted']} accounted)"
     if driver["cpu_s"] is None:
-        return (head + part + f", {_dur(driver['elapsed_s'])} elapsed; "
-                "CPU-seconds unknown (no allocated CPUs recorded)")
+        return head + part + f", {_dur(driver['elapsed_s'])} elapsed; CPU-seconds unknown (no allocated CPUs recorded)"
     line = head + part + f" held {driver['cpu_s']:,.0f} CPU-s ({_dur(driver['elapsed_s'])} elapsed)"
     if driver["ratio"] is not None:
         line += f" = {100 * driver['ratio']:.1f}% of the runners' {driver['runner_cpu_s']:,.0f} CPU-s"
@@ -325,21 +344,43 @@ def _table(summary: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
     # padding), fit 80 characters with 8-digit job ids, node names of 8-10,
     # 6-digit counters and day-long runners; the rest is in usage.csv and the
     # lines under the table.
-    table = Table(title=f"chain {summary['chain_id']}: {len(rows)} runner(s), "
-                  f"{summary['backend'] or '?'} backend", title_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table = Table(
+        title=f"chain {summary['chain_id']}: {len(rows)} runner(s), {summary['backend'] or '?'} backend",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
     for i, head in enumerate(("#", "job", "node", "state", "exit", "counter", "wait", "alloc", "lost")):
         table.add_column(head, justify="right" if i >= 5 else "left", no_wrap=True)
     for r in rows:
         state = (r["slurm_state"] or "-").split(" ")[0]  # "CANCELLED by 0" -> "CANCELLED"
         code = r["runner_exit_code"] if r["runner_exit_code"] is not None else r["slurm_exit_code"]
-        table.add_row(str(r["seq"] if r["seq"] is not None else "-"), r["job_id"], r["node"] or "-", state,
-                      "-" if code is None else str(code), _counter(r["iter_before"], r["iter_after"]),
-                      _dur(r["queue_wait_s"]), _dur(r["allocated_s"]), _dur(r["lost_s"]))
+        table.add_row(
+            str(r["seq"] if r["seq"] is not None else "-"),
+            r["job_id"],
+            r["node"] or "-",
+            state,
+            "-" if code is None else str(code),
+            _counter(r["iter_before"], r["iter_after"]),
+            _dur(r["queue_wait_s"]),
+            _dur(r["allocated_s"]),
+            _dur(r["lost_s"]),
+        )
     t = summary["totals"]
     table.add_section()
-    table.add_row("", "total", "", "", "", f"+{t['iterations']}", _dur(t["queue_wait_s"]),
-                  _dur(t["allocated_s"]), _dur(t["lost_s"]))
+    table.add_row(
+        "",
+        "total",
+        "",
+        "",
+        "",
+        f"+{t['iterations']}",
+        _dur(t["queue_wait_s"]),
+        _dur(t["allocated_s"]),
+        _dur(t["lost_s"]),
+    )
     return table
 
 
@@ -351,8 +392,10 @@ def redone_line(redone: dict[str, Any], totals: dict[str, Any]) -> str:
         who = ", ".join(unknown) if len(unknown) <= 3 else f"{unknown[0]}, … {unknown[-1]} ({len(unknown)})"
         # an app killed (or failed) lost what it computed since its last save: nothing says how much
         return f"redone unknown{at_least}: runner {who} killed or failed; see --progress-pattern"
-    return (f"redone {totals['redone_iterations']} it ({_dur(totals['redone_s'])}), "
-            f"from the {redone.get('source') or 'iterations.log'}")
+    return (
+        f"redone {totals['redone_iterations']} it ({_dur(totals['redone_s'])}), "
+        f"from the {redone.get('source') or 'iterations.log'}"
+    )
 
 
 def _lines(summary: dict[str, Any]) -> list[str]:
@@ -361,24 +404,29 @@ def _lines(summary: dict[str, Any]) -> list[str]:
     rss = t["max_rss_bytes"]
     state = summary["state"] or "?"
     lines = [
-        f"state {state}" + (f" ({summary['reason']})" if summary.get("reason") else "")
+        f"state {state}"
+        + (f" ({summary['reason']})" if summary.get("reason") else "")
         + f"; counter {summary['iteration']}/{summary['max_iter']}",
         f"allocated {_dur(t['allocated_s'])} = useful {_dur(t['useful_s'])} + lost {_dur(t['lost_s'])}"
         + (f" (efficiency {_percent(eff)})" if eff is not None else " (efficiency unknown)"),
         f"queue wait {_dur(t['queue_wait_s'])}; cpu {_dur(t['cpu_s'])}; max RSS "
-        + (f"{rss / 2**20:.0f} MiB" if rss else "-") + f"; stop→exit {_dur(t['stop_to_exit_s'])}",
+        + (f"{rss / 2**20:.0f} MiB" if rss else "-")
+        + f"; stop→exit {_dur(t['stop_to_exit_s'])}",
         redone_line(summary["work_redone"], t),
         driver_line(summary["driver"]),
     ]
     if summary.get("preempted"):
         jobs = summary["preempted"]
-        lines.append(f"taken back by Slurm: {len(jobs)} runner(s) (job {', '.join(jobs[:5])}"
-                     f"{', …' if len(jobs) > 5 else ''}): preempted, or requeued after a lost node; "
-                     "not counted as failures")
+        lines.append(
+            f"taken back by Slurm: {len(jobs)} runner(s) (job {', '.join(jobs[:5])}"
+            f"{', …' if len(jobs) > 5 else ''}): preempted, or requeued after a lost node; "
+            "not counted as failures"
+        )
     if m.get("rate_per_hour") is not None:
         eta = m.get("eta_seconds")
-        lines.append(f"rate {format_rate(m['rate_per_hour'])}"
-                     + (f", ETA {format_duration(eta)}" if eta is not None else ""))
+        lines.append(
+            f"rate {format_rate(m['rate_per_hour'])}" + (f", ETA {format_duration(eta)}" if eta is not None else "")
+        )
     elif summary.get("mean_rate_per_hour") is not None:
         lines.append(f"mean rate {format_rate(summary['mean_rate_per_hour'])} over the chain's span")
     return lines

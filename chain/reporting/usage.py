@@ -23,20 +23,40 @@ from chain.store import ChainDir
 from chain.store.records import JudgedRunner, RunnerView
 
 COLUMNS = (
-    "seq", "job_id",
+    "seq",
+    "job_id",
     # from the accounting (empty without it, but for node and queue wait: the
     # runner's own record has its host and our clock its submission and start)
-    "slurm_state", "slurm_exit_code", "node", "submit", "start", "end",
-    "queue_wait_s", "elapsed_s", "alloc_cpus", "cpu_s", "max_rss_bytes",
+    "slurm_state",
+    "slurm_exit_code",
+    "node",
+    "submit",
+    "start",
+    "end",
+    "queue_wait_s",
+    "elapsed_s",
+    "alloc_cpus",
+    "cpu_s",
+    "max_rss_bytes",
     # from the chain's own records
-    "runner_exit_code", "app_exit_code", "iter_before", "iter_after", "iterations",
-    "redone_iterations", "allocated_s", "useful_s", "lost_s", "stop_to_exit_s",
-    "verdict", "reason",
+    "runner_exit_code",
+    "app_exit_code",
+    "iter_before",
+    "iter_after",
+    "iterations",
+    "redone_iterations",
+    "allocated_s",
+    "useful_s",
+    "lost_s",
+    "stop_to_exit_s",
+    "verdict",
+    "reason",
 )
-SLURM_COLUMNS = COLUMNS[COLUMNS.index("slurm_state"):COLUMNS.index("max_rss_bytes") + 1]
+SLURM_COLUMNS = COLUMNS[COLUMNS.index("slurm_state") : COLUMNS.index("max_rss_bytes") + 1]
 
 
 # --- the backend's accounting -------------------------------------------------------
+
 
 def fetch_usage(
     backend: Backend,
@@ -67,8 +87,11 @@ def fetch_usage(
             return {}, f"accounting unavailable: {exc}"
         late = [j for j in want if j not in found or not found[j].final]
         if not late or clock() >= deadline:
-            note = (f"{backend.usage_source} has no final record yet for job(s) "
-                    f"{', '.join(sorted(late, key=_id_key))}") if late else None
+            note = (
+                (f"{backend.usage_source} has no final record yet for job(s) {', '.join(sorted(late, key=_id_key))}")
+                if late
+                else None
+            )
             return found, note
         sleep(1.0)
 
@@ -80,6 +103,7 @@ def _id_key(job_id: str) -> tuple[int, str]:
 
 # --- the chain's own records -----------------------------------------------------------
 
+
 def load_runners(chain: ChainDir) -> list[RunnerView]:
     """Every runner of the chain: worker_ids.txt order, then runners.jsonl.
 
@@ -90,8 +114,7 @@ def load_runners(chain: ChainDir) -> list[RunnerView]:
     """
     ids: list[str] = []
     try:
-        ids = [line.strip() for line in chain.worker_ids.read_text(encoding="utf-8").splitlines()
-               if line.strip()]
+        ids = [line.strip() for line in chain.worker_ids.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError:
         pass
     judged: dict[str, JudgedRunner] = {}
@@ -99,8 +122,10 @@ def load_runners(chain: ChainDir) -> list[RunnerView]:
         if entry.job_id:
             judged[entry.job_id] = entry
             ids.append(entry.job_id)
-    return [RunnerView.merge(job_id, chain.runner_record(job_id, lenient=True), judged.get(job_id))
-            for job_id in dict.fromkeys(ids)]
+    return [
+        RunnerView.merge(job_id, chain.runner_record(job_id, lenient=True), judged.get(job_id))
+        for job_id in dict.fromkeys(ids)
+    ]
 
 
 def load_submitter_ids(chain: ChainDir, current: str = "") -> list[str]:
@@ -108,14 +133,14 @@ def load_submitter_ids(chain: ChainDir, current: str = "") -> list[str]:
     then ``current`` (state.json's) if the file lacks it."""
     ids: list[str] = []
     try:
-        ids = [line.strip() for line in chain.submitter_ids.read_text(encoding="utf-8").splitlines()
-               if line.strip()]
+        ids = [line.strip() for line in chain.submitter_ids.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError:
         pass
     return list(dict.fromkeys([*ids, current] if current else ids))
 
 
 # --- the driver (submitter jobs) ---------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DriverUsage:
@@ -144,10 +169,18 @@ class DriverUsage:
         return round(self.cpu_s / self.runner_cpu_s, 4)
 
     def to_json(self) -> dict[str, Any]:
-        return {"jobs": len(self.job_ids), "job_ids": self.job_ids, "accounted": self.accounted,
-                "elapsed_s": self.elapsed_s, "cpu_s": self.cpu_s, "runners": self.runners,
-                "runners_accounted": self.runners_accounted, "runner_cpu_s": self.runner_cpu_s,
-                "ratio": self.ratio, "source": self.source}
+        return {
+            "jobs": len(self.job_ids),
+            "job_ids": self.job_ids,
+            "accounted": self.accounted,
+            "elapsed_s": self.elapsed_s,
+            "cpu_s": self.cpu_s,
+            "runners": self.runners,
+            "runners_accounted": self.runners_accounted,
+            "runner_cpu_s": self.runner_cpu_s,
+            "ratio": self.ratio,
+            "source": self.source,
+        }
 
 
 def _cpu_sum(jobs: list[JobUsage]) -> float | None:
@@ -157,22 +190,28 @@ def _cpu_sum(jobs: list[JobUsage]) -> float | None:
     return round(sum(c for c in held if c is not None), 3)
 
 
-def driver_usage(submitter_ids: Sequence[str], runner_ids: Sequence[str],
-                 acct: Mapping[str, JobUsage], source: str) -> DriverUsage:
+def driver_usage(
+    submitter_ids: Sequence[str], runner_ids: Sequence[str], acct: Mapping[str, JobUsage], source: str
+) -> DriverUsage:
     """Pure: the submitter jobs' allocation (``acct`` holds both kinds of job,
     from one ``Backend.usage`` request)."""
     subs = [acct[j] for j in submitter_ids if j in acct]
     runs = [acct[j] for j in runner_ids if j in acct]
     elapsed = [u.elapsed for u in subs if u.elapsed is not None]
     return DriverUsage(
-        job_ids=list(submitter_ids), accounted=len(subs),
-        elapsed_s=round(sum(elapsed), 3) if elapsed else None, cpu_s=_cpu_sum(subs),
-        runners=len(runner_ids), runners_accounted=len(runs), runner_cpu_s=_cpu_sum(runs),
+        job_ids=list(submitter_ids),
+        accounted=len(subs),
+        elapsed_s=round(sum(elapsed), 3) if elapsed else None,
+        cpu_s=_cpu_sum(subs),
+        runners=len(runner_ids),
+        runners_accounted=len(runs),
+        runner_cpu_s=_cpu_sum(runs),
         source=source if subs else "",
     )
 
 
 # --- rows and totals -------------------------------------------------------------------
+
 
 def _iso(ts: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts)) if ts is not None else ""
@@ -182,9 +221,13 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def build_rows(runners: list[RunnerView], acct: Mapping[str, JobUsage],
-               redone_by_job: Mapping[str, int] | None = None, *,
-               now: float | None = None) -> list[dict[str, Any]]:
+def build_rows(
+    runners: list[RunnerView],
+    acct: Mapping[str, JobUsage],
+    redone_by_job: Mapping[str, int] | None = None,
+    *,
+    now: float | None = None,
+) -> list[dict[str, Any]]:
     """One row per runner (COLUMNS); Slurm columns None without an accounting
     record, but the node (the runner's own ``host``) and the queue wait (our clock).
 
@@ -197,17 +240,26 @@ def build_rows(runners: list[RunnerView], acct: Mapping[str, JobUsage],
     return [_row(runner, acct.get(runner.job_id), redone_by_job, now) for runner in runners]
 
 
-def _row(runner: RunnerView, u: JobUsage | None, redone_by_job: Mapping[str, int] | None,
-         now: float | None) -> dict[str, Any]:
+def _row(
+    runner: RunnerView, u: JobUsage | None, redone_by_job: Mapping[str, int] | None, now: float | None
+) -> dict[str, Any]:
     """The runner's row of usage.csv: where the typed runner becomes the file's dict."""
     job_id = runner.job_id
     if now is not None and runner.start is not None and runner.end is None and not runner.judged:
         runner = dataclasses.replace(runner, end=now)  # running: useful so far
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(seq=runner.seq, job_id=job_id, runner_exit_code=runner.exit_code,
-               app_exit_code=runner.app_exit_code, stop_to_exit_s=_r(runner.stop_to_exit),
-               verdict=runner.verdict, reason=runner.reason, node=_short_host(runner.host),
-               redone_iterations=_redone(redone_by_job, job_id), **_counters(runner))
+    row.update(
+        seq=runner.seq,
+        job_id=job_id,
+        runner_exit_code=runner.exit_code,
+        app_exit_code=runner.app_exit_code,
+        stop_to_exit_s=_r(runner.stop_to_exit),
+        verdict=runner.verdict,
+        reason=runner.reason,
+        node=_short_host(runner.host),
+        redone_iterations=_redone(redone_by_job, job_id),
+        **_counters(runner),
+    )
     row.update(_times(runner, u.elapsed if u is not None else None))
     row.update(_accounted(u, row["node"]) if u is not None else {"queue_wait_s": _own_queue_wait(runner)})
     return row
@@ -231,16 +283,28 @@ def _times(runner: RunnerView, elapsed: float | None) -> dict[str, Any]:
     if allocated is None:
         return {"allocated_s": None, "useful_s": _r(useful), "lost_s": None}
     useful = min(useful, allocated)
-    return {"allocated_s": _r(allocated), "useful_s": _r(useful),
-            "lost_s": round(float(_r(allocated) or 0) - float(_r(useful) or 0), 3)}
+    return {
+        "allocated_s": _r(allocated),
+        "useful_s": _r(useful),
+        "lost_s": round(float(_r(allocated) or 0) - float(_r(useful) or 0), 3),
+    }
 
 
 def _accounted(u: JobUsage, own_node: str | None) -> dict[str, Any]:
     """The Slurm columns from the job's accounting record."""
-    return {"slurm_state": u.state, "slurm_exit_code": u.exit_code, "node": u.node or own_node,
-            "submit": _iso(u.submit), "start": _iso(u.start), "end": _iso(u.end),
-            "queue_wait_s": _r(u.queue_wait), "elapsed_s": _r(u.elapsed), "alloc_cpus": u.alloc_cpus,
-            "cpu_s": _r(u.cpu), "max_rss_bytes": u.max_rss}
+    return {
+        "slurm_state": u.state,
+        "slurm_exit_code": u.exit_code,
+        "node": u.node or own_node,
+        "submit": _iso(u.submit),
+        "start": _iso(u.start),
+        "end": _iso(u.end),
+        "queue_wait_s": _r(u.queue_wait),
+        "elapsed_s": _r(u.elapsed),
+        "alloc_cpus": u.alloc_cpus,
+        "cpu_s": _r(u.cpu),
+        "max_rss_bytes": u.max_rss,
+    }
 
 
 def _own_queue_wait(runner: RunnerView) -> float | None:
@@ -283,5 +347,6 @@ def usage_totals(rows: list[dict[str, Any]], redone: Redone | None = None) -> di
         "redone_iterations": redone.iterations if redone is not None and known else None,
         "redone_s": round(redone.seconds, 3) if redone is not None and known else None,
         "efficiency": round(max(0.0, useful - redone.seconds) / allocated, 4)
-        if redone is not None and known and allocated > 0 else None,
+        if redone is not None and known and allocated > 0
+        else None,
     }

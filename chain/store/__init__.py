@@ -9,5 +9,14 @@ from chain.store.jsonio import read_counter, read_json, tail_lines, write_json_a
 from chain.store.records import JudgedRunner, RunnerView, judged_runner
 from chain.store.status import ChainStatus
 
-__all__ = ["ChainDir", "ChainStatus", "JudgedRunner", "RunnerView", "judged_runner", "read_counter", "read_json",
-           "tail_lines", "write_json_atomic"]
+__all__ = [
+    "ChainDir",
+    "ChainStatus",
+    "JudgedRunner",
+    "RunnerView",
+    "judged_runner",
+    "read_counter",
+    "read_json",
+    "tail_lines",
+    "write_json_atomic",
+]

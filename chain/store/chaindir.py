@@ -35,8 +35,9 @@ class ChainDir:
     storage: RetryPolicy = field(default_factory=RetryPolicy.for_storage, compare=False, repr=False)
 
     def _durably(self, what: Path, write: Callable[[], None]) -> None:
-        self.storage.call(write, on_retry=lambda line: print(f"chain: writing {what}: {line}; retrying",
-                                                             file=sys.stderr, flush=True))
+        self.storage.call(
+            write, on_retry=lambda line: print(f"chain: writing {what}: {line}; retrying", file=sys.stderr, flush=True)
+        )
 
     @property
     def state_file(self) -> Path:
@@ -121,8 +122,13 @@ class ChainDir:
         return data if isinstance(data, dict) else None
 
     @contextlib.contextmanager
-    def locked(self, *, wait: float = LOCK_WAIT, clock: Callable[[], float] = time.monotonic,
-               sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
+    def locked(
+        self,
+        *,
+        wait: float = LOCK_WAIT,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[None]:
         """Hold the chain directory's lock around a check-then-act (submit,
         resume, cancel): a second command waits up to ``wait`` seconds, then
         is refused with one line. The lock is ``flock`` on the directory that
@@ -143,8 +149,9 @@ class ChainDir:
                     break
                 except BlockingIOError:
                     if clock() >= give_up:
-                        raise ChainDirError(f"{self.root} is busy: another chain command is working on it; "
-                                            "try again") from None
+                        raise ChainDirError(
+                            f"{self.root} is busy: another chain command is working on it; try again"
+                        ) from None
                     sleep(0.1)
             yield
         finally:
@@ -171,6 +178,7 @@ class ChainDir:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
         self._durably(self.runners_log, append)
 
     def judge_runner(self, entry: JudgedRunner) -> None:
@@ -238,4 +246,3 @@ class ChainDir:
 def _append_line(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(line + "\n")
-

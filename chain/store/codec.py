@@ -75,8 +75,10 @@ def _shape(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     per class: get_type_hints compiles every annotation string anew, which
     was 3/4 of reading 10 000 runner records (``chain status --json``)."""
     hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-                 for f in dataclasses.fields(cls))
+    return tuple(
+        (f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(cls)
+    )
 
 
 @functools.cache

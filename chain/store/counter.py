@@ -77,8 +77,7 @@ def read_chain_counter_cheap(settings: Settings, workdir: Path) -> int | None:
     return read_chain_counter(settings, workdir)
 
 
-def read_counter_state(settings: Settings, workdir: Path, *,
-                       timeout: float = COUNTER_CMD_TIMEOUT) -> CounterReading:
+def read_counter_state(settings: Settings, workdir: Path, *, timeout: float = COUNTER_CMD_TIMEOUT) -> CounterReading:
     """The counter with its facts (``CounterReading``). Raises ``CheckpointError``."""
     spec = settings.counter_spec
     if spec.kind is CounterKind.FILE:
@@ -111,8 +110,9 @@ def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
         raise CheckpointError(f"{what}: {path} has no key {exc.args[0]}") from None
     counter = as_counter(value)
     if counter is None:
-        raise CheckpointError(f"{what}: key {'.'.join(spec.key)} of {path} is {str(value)[:40]!r}, "
-                              "not a non-negative integer")
+        raise CheckpointError(
+            f"{what}: key {'.'.join(spec.key)} of {path} is {str(value)[:40]!r}, not a non-negative integer"
+        )
     return CounterReading(counter, True, path)
 
 
@@ -145,8 +145,14 @@ def read_cmd(command: str, workdir: Path, *, timeout: float = COUNTER_CMD_TIMEOU
 def _run_reader(argv: list[str], what: str, cwd: Path, timeout: float) -> CounterReading:
     try:
         # its own session: a timeout ends the command's children too (they hold the pipes)
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
     except OSError as exc:
         raise CheckpointError(f"{what}: cannot run it: {exc.strerror}") from None
     try:
@@ -164,8 +170,9 @@ def _run_reader(argv: list[str], what: str, cwd: Path, timeout: float) -> Counte
     try:
         return CounterReading(parse_counter(text, what), True, None)
     except CounterFormatError as exc:
-        raise CheckpointError(f"{what} printed {exc.text!r}, not one integer (exit 0), "
-                              f"nor exited {NO_CHECKPOINT_EXIT} for no checkpoint") from None
+        raise CheckpointError(
+            f"{what} printed {exc.text!r}, not one integer (exit 0), nor exited {NO_CHECKPOINT_EXIT} for no checkpoint"
+        ) from None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -36,8 +36,9 @@ def read_json(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         if not text.strip():
             raise ChainDirError(f"{what} {path} is corrupt: the file is empty") from None
-        raise ChainDirError(f"{what} {path} is corrupt: not valid JSON (line {exc.lineno}: "
-                            f"{exc.msg[:1].lower()}{exc.msg[1:]})") from None
+        raise ChainDirError(
+            f"{what} {path} is corrupt: not valid JSON (line {exc.lineno}: {exc.msg[:1].lower()}{exc.msg[1:]})"
+        ) from None
 
 
 def tail_lines(path: Path, count: int, *, max_bytes: int = 16384) -> list[str]:

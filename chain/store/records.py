@@ -86,8 +86,7 @@ class RunnerRecord:
 
 # What a judged line carries of the runner's own record only when the record
 # tells it (the report tells known from unknown redone work with them).
-LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_first", "iter_reached",
-                   "saved_at")
+LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_first", "iter_reached", "saved_at")
 # The keys ``chain status --json`` shows of a judged runner (its runners table).
 TABLE_KEYS = ("job_id", "seq", "state", "exit_code", "iter_before", "iter_after", "verdict", "reason", "start", "end")
 
@@ -151,18 +150,37 @@ class JudgedRunner:
             return None
 
 
-def judged_runner(status: ChainStatus, record: RunnerRecord | None, *, state: str, exit_code: int | None,
-                  iter_before: int | None, iter_after: int | None, verdict: str, reason: str,
-                  recorded: bool) -> JudgedRunner:
+def judged_runner(
+    status: ChainStatus,
+    record: RunnerRecord | None,
+    *,
+    state: str,
+    exit_code: int | None,
+    iter_before: int | None,
+    iter_after: int | None,
+    verdict: str,
+    reason: str,
+    recorded: bool,
+) -> JudgedRunner:
     """The line ``runners.jsonl`` keeps for the chain's current runner, its
     own ``record`` (if it wrote one) giving its times and lost-work facts."""
     facts = {key: getattr(record, key) for key in LOST_WORK_FACTS} if record else {}
     return JudgedRunner(
-        job_id=status.runner_job_id, seq=status.runner_seq, state=state, exit_code=exit_code,
-        iter_before=iter_before, iter_after=iter_after, verdict=verdict, reason=reason,
-        submitted=status.runner_submitted, start=record.start if record else None,
-        end=record.end if record else None, stop_to_exit=record.stop_to_exit if record else None,
-        recorded=recorded, **facts)
+        job_id=status.runner_job_id,
+        seq=status.runner_seq,
+        state=state,
+        exit_code=exit_code,
+        iter_before=iter_before,
+        iter_after=iter_after,
+        verdict=verdict,
+        reason=reason,
+        submitted=status.runner_submitted,
+        start=record.start if record else None,
+        end=record.end if record else None,
+        stop_to_exit=record.stop_to_exit if record else None,
+        recorded=recorded,
+        **facts,
+    )
 
 
 @dataclass(frozen=True)
@@ -198,11 +216,18 @@ class RunnerView:
             mine = getattr(judged, name, None)
             return mine if mine is not None else getattr(record, name, None)
 
-        return cls(job_id=job_id, host=record.host if record else "",
-                   **{name: known(name) for name in _MERGED}, verdict=judged.verdict if judged else None,
-                   reason=judged.reason if judged else None, submitted=judged.submitted if judged else None,
-                   superseded=bool(record and record.superseded), killed=bool(known("killed")),
-                   ended=bool(record and record.ended), judged=judged is not None)
+        return cls(
+            job_id=job_id,
+            host=record.host if record else "",
+            **{name: known(name) for name in _MERGED},
+            verdict=judged.verdict if judged else None,
+            reason=judged.reason if judged else None,
+            submitted=judged.submitted if judged else None,
+            superseded=bool(record and record.superseded),
+            killed=bool(known("killed")),
+            ended=bool(record and record.ended),
+            judged=judged is not None,
+        )
 
     @classmethod
     def window(cls, judged: Iterable[JudgedRunner], live: RunnerRecord | None = None) -> list[RunnerView]:
@@ -212,5 +237,17 @@ class RunnerView:
         return views + ([cls.merge(live.job_id, live, None)] if live else [])
 
 
-_MERGED = ("seq", "start", "end", "iter_before", "iter_after", "exit_code", "app_exit_code", "stop_sent",
-           "stop_to_exit", "iter_first", "iter_reached", "saved_at")
+_MERGED = (
+    "seq",
+    "start",
+    "end",
+    "iter_before",
+    "iter_after",
+    "exit_code",
+    "app_exit_code",
+    "stop_sent",
+    "stop_to_exit",
+    "iter_first",
+    "iter_reached",
+    "saved_at",
+)

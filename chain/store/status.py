@@ -79,8 +79,10 @@ class ChainStatus:
         if problem:
             raise ChainDirError(f"state file {path} is corrupt: {problem}")
         if status.version > STATE_VERSION:
-            raise ChainDirError(f"state file {path} has format {status.version}, newer than this chain "
-                                f"understands ({STATE_VERSION}): upgrade chain")
+            raise ChainDirError(
+                f"state file {path} has format {status.version}, newer than this chain "
+                f"understands ({STATE_VERSION}): upgrade chain"
+            )
         return status
 
 

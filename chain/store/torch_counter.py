@@ -43,8 +43,10 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError:
         return NO_CHECKPOINT_EXIT
     except Exception as exc:  # noqa: BLE001 - any load failure is this reader's one-line error
-        print(f"cannot load {path}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
-              file=sys.stderr)
+        print(
+            f"cannot load {path}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+            file=sys.stderr,
+        )
         return 2
     if not isinstance(data, dict) or key not in data:
         print(f"{path} has no key {key!r}" + ("" if isinstance(data, dict) else " (not a dict)"), file=sys.stderr)

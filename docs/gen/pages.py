@@ -22,16 +22,17 @@ def settings_page() -> str:
     from chain.cli.options import _shown_default
     from chain.core.settings import FIELDS
 
-    rows = ["| flag | environment | TOML key | value | default | meaning |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| flag | environment | TOML key | value | default | meaning |", "| --- | --- | --- | --- | --- | --- |"]
     for spec in FIELDS:
         flag = f"`{spec.option}`"
         if spec.metavar == "BOOL":
             off = spec.off_flag or "--no-" + spec.option.removeprefix("--")
             flag += f" / `{off}`"
         value = "on/off" if spec.metavar == "BOOL" else spec.metavar
-        rows.append(f"| {flag} | `{spec.env}` | `{spec.name}` | {_cell(value)} | "
-                    f"{_cell(_shown_default(spec))} | {_cell(spec.help)} |")
+        rows.append(
+            f"| {flag} | `{spec.env}` | `{spec.name}` | {_cell(value)} | "
+            f"{_cell(_shown_default(spec))} | {_cell(spec.help)} |"
+        )
     intro = (DOCS / "settings-intro.md").read_text(encoding="utf-8")
     return intro.replace("<!-- settings table -->", "\n".join(rows))
 
@@ -61,9 +62,15 @@ def command_help(name: str | None) -> str:
 
 def commands_page() -> str:
     """The Commands page: every command's help."""
-    parts = ["# Commands", "",
-             "Generated from `chain --help` and each command's `--help` at build time.", "",
-             "```text", command_help(None).rstrip(), "```"]
+    parts = [
+        "# Commands",
+        "",
+        "Generated from `chain --help` and each command's `--help` at build time.",
+        "",
+        "```text",
+        command_help(None).rstrip(),
+        "```",
+    ]
     for name, _ in _commands():
         parts += ["", f"## chain {name}", "", "```text", command_help(name).rstrip(), "```"]
     return "\n".join(parts) + "\n"

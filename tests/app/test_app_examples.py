@@ -55,9 +55,7 @@ def events(path: Path) -> list[Event]:
     for line in path.read_text().splitlines():
         f = line.split()
         assert len(f) in (5, 6), line
-        out.append(
-            Event(float(f[0]), f[1], int(f[2]), f[3], int(f[4]), int(f[5]) if len(f) == 6 else None)
-        )
+        out.append(Event(float(f[0]), f[1], int(f[2]), f[3], int(f[4]), int(f[5]) if len(f) == 6 else None))
     return out
 
 
@@ -97,9 +95,7 @@ def test_stop_signal_then_resume_to_max_iter(tmp_path: Path, ex: Example) -> Non
     stopped = read_counter(tmp_path / "state_iter.txt")
     assert stopped is not None and 10 <= stopped < MAX_ITER
 
-    second = subprocess.run(
-        ex.argv, cwd=tmp_path, env=app_env(ex, SLURM_JOB_ID="102"), timeout=60, check=False
-    )
+    second = subprocess.run(ex.argv, cwd=tmp_path, env=app_env(ex, SLURM_JOB_ID="102"), timeout=60, check=False)
     assert second.returncode == 0
     assert read_counter(tmp_path / "state_iter.txt") == MAX_ITER
 
@@ -119,9 +115,7 @@ def test_stop_signal_then_resume_to_max_iter(tmp_path: Path, ex: Example) -> Non
     assert [e.t for e in ev] == sorted(e.t for e in ev)
 
 
-@pytest.mark.parametrize(
-    "ex", [e for e in EXAMPLE_APPS if e.name != "python-int"], ids=lambda e: e.name
-)
+@pytest.mark.parametrize("ex", [e for e in EXAMPLE_APPS if e.name != "python-int"], ids=lambda e: e.name)
 def test_deadline_stops_voluntarily_with_99(tmp_path: Path, ex: Example) -> None:
     need(ex)
     # lead is ITER_SECONDS + 1: the app stops on its own ~1 s before the
@@ -141,32 +135,24 @@ def test_deadline_stops_voluntarily_with_99(tmp_path: Path, ex: Example) -> None
     ev = events(tmp_path / "iterations.log")
     assert ev[-1].kind == "exit" and ev[-1].code == 99
     # it saved and logged its exit before the deadline, and not before its lead
-    assert deadline - lead - 0.01 <= ev[-1].t < deadline, (deadline - ev[-1].t)
+    assert deadline - lead - 0.01 <= ev[-1].t < deadline, deadline - ev[-1].t
     assert read_counter(tmp_path / "state_iter.txt") == ev[-1].iteration > 0
 
 
-@pytest.mark.parametrize(
-    "ex", [e for e in EXAMPLE_APPS if e.name != "python-int"], ids=lambda e: e.name
-)
+@pytest.mark.parametrize("ex", [e for e in EXAMPLE_APPS if e.name != "python-int"], ids=lambda e: e.name)
 def test_termination_warning_exits_75(tmp_path: Path, podinfo: Path, ex: Example) -> None:
     need(ex)
-    (podinfo / "termination-warning-at").write_text(
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30))
-    )
+    (podinfo / "termination-warning-at").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30)))
     env = app_env(ex) | {"CHAIN_PODINFO": str(podinfo)}
     proc = subprocess.run(ex.argv, cwd=tmp_path, env=env, timeout=30, check=False)
     assert proc.returncode == 75
 
 
-@pytest.mark.parametrize(
-    "ex", [e for e in EXAMPLE_APPS if e.name != "python-int"], ids=lambda e: e.name
-)
+@pytest.mark.parametrize("ex", [e for e in EXAMPLE_APPS if e.name != "python-int"], ids=lambda e: e.name)
 def test_garbage_counter_is_a_failure_not_a_restart(tmp_path: Path, ex: Example) -> None:
     need(ex)
     (tmp_path / "state_iter.txt").write_text("v2 iter 10")
-    proc = subprocess.run(
-        ex.argv, cwd=tmp_path, env=app_env(ex), timeout=30, check=False, capture_output=True
-    )
+    proc = subprocess.run(ex.argv, cwd=tmp_path, env=app_env(ex), timeout=30, check=False, capture_output=True)
     assert proc.returncode not in (0, 75, 99)
     assert (tmp_path / "state_iter.txt").read_text() == "v2 iter 10"
 
@@ -177,11 +163,7 @@ def test_readmes_hold_one_chain_submit_line() -> None:
         ("python", "python3 app.py"),
         ("r", "Rscript app.R"),
     ):
-        lines = [
-            ln
-            for ln in (EXAMPLES / lang / "README.md").read_text().splitlines()
-            if ln.startswith("chain submit")
-        ]
+        lines = [ln for ln in (EXAMPLES / lang / "README.md").read_text().splitlines() if ln.startswith("chain submit")]
         assert len(lines) == 1 and f"--app-cmd '{cmd}'" in lines[0]
         assert ("--stop-signal INT" in lines[0]) == (lang == "r")
     assert (HELPERS / "chain.sh").is_file() and (HELPERS / "chain.R").is_file()

@@ -163,8 +163,7 @@ def test_run_log_lines(tmp_path: Path) -> None:
     ts = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
     assert re.fullmatch(ts + r" job=4242 pid=\d+ event=start step=0", lines[0])
     assert re.fullmatch(
-        ts
-        + r" job=4242 pid=\d+ event=checkpoint step=20 path=\S+ckpt-20\.ckpt warning=yes cost=0\.500",
+        ts + r" job=4242 pid=\d+ event=checkpoint step=20 path=\S+ckpt-20\.ckpt warning=yes cost=0\.500",
         lines[1],
     )
     assert lines[2].endswith("event=exit step=20 code=99 reason=signal") and "job=4243" in lines[2]

@@ -68,8 +68,12 @@ def test_sigkill_during_saves_never_loses_a_loadable_checkpoint(tmp_path: Path) 
             # every other trial after a save of its own committed (an event,
             # not a time a loaded machine may not give it): the writer
             # provably progresses; the others may die before their first save
-            wait_until(functools.partial(counter_passed, counter, start), 60, interval=0.005,
-                       what=f"trial {trial}'s writer to commit a save")
+            wait_until(
+                functools.partial(counter_passed, counter, start),
+                60,
+                interval=0.005,
+                what=f"trial {trial}'s writer to commit a save",
+            )
         time.sleep(rng.uniform(0.0, 0.25))  # lands anywhere inside the save loop
         proc.send_signal(signal.SIGKILL)
         proc.wait()

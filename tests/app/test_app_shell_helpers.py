@@ -163,13 +163,14 @@ def test_write_atomic_fails_when_the_rename_fails(tmp_path: Path) -> None:
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "inner").mkdir()  # mv onto a non-empty directory fails
     (tmp_path / "ck" / "inner" / "x").write_text("x")
-    r = bash('printf data | chain_write_atomic ck', tmp_path)
+    r = bash("printf data | chain_write_atomic ck", tmp_path)
     assert r.returncode != 0 and "cannot rename" in r.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 
-@pytest.mark.parametrize("text, ok", [("999999999999999999", True), ("9999999999999999999", False),
-                                      ("00000000000000000000042", True)])
+@pytest.mark.parametrize(
+    "text, ok", [("999999999999999999", True), ("9999999999999999999", False), ("00000000000000000000042", True)]
+)
 def test_read_counter_refuses_what_bash_cannot_count(tmp_path: Path, text: str, ok: bool) -> None:
     (tmp_path / "c").write_text(text + "\n")
     r = bash("chain_read_counter c", tmp_path)

@@ -168,8 +168,6 @@ def test_urgent_save_debounce_rearms_when_warning_clears(podinfo: Path) -> None:
 
 
 def test_parse_instant() -> None:
-    assert parse_instant("2026-08-21T17:30:16Z") == datetime(
-        2026, 8, 21, 17, 30, 16, tzinfo=timezone.utc
-    )
+    assert parse_instant("2026-08-21T17:30:16Z") == datetime(2026, 8, 21, 17, 30, 16, tzinfo=timezone.utc)
     assert parse_instant("1800000000") == datetime.fromtimestamp(NOW, tz=timezone.utc)
     assert parse_instant("") is None and parse_instant(None) is None and parse_instant("x") is None

@@ -61,9 +61,7 @@ def test_retention_max_mode_and_no_best(tmp_path: Path) -> None:
     assert [i.step for i in plain.checkpoints()] == [4, 5]
 
 
-def test_corrupt_newest_falls_back_to_previous(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_corrupt_newest_falls_back_to_previous(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = make(tmp_path, keep_last=3)
     for step in (10, 20, 30):
         store.save(step, {"step": step})

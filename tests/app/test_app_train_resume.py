@@ -55,11 +55,7 @@ def kill_at(run_dir: Path, step: int) -> None:
     proc = subprocess.Popen([PYTHON, str(TRAIN)], cwd=run_dir, env=env_for())
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if (
-            (run_dir / "metrics.log").exists()
-            and metrics(run_dir)
-            and metrics(run_dir)[-1][0] >= step
-        ):
+        if (run_dir / "metrics.log").exists() and metrics(run_dir) and metrics(run_dir)[-1][0] >= step:
             break
         time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
@@ -99,11 +95,7 @@ def test_killed_and_resumed_run_matches_uninterrupted(
 
 def test_stop_signal_checkpoints_and_exits_99(tmp_path: Path) -> None:
     proc = subprocess.Popen([PYTHON, str(TRAIN)], cwd=tmp_path, env=env_for(ITER_SECONDS="0.01"))
-    while (
-        not (tmp_path / "metrics.log").exists()
-        or not metrics(tmp_path)
-        or metrics(tmp_path)[-1][0] < 25
-    ):
+    while not (tmp_path / "metrics.log").exists() or not metrics(tmp_path) or metrics(tmp_path)[-1][0] < 25:
         time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 99
@@ -116,11 +108,7 @@ def test_stop_signal_checkpoints_and_exits_99(tmp_path: Path) -> None:
 def test_termination_warning_exits_75_and_async_save(tmp_path: Path, podinfo: Path) -> None:
     env = env_for(ASYNC_SAVE="1", ITER_SECONDS="0.01") | {"CHAIN_PODINFO": str(podinfo)}
     proc = subprocess.Popen([PYTHON, str(TRAIN)], cwd=tmp_path, env=env)
-    while (
-        not (tmp_path / "metrics.log").exists()
-        or not metrics(tmp_path)
-        or metrics(tmp_path)[-1][0] < 25
-    ):
+    while not (tmp_path / "metrics.log").exists() or not metrics(tmp_path) or metrics(tmp_path)[-1][0] < 25:
         time.sleep(0.005)
     warn = podinfo / "termination-warning-at"
     warn.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30)))

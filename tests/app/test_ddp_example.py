@@ -42,11 +42,22 @@ def _run_ranks(workdir: Path, world: int = 2, **extra: str) -> list[int]:
     port = str(_free_port())
     procs = []
     for rank in range(world):
-        env = child_env(MAX_ITER=str(STEPS), CHECKPOINT_EVERY=str(EVERY), CKPT_PATH="counter.txt",
-                        STEP_SECONDS="0", RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                        MASTER_PORT=port, **extra)
-        procs.append(subprocess.Popen([PYTHON, str(TRAIN)], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT))
+        env = child_env(
+            MAX_ITER=str(STEPS),
+            CHECKPOINT_EVERY=str(EVERY),
+            CKPT_PATH="counter.txt",
+            STEP_SECONDS="0",
+            RANK=str(rank),
+            WORLD_SIZE=str(world),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            **extra,
+        )
+        procs.append(
+            subprocess.Popen(
+                [PYTHON, str(TRAIN)], cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        )
     codes = []
     for proc in procs:
         try:

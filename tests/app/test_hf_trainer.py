@@ -32,8 +32,9 @@ APP = Path(__file__).resolve().parent / "hf" / "train_hf.py"
 
 
 def _callback(tmp_path: Path, *, max_iter: int = 10, every: int = 4) -> tuple[ChainTrainerCallback, StopMonitor]:
-    env = AppEnv.from_environ({"MAX_ITER": str(max_iter), "CKPT_PATH": str(tmp_path / "state_iter.txt"),
-                               "CHECKPOINT_EVERY": "3"})
+    env = AppEnv.from_environ(
+        {"MAX_ITER": str(max_iter), "CKPT_PATH": str(tmp_path / "state_iter.txt"), "CHECKPOINT_EVERY": "3"}
+    )
     monitor = StopMonitor(tmp_path / "no-podinfo", deadline=None, signals=[signal.SIGUSR2])
     return ChainTrainerCallback(env, every=every, monitor=monitor), monitor
 
@@ -128,29 +129,60 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
     """An uninterrupted run of the same script: the loss of every step."""
     work = tmp_path_factory.mktemp("hf-reference")
     env = child_env(MAX_ITER="120", CKPT_PATH="state_iter.txt", CHECKPOINT_EVERY="10")
-    proc = subprocess.run([sys.executable, str(APP)], cwd=work, env=env, capture_output=True, text=True, check=False,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(APP)], cwd=work, env=env, capture_output=True, text=True, check=False, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {row["step"]: row["loss"] for row in _losses(work / "loss.jsonl")}
 
 
 @pytest.mark.heavy  # transformers' import is ~7 s of CPU inside every runner
-@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.local),
-                                     pytest.param("slurm", marks=pytest.mark.slurm)])
-def test_a_trainer_chain_of_three_runners_is_exact(backend: str, tmp_path: Path, reference: dict[int, float],
-                                                    request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    "backend", [pytest.param("local", marks=pytest.mark.local), pytest.param("slurm", marks=pytest.mark.slurm)]
+)
+def test_a_trainer_chain_of_three_runners_is_exact(
+    backend: str, tmp_path: Path, reference: dict[int, float], request: pytest.FixtureRequest
+) -> None:
     if backend == "slurm":
         request.getfixturevalue("slurm_cluster")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAIN_")}
     env.update(STEP_SECONDS="0.3", PYTHONPATH=str(APP.parents[3]))
     # 120 steps of >= 0.3 s are >= 36 s of work; a runner's window is 25 - 8 = 17 s: three runners at least
-    submit = [sys.executable, "-m", "chain", "submit", "--backend", backend, "--max-iter", "120",
-              "--checkpoint-every", "10", "--app-cmd", f"{sys.executable} {APP}",
-              "--runner-time", "0:25", "--runner-margin", "8", "--fixed-margin", "--poll-max", "10", "--wait"]
+    submit = [
+        sys.executable,
+        "-m",
+        "chain",
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "120",
+        "--checkpoint-every",
+        "10",
+        "--app-cmd",
+        f"{sys.executable} {APP}",
+        "--runner-time",
+        "0:25",
+        "--runner-margin",
+        "8",
+        "--fixed-margin",
+        "--poll-max",
+        "10",
+        "--wait",
+    ]
     started = time.monotonic()
     proc = subprocess.run(submit, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
-    status = json.loads(subprocess.run([sys.executable, "-m", "chain", "status", "--json"], cwd=tmp_path, env=env,
-                                       capture_output=True, text=True, timeout=60, check=False).stdout)
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "chain", "status", "--json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        ).stdout
+    )
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}\n{status}"
     runners = status["runners"]
     assert len(runners) >= 3, runners

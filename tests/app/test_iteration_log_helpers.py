@@ -16,9 +16,19 @@ from chain.app import log_iteration, shell_helpers_dir
 from chain.reporting.metrics import parse_iteration_log, work_redone
 
 # an app that computed 1..7, saved at 5, was killed; the next run resumed at 5 and went to 8
-SEQUENCE = [("start", 0, None), ("iter", 1, None), ("iter", 5, None), ("ckpt", 5, None), ("iter", 6, None),
-            ("iter", 7, None), ("start", 5, None), ("iter", 6, None), ("iter", 7, None), ("iter", 8, None),
-            ("exit", 8, 0)]
+SEQUENCE = [
+    ("start", 0, None),
+    ("iter", 1, None),
+    ("iter", 5, None),
+    ("ckpt", 5, None),
+    ("iter", 6, None),
+    ("iter", 7, None),
+    ("start", 5, None),
+    ("iter", 6, None),
+    ("iter", 7, None),
+    ("iter", 8, None),
+    ("exit", 8, 0),
+]
 
 
 def _check(log: Path, job: str) -> None:
@@ -47,8 +57,12 @@ def _script_lines(call: str, sep: str) -> str:
 def test_bash_helper(tmp_path: Path) -> None:
     script = f'. "{shell_helpers_dir()}/chain.sh"\n' + _script_lines("chain_log_iteration {event} {n}{code}", " ")
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, check=True,
-                   env=dict(env, CHAIN_ITER_LOG=str(tmp_path / "it.log")))
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        check=True,
+        env=dict(env, CHAIN_ITER_LOG=str(tmp_path / "it.log")),
+    )
     _check(tmp_path / "it.log", "-")
 
 
@@ -56,6 +70,5 @@ def test_bash_helper(tmp_path: Path) -> None:
 def test_r_helper(tmp_path: Path) -> None:
     calls = _script_lines("chain_log_iteration('{event}', {n}{code})", ", ")
     script = f'source("{shell_helpers_dir()}/chain.R")\n{calls}\n'
-    subprocess.run(["Rscript", "-e", script], cwd=tmp_path, check=True,
-                   env=dict(os.environ, SLURM_JOB_ID="12"))
+    subprocess.run(["Rscript", "-e", script], cwd=tmp_path, check=True, env=dict(os.environ, SLURM_JOB_ID="12"))
     _check(tmp_path / "iterations.log", "12")

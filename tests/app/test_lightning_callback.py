@@ -65,11 +65,7 @@ class Tiny(LightningModule):  # type: ignore[misc]
     def training_step(self, batch: Any, batch_idx: int) -> Any:
         x, y = batch
         # all three RNGs feed the loss: NumPy and Python noise, torch dropout
-        x = (
-            x
-            + torch.from_numpy(np.random.normal(0, 0.1, tuple(x.shape))).float()
-            + random.gauss(0, 0.1)
-        )
+        x = x + torch.from_numpy(np.random.normal(0, 0.1, tuple(x.shape))).float() + random.gauss(0, 0.1)
         loss = nn.functional.mse_loss(self.net(x), y)
         self.log("train_loss", loss)
         self.losses.setdefault(self.global_step + 1, []).append(repr(loss.item()))
@@ -159,9 +155,7 @@ def fit(
         default_root_dir=root,
     )
     try:
-        trainer.fit(
-            Tiny(losses, [] if epoch_ends is None else epoch_ends), loader, ckpt_path=resume
-        )
+        trainer.fit(Tiny(losses, [] if epoch_ends is None else epoch_ends), loader, ckpt_path=resume)
     except SystemExit as exc:
         return int(exc.code or 0), trainer
     return 0, trainer
@@ -287,9 +281,7 @@ def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return calls
 
 
-def test_lightning_requeues_by_itself_without_the_callback(
-    tmp_path: Path, fake_slurm: Path
-) -> None:
+def test_lightning_requeues_by_itself_without_the_callback(tmp_path: Path, fake_slurm: Path) -> None:
     """The control: the fake scontrol catches Lightning's own requeue."""
     code, _ = fit(tmp_path, 0, {}, stop_at=3, signum=signal.SIGUSR1, chain_cb=False)
     assert code == 0  # Lightning saved an hpc checkpoint, requeued, and trained on

@@ -22,7 +22,7 @@ from .conftest import PYTHON, child_env
 MAX_ITER = 12
 STOP_AT = 7  # mid-epoch: 5 batches an epoch
 
-SCRIPT = '''
+SCRIPT = """
 import os, signal
 import torch
 import lightning as L
@@ -56,9 +56,9 @@ class Data(L.LightningDataModule):
 
 
 LightningCLI(Tiny, Data)
-'''
+"""
 
-CONFIG = '''
+CONFIG = """
 trainer:
   accelerator: cpu
   devices: 1
@@ -73,15 +73,14 @@ trainer:
         every_seconds: 3600.0
         keep_last: 2
         mode: min
-'''
+"""
 
 
 def runner(run_dir: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     """One runner's app, as the chain starts it: ``--trainer.max_steps $MAX_ITER``."""
     env = child_env(None, CKPT_PATH=str(run_dir / "counter"), MAX_ITER=str(MAX_ITER), **extra)
     argv = [PYTHON, "main.py", "fit", "--config", "cfg.yaml", "--trainer.max_steps", str(MAX_ITER)]
-    return subprocess.run(argv, cwd=run_dir, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return subprocess.run(argv, cwd=run_dir, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def steps(out: str) -> list[int]:
@@ -92,8 +91,11 @@ def test_the_callback_by_config_alone_chains_a_lightning_cli_script(tmp_path: Pa
     try:
         import jsonargparse  # noqa: F401 - what LightningCLI parses with
     except ImportError as exc:  # installed by the suite's setup: fail, never skip
-        pytest.fail(f"{exc}; LightningCLI needs jsonargparse[signatures] (lightning's "
-                    "pytorch-extra), which `bash scripts/setup --dev` must install", pytrace=False)
+        pytest.fail(
+            f"{exc}; LightningCLI needs jsonargparse[signatures] (lightning's "
+            "pytorch-extra), which `bash scripts/setup --dev` must install",
+            pytrace=False,
+        )
     (tmp_path / "main.py").write_text(textwrap.dedent(SCRIPT))
     (tmp_path / "cfg.yaml").write_text(CONFIG)
 

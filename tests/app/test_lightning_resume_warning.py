@@ -54,23 +54,47 @@ def data() -> Any:
     return TensorDataset(torch.randn(40, 4, generator=g), torch.randn(40, 1, generator=g))
 
 
-def fit(root: Path, loader: Any, *, sampler: Any = None, stop_at: int | None = None,
-        ckpt: str | None | bool = True, losses: dict[int, list[str]] | None = None,
-        seed: int = 0, strategy: Any = "auto") -> int:
+def fit(
+    root: Path,
+    loader: Any,
+    *,
+    sampler: Any = None,
+    stop_at: int | None = None,
+    ckpt: str | None | bool = True,
+    losses: dict[int, list[str]] | None = None,
+    seed: int = 0,
+    strategy: Any = "auto",
+) -> int:
     """One runner's fit; ``ckpt``: True passes ``resume_path()``, False
     nothing (as LightningCLI does), a string that path.  ``seed``: the
     global RNGs' at the start (a resume must not depend on it)."""
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
-    env = AppEnv(max_iter=STEPS, ckpt_path=root / "counter", checkpoint_every=4, deadline=None,
-                 stop_signal="TERM", shell_helpers=root, job_id=None)
-    cb = ChainCallback(root / "ck", sampler=sampler, env=env,
-                       stop_monitor=StopMonitor(podinfo=root / "podinfo", environ={}))
+    env = AppEnv(
+        max_iter=STEPS,
+        ckpt_path=root / "counter",
+        checkpoint_every=4,
+        deadline=None,
+        stop_signal="TERM",
+        shell_helpers=root,
+        job_id=None,
+    )
+    cb = ChainCallback(
+        root / "ck", sampler=sampler, env=env, stop_monitor=StopMonitor(podinfo=root / "podinfo", environ={})
+    )
     path = cb.resume_path() if ckpt is True else (ckpt or None)
-    trainer = L.Trainer(max_steps=STEPS, callbacks=[SignalAt(stop_at, signal.SIGTERM), cb],
-                        logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="cpu", devices=1, default_root_dir=root, strategy=strategy)
+    trainer = L.Trainer(
+        max_steps=STEPS,
+        callbacks=[SignalAt(stop_at, signal.SIGTERM), cb],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=root,
+        strategy=strategy,
+    )
     try:
         trainer.fit(Tiny({} if losses is None else losses, []), loader, ckpt_path=path)
     except SystemExit as exc:
@@ -79,7 +103,8 @@ def fit(root: Path, loader: Any, *, sampler: Any = None, stop_at: int | None = N
 
 
 def test_a_shuffling_loader_is_warned_about_once_with_the_fix(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], _fresh: Path) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], _fresh: Path
+) -> None:
     loader = DataLoader(data(), batch_size=8, shuffle=True)
     assert fit(tmp_path, loader, stop_at=3) == 99
     assert fit(tmp_path, loader) == 0  # the resumed runner: says it again, once
@@ -95,7 +120,8 @@ def test_a_shuffling_loader_is_warned_about_once_with_the_fix(
 
 
 def test_the_callbacks_resumable_sampler_is_not_warned_about(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], _fresh: Path) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], _fresh: Path
+) -> None:
     dataset = data()
     sampler = ResumableSampler(dataset, seed=3)
     loader = DataLoader(dataset, batch_size=8, sampler=sampler)
@@ -127,20 +153,20 @@ def test_resume_gap_tells_each_kind_of_loader() -> None:
     assert resume_gap(Stateful(dataset, shuffle=True)) is None
     assert "SequentialSampler" in str(resume_gap(DataLoader(dataset, batch_size=4)))
     assert "not the one given to ChainCallback" in str(
-        resume_gap(DataLoader(dataset, sampler=other), ResumableSampler(dataset)))
+        resume_gap(DataLoader(dataset, sampler=other), ResumableSampler(dataset))
+    )
     assert "IterableDataset" in str(resume_gap(DataLoader(Stream(), batch_size=2)))
     assert "starts every epoch" in str(resume_gap([torch.zeros(2)]))  # not a DataLoader
 
 
 def test_a_fit_given_no_ckpt_path_resumes_by_itself(tmp_path: Path) -> None:
     """LightningCLI's fit: no ``ckpt_path``; the resume equals an uninterrupted run's."""
-    def run(root: Path, stop_at: int | None, ckpt: bool, losses: dict[int, list[str]],
-            seed: int = 0) -> int:
+
+    def run(root: Path, stop_at: int | None, ckpt: bool, losses: dict[int, list[str]], seed: int = 0) -> int:
         dataset = data()
         sampler = ResumableSampler(dataset, seed=3)
         loader = DataLoader(dataset, batch_size=8, sampler=sampler)
-        return fit(root, loader, sampler=sampler, stop_at=stop_at, ckpt=ckpt, losses=losses,
-                   seed=seed)
+        return fit(root, loader, sampler=sampler, stop_at=stop_at, ckpt=ckpt, losses=losses, seed=seed)
 
     reference: dict[int, list[str]] = {}
     assert run(tmp_path / "ref", None, True, reference) == 0

@@ -70,12 +70,11 @@ def assert_same(a: Any, b: Any, where: str = "state") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-
-
 def first_weight(model: nn.Sequential) -> torch.Tensor:
     layer = model[0]
     assert isinstance(layer, nn.Linear)
     return layer.weight
+
 
 @dataclass
 class Run:
@@ -183,9 +182,7 @@ def test_sampler_order_is_a_function_of_seed_and_epoch() -> None:
     before = torch.get_rng_state()
     s = ResumableSampler(50, seed=3)
     e0, e1 = list(s), s.order(1)
-    assert (
-        sorted(e0) == list(range(50)) and e0 != e1 and e0 == ResumableSampler(50, seed=3).order(0)
-    )
+    assert sorted(e0) == list(range(50)) and e0 != e1 and e0 == ResumableSampler(50, seed=3).order(0)
     s.resume_at(1, 20)
     assert list(s) == e1[20:] and len(s) == 50  # len stays the full epoch
     s.set_epoch(1)

@@ -81,15 +81,11 @@ def last_step(run_dir: Path) -> int:
 
 
 def run_to_end(argv: list[str], run_dir: Path, env: dict[str, str], timeout: float = 120) -> None:
-    proc = subprocess.run(
-        argv, cwd=run_dir, env=env, timeout=timeout, check=False, capture_output=True, text=True
-    )
+    proc = subprocess.run(argv, cwd=run_dir, env=env, timeout=timeout, check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def stop_at(
-    argv: list[str], run_dir: Path, env: dict[str, str], step: int, signum: int = signal.SIGTERM
-) -> int:
+def stop_at(argv: list[str], run_dir: Path, env: dict[str, str], step: int, signum: int = signal.SIGTERM) -> int:
     """Start the app, send ``signum`` once it logged ``step``; its exit code."""
     proc = subprocess.Popen(argv, cwd=run_dir, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
@@ -126,9 +122,7 @@ def interrupted_run(
 
 def final(run_dir: Path, name: str) -> dict[str, Any]:
     """The last checkpoint's file, loaded."""
-    state: dict[str, Any] = torch.load(
-        run_dir / "checkpoints" / f"ckpt-{STEPS:012d}.d" / name, weights_only=False
-    )
+    state: dict[str, Any] = torch.load(run_dir / "checkpoints" / f"ckpt-{STEPS:012d}.d" / name, weights_only=False)
     return state
 
 
@@ -170,9 +164,7 @@ def reference(references: dict[str, Path]) -> Path:
     return references["torch"]
 
 
-def test_stopped_at_random_steps_and_resumed_equals_uninterrupted(
-    tmp_path: Path, reference: Path
-) -> None:
+def test_stopped_at_random_steps_and_resumed_equals_uninterrupted(tmp_path: Path, reference: Path) -> None:
     stopped = interrupted_run([PYTHON, str(TRAIN)], tmp_path, 7, 3, example_env)
     assert len(set(stopped)) == 3 and stopped == sorted(stopped)
     # the loss curve, step by step, as text: each step once, each value bit-identical
@@ -203,9 +195,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def test_sigkill_inside_a_save_falls_back_to_the_previous_checkpoint(
-    tmp_path: Path, reference: Path
-) -> None:
+def test_sigkill_inside_a_save_falls_back_to_the_previous_checkpoint(tmp_path: Path, reference: Path) -> None:
     marker = tmp_path / "paused-in-save"
     env = example_env(PAUSE_AT_SAVE="3", PAUSE_MARKER=str(marker))
     third, second = 3 * EVERY, 2 * EVERY

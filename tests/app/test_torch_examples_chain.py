@@ -69,9 +69,7 @@ def chain(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedPro
         text=True,
         check=False,
     )
-    assert proc.returncode == 0, (
-        f"chain {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-    )
+    assert proc.returncode == 0, f"chain {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 

@@ -45,8 +45,7 @@ class StandInRPCError(Exception):
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=60,
-                          check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=60, check=False)
     if proc.returncode != 0:
         message = (proc.stderr or proc.stdout).strip()
         raise StandInRPCError(2017 if "Invalid job id" in message else -1, message)
@@ -56,20 +55,42 @@ def _run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = N
 def _job(info: JobInfo, **extra: Any) -> SimpleNamespace:
     code = info.exit_code or 0
     return SimpleNamespace(
-        id=int(info.job_id), name=info.name, state=info.state.value,
-        state_reason=info.reason, exit_code=code - 128 if code >= 128 else code,
-        exit_code_signal=info.signal or 0, start_time=info.start, end_time=info.end, **extra)
+        id=int(info.job_id),
+        name=info.name,
+        state=info.state.value,
+        state_reason=info.reason,
+        exit_code=code - 128 if code >= 128 else code,
+        exit_code_signal=info.signal or 0,
+        start_time=info.start,
+        end_time=info.end,
+        **extra,
+    )
 
 
 class _JobSubmitDescription:
     # attribute -> sbatch flag, for the attributes of pyslurm's description the backend sets
-    _FLAGS: ClassVar[dict[str, str]] = {"name": "job-name", "dependencies": "dependency", "working_directory": "chdir",
-              "time_limit": "time", "time_limit_min": "time-min", "standard_output": "output",
-              "standard_error": "error", "log_files_open_mode": "open-mode", "ntasks": "ntasks",
-              "cpus_per_task": "cpus-per-task", "memory_per_node": "mem", "partitions": "partition",
-              "qos": "qos", "account": "account", "nodes": "nodes",
-              "ntasks_per_node": "ntasks-per-node", "gpus": "gpus", "gpus_per_task": "gpus-per-task",
-              "constraints": "constraint", "resource_sharing": "exclusive"}
+    _FLAGS: ClassVar[dict[str, str]] = {
+        "name": "job-name",
+        "dependencies": "dependency",
+        "working_directory": "chdir",
+        "time_limit": "time",
+        "time_limit_min": "time-min",
+        "standard_output": "output",
+        "standard_error": "error",
+        "log_files_open_mode": "open-mode",
+        "ntasks": "ntasks",
+        "cpus_per_task": "cpus-per-task",
+        "memory_per_node": "mem",
+        "partitions": "partition",
+        "qos": "qos",
+        "account": "account",
+        "nodes": "nodes",
+        "ntasks_per_node": "ntasks-per-node",
+        "gpus": "gpus",
+        "gpus_per_task": "gpus-per-task",
+        "constraints": "constraint",
+        "resource_sharing": "exclusive",
+    }
 
     script: str
     environment: Any
@@ -139,16 +160,22 @@ class _DbJobs:
         ids = ",".join(map(str, db_filter.ids))
         text = _run(["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS])
         usage = parse_sacct_usage(_run(["sacct", "-n", "-P", "-j", ids, "-o", SACCT_USAGE_FIELDS]))
-        return [_job(info, cancelled_by=None, **_db_usage(usage.get(info.job_id)))
-                for info in parse_sacct(text).values()]
+        return [
+            _job(info, cancelled_by=None, **_db_usage(usage.get(info.job_id))) for info in parse_sacct(text).values()
+        ]
 
 
 def _db_usage(u: JobUsage | None) -> dict[str, Any]:
     """db.Job's accounting attributes (pyslurm/db/job.pxd, stats.pxd) from sacct's."""
     if u is None:
         return {}
-    return {"submit_time": u.submit, "elapsed_time": u.elapsed, "nodelist": u.node, "cpus": u.alloc_cpus,
-            "stats": SimpleNamespace(total_cpu_time=u.cpu, max_resident_memory=u.max_rss)}
+    return {
+        "submit_time": u.submit,
+        "elapsed_time": u.elapsed,
+        "nodelist": u.node,
+        "cpus": u.alloc_cpus,
+        "stats": SimpleNamespace(total_cpu_time=u.cpu, max_resident_memory=u.max_rss),
+    }
 
 
 def cli_pyslurm(version: str) -> ModuleType:

@@ -40,8 +40,9 @@ class Clients:
         self.answers = answers
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: Sequence[str], env: Mapping[str, str] | None,
-                 cwd: Path | None) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
+    ) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
         queue = self.answers[argv[0]]
         rc, out, err = queue.pop(0) if len(queue) > 1 else queue[0]
@@ -50,12 +51,15 @@ class Clients:
 
 # --- the one idempotent submit -----------------------------------------------------
 
+
 def _timing_out(fake: FakeBackend, queued: bool) -> Any:
     """A submission that times out; ``queued``: the scheduler queued the job anyway."""
+
     def once() -> str:
         if queued:
             fake.submit(Path("job.sh"), job_name="chain-x.r1")
         raise TransientError("sbatch: Socket timed out on send/recv operation")
+
     return once
 
 
@@ -79,13 +83,19 @@ def test_look_first_returns_the_job_an_earlier_call_queued() -> None:
 
     def never() -> str:
         raise AssertionError("submitted again")
+
     assert submit_idempotently(fake, "chain-x.r1", never, look_first=True) == "101"
 
 
 def test_the_slurm_cli_backend_looks_up_a_timed_out_sbatch(tmp_path: Path) -> None:
-    clients = Clients({"sbatch": [(1, "", ("sbatch: error: Batch job submission failed: Socket timed out "
-                                           "on send/recv operation"))],
-                       "squeue": [(0, "4242\n", "")]})
+    clients = Clients(
+        {
+            "sbatch": [
+                (1, "", ("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"))
+            ],
+            "squeue": [(0, "4242\n", "")],
+        }
+    )
     backend = SlurmCliBackend(retry=NO_WAIT, run=clients)
     assert backend.submit(tmp_path / "job.sh", job_name="chain-x.r1") == "4242"
     assert [c[0] for c in clients.calls] == ["sbatch", "squeue"]
@@ -94,22 +104,40 @@ def test_the_slurm_cli_backend_looks_up_a_timed_out_sbatch(tmp_path: Path) -> No
 
 # --- usage -----------------------------------------------------------------------------
 
+
 def test_slurm_cli_usage_is_one_sacct_call() -> None:
     clients = Clients({"sacct": [(0, SACCT, "")]})
     found = SlurmCliBackend(retry=NO_WAIT, run=clients).usage(["1", "1", "2", ""])
     assert clients.calls == [["sacct", "-n", "-P", "-j", "1,2", "-o", SACCT_USAGE_FIELDS]]
-    assert found == {"1": JobUsage(job_id="1", state="COMPLETED", exit_code="0:0",
-                                   submit=found["1"].submit, start=found["1"].start, end=found["1"].end,
-                                   elapsed=6.0, cpu=0.1, node="vm", max_rss=20128 * 1024, alloc_cpus=2)}
+    assert found == {
+        "1": JobUsage(
+            job_id="1",
+            state="COMPLETED",
+            exit_code="0:0",
+            submit=found["1"].submit,
+            start=found["1"].start,
+            end=found["1"].end,
+            elapsed=6.0,
+            cpu=0.1,
+            node="vm",
+            max_rss=20128 * 1024,
+            alloc_cpus=2,
+        )
+    }
     assert found["1"].queue_wait == 2.0 and found["1"].cpu_seconds == 12.0 and found["1"].final
 
 
-@pytest.mark.parametrize("answer,reason", [
-    ((1, "", "sacct: error: Slurm accounting storage is disabled\n"), "Slurm accounting storage is disabled"),
-    ((1, "", ""), "sacct exited 1"),
-    ((1, "", "sacct: error: Socket timed out on send/recv operation"),
-     "sacct: sacct: error: Socket timed out on send/recv operation"),
-])
+@pytest.mark.parametrize(
+    "answer,reason",
+    [
+        ((1, "", "sacct: error: Slurm accounting storage is disabled\n"), "Slurm accounting storage is disabled"),
+        ((1, "", ""), "sacct exited 1"),
+        (
+            (1, "", "sacct: error: Socket timed out on send/recv operation"),
+            "sacct: sacct: error: Socket timed out on send/recv operation",
+        ),
+    ],
+)
 def test_slurm_cli_usage_unavailable(answer: tuple[int, str, str], reason: str) -> None:
     clients = Clients({"sacct": [answer]})
     with pytest.raises(AccountingUnavailable) as caught:
@@ -121,6 +149,7 @@ def test_slurm_cli_usage_unavailable(answer: tuple[int, str, str], reason: str) 
 def test_slurm_cli_usage_without_sacct() -> None:
     def missing(argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None) -> Any:
         raise FileNotFoundError(argv[0])
+
     with pytest.raises(AccountingUnavailable, match="sacct not found on PATH"):
         SlurmCliBackend(retry=NO_WAIT, run=missing).usage(["1"])
 
@@ -142,20 +171,42 @@ def _pyslurm(db: Any) -> ModuleType:
 
 def test_pyslurm_usage_from_its_accounting_api() -> None:
     asked: list[list[int]] = []
-    job = SimpleNamespace(id=7, state="TIMEOUT", exit_code=0, exit_code_signal=15, submit_time=100,
-                          start_time=103, end_time=163, elapsed_time=60, nodelist="node1", cpus=4,
-                          stats=SimpleNamespace(total_cpu_time=30, max_resident_memory=2**20))
+    job = SimpleNamespace(
+        id=7,
+        state="TIMEOUT",
+        exit_code=0,
+        exit_code_signal=15,
+        submit_time=100,
+        start_time=103,
+        end_time=163,
+        elapsed_time=60,
+        nodelist="node1",
+        cpus=4,
+        stats=SimpleNamespace(total_cpu_time=30, max_resident_memory=2**20),
+    )
     other = SimpleNamespace(id=8, state="COMPLETED", exit_code=0, start_time=0, end_time=0)
 
     def load(db_filter: Any) -> dict[int, Any]:
         asked.append(db_filter.ids)
         return {7: job, 8: other}
+
     db = SimpleNamespace(JobFilter=lambda ids: SimpleNamespace(ids=ids), Jobs=SimpleNamespace(load=load))
     backend = PyslurmBackend(retry=NO_WAIT, module=_pyslurm(db), slurm_version="25.11.2")
     found = backend.usage(["7", "7"])
     assert asked == [[7]] and list(found) == ["7"]  # one request; ids not asked for are left out
-    assert found["7"] == JobUsage(job_id="7", state="TIMEOUT", exit_code="0:15", submit=100.0, start=103.0,
-                                  end=163.0, elapsed=60.0, cpu=30.0, node="node1", max_rss=2**20, alloc_cpus=4)
+    assert found["7"] == JobUsage(
+        job_id="7",
+        state="TIMEOUT",
+        exit_code="0:15",
+        submit=100.0,
+        start=103.0,
+        end=163.0,
+        elapsed=60.0,
+        cpu=30.0,
+        node="node1",
+        max_rss=2**20,
+        alloc_cpus=4,
+    )
     assert backend.usage([]) == {}
 
 
@@ -166,6 +217,7 @@ def test_pyslurm_usage_unavailable() -> None:
 
     def down(db_filter: Any) -> Any:
         raise RPCError("Unable to contact slurm controller (connect failure)")
+
     db = SimpleNamespace(JobFilter=lambda ids: SimpleNamespace(ids=ids), Jobs=SimpleNamespace(load=down))
     with pytest.raises(AccountingUnavailable, match="Unable to contact slurm controller"):
         PyslurmBackend(retry=NO_WAIT, module=_pyslurm(db), slurm_version="25.11.2").usage(["7"])
@@ -174,11 +226,29 @@ def test_pyslurm_usage_unavailable() -> None:
 def test_local_usage_reads_its_records_without_changing_them(tmp_path: Path) -> None:
     jobs = tmp_path / "spool" / "jobs"
     jobs.mkdir(parents=True)
-    record: dict[str, Any] = {"job_id": "3", "name": "chain-x.s1", "user": "u", "batch_script": "b", "script": "s",
-              "submit_dir": "/w", "work_dir": "/w", "stdout": "o", "stderr": "o", "open_mode": "append",
-              "dependency": None, "time_limit": None, "time_limit_text": None, "time_scale": 1.0,
-              "kill_wait": 30.0, "env": {}, "submit_time": 10.0, "state": "RUNNING", "start": 12.0,
-              "end": None, "hostname": "vm"}  # no supervisor: a query would finish it as NODE_FAIL
+    record: dict[str, Any] = {
+        "job_id": "3",
+        "name": "chain-x.s1",
+        "user": "u",
+        "batch_script": "b",
+        "script": "s",
+        "submit_dir": "/w",
+        "work_dir": "/w",
+        "stdout": "o",
+        "stderr": "o",
+        "open_mode": "append",
+        "dependency": None,
+        "time_limit": None,
+        "time_limit_text": None,
+        "time_scale": 1.0,
+        "kill_wait": 30.0,
+        "env": {},
+        "submit_time": 10.0,
+        "state": "RUNNING",
+        "start": 12.0,
+        "end": None,
+        "hostname": "vm",
+    }  # no supervisor: a query would finish it as NODE_FAIL
     (jobs / "3.json").write_text(json.dumps(record))
     (jobs / "4.json").write_text("{not json")
     before = (jobs / "3.json").read_text()
@@ -187,7 +257,14 @@ def test_local_usage_reads_its_records_without_changing_them(tmp_path: Path) -> 
     assert list(found) == ["3"]  # corrupt and unknown records are left out
     u = found["3"]
     assert (u.state, u.exit_code, u.node, u.queue_wait, u.alloc_cpus, u.end, u.final) == (
-        "RUNNING", "", "vm", 2.0, None, None, False)
+        "RUNNING",
+        "",
+        "vm",
+        2.0,
+        None,
+        None,
+        False,
+    )
     assert (jobs / "3.json").read_text() == before
     assert (backend.accounting, backend.usage_source) == (False, "local backend")
 
@@ -199,6 +276,7 @@ def test_a_backend_without_accounting_says_so() -> None:
 
 # --- the registry and the local backend's knobs -------------------------------------------
 
+
 def test_registry(tmp_path: Path) -> None:
     assert list(BACKENDS) == ["slurm", "local", "pyslurm"]
     assert isinstance(make_backend("slurm", tmp_path), SlurmCliBackend)
@@ -209,14 +287,18 @@ def test_registry(tmp_path: Path) -> None:
     assert str(caught.value) == "unknown backend 'lsf' (auto, slurm, local or pyslurm)"
 
 
-@pytest.mark.parametrize("value,message", [
-    ("fast", "CHAIN_LOCAL_TIME_SCALE='fast' is not a number"),
-    ("0", "CHAIN_LOCAL_TIME_SCALE='0' must be a number > 0"),
-    ("-1", "CHAIN_LOCAL_TIME_SCALE='-1' must be a number > 0"),
-    ("nan", "CHAIN_LOCAL_TIME_SCALE='nan' must be a number > 0"),
-])
-def test_a_malformed_time_scale_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str,
-                                            message: str) -> None:
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("fast", "CHAIN_LOCAL_TIME_SCALE='fast' is not a number"),
+        ("0", "CHAIN_LOCAL_TIME_SCALE='0' must be a number > 0"),
+        ("-1", "CHAIN_LOCAL_TIME_SCALE='-1' must be a number > 0"),
+        ("nan", "CHAIN_LOCAL_TIME_SCALE='nan' must be a number > 0"),
+    ],
+)
+def test_a_malformed_time_scale_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
     monkeypatch.setenv("CHAIN_LOCAL_TIME_SCALE", value)
     with pytest.raises(ConfigError) as caught:
         make_backend("local", tmp_path)

@@ -57,11 +57,13 @@ class Target:
         path.write_text(f"#!/bin/bash\n#SBATCH --time=1\n{body.strip()}\n")
         return path
 
-    def submit(self, body: str, *, name: str | None = None, dependency: str | None = None,
-               script_name: str = "job.sh") -> str:
+    def submit(
+        self, body: str, *, name: str | None = None, dependency: str | None = None, script_name: str = "job.sh"
+    ) -> str:
         job_name = name or f"contract-{uuid.uuid4().hex[:10]}"
-        job_id = self.backend.submit(self.script(body, script_name), job_name=job_name,
-                                     dependency=dependency, cwd=self.workdir)
+        job_id = self.backend.submit(
+            self.script(body, script_name), job_name=job_name, dependency=dependency, cwd=self.workdir
+        )
         self.submitted.append(job_id)
         return job_id
 
@@ -106,8 +108,7 @@ class Target:
             self.backend.cancel(job_id)
 
 
-def _target(backend: Backend, workdir: Path, *, time_scale: float,
-            timeout: float) -> Iterator[Target]:
+def _target(backend: Backend, workdir: Path, *, time_scale: float, timeout: float) -> Iterator[Target]:
     target = Target(backend, workdir, time_scale, timeout)
     try:
         yield target
@@ -152,9 +153,7 @@ class Contract:
         info = target.finished(job)
         assert info.state is JobState.CANCELLED
 
-    def test_cancel_with_signal_reaches_batch_script_and_job_keeps_running(
-        self, target: Target
-    ) -> None:
+    def test_cancel_with_signal_reaches_batch_script_and_job_keeps_running(self, target: Target) -> None:
         got, ready, stop = (target.workdir / n for n in ("got", "ready", "stop"))
         job = target.submit(f"""
             trap 'echo usr1 >> {got}' USR1
@@ -188,14 +187,10 @@ class Contract:
         assert set(target.backend.query([job, UNKNOWN_ID])) == {job}
         assert target.backend.end_time(UNKNOWN_ID) is None
 
-    def test_afterany_dependency_starts_second_only_after_first_ended(
-        self, target: Target
-    ) -> None:
+    def test_afterany_dependency_starts_second_only_after_first_ended(self, target: Target) -> None:
         first_end, second_start = target.workdir / "first_end", target.workdir / "second_start"
-        first = target.submit(f"sleep 3; date +%s.%N > {first_end}; exit 1",
-                              script_name="first.sh")
-        second = target.submit(f"date +%s.%N > {second_start}", dependency=f"afterany:{first}",
-                               script_name="second.sh")
+        first = target.submit(f"sleep 3; date +%s.%N > {first_end}; exit 1", script_name="first.sh")
+        second = target.submit(f"date +%s.%N > {second_start}", dependency=f"afterany:{first}", script_name="second.sh")
         target.running(first)
         waiting = target.backend.query([second])[second]
         assert waiting.state is JobState.PENDING
@@ -203,7 +198,6 @@ class Contract:
         info = target.finished(second)
         assert (info.state, info.exit_code) == (JobState.COMPLETED, 0)
         assert float(second_start.read_text()) >= float(first_end.read_text())
-
 
     def test_usage_of_a_finished_job(self, target: Target) -> None:
         job = target.submit("sleep 1")
@@ -245,8 +239,7 @@ _TEST_RETRY = RetryPolicy(attempts=3, max_delay=10.0, initial=0.5, maximum=2.0)
 class TestSlurmCli(Contract):
     @pytest.fixture
     def target(self, tmp_path: Path, slurm_cluster: object) -> Iterator[Target]:
-        yield from _target(SlurmCliBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
-                           timeout=60.0)
+        yield from _target(SlurmCliBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0, timeout=60.0)
 
 
 class TestPyslurmBackendOnStandIn(Contract):
@@ -254,15 +247,15 @@ class TestPyslurmBackendOnStandIn(Contract):
     (tests/backends/conftest.py) on the dev cluster. Not evidence about pyslurm itself."""
 
     @pytest.fixture
-    def target(self, tmp_path: Path, slurm_cluster: object,
-               cli_pyslurm_module: Callable[[str], ModuleType]) -> Iterator[Target]:
+    def target(
+        self, tmp_path: Path, slurm_cluster: object, cli_pyslurm_module: Callable[[str], ModuleType]
+    ) -> Iterator[Target]:
         from chain.backends.slurm.pyslurm import PyslurmBackend
         from chain.backends.slurm.pyslurm_load import running_slurm_version
 
         slurm = running_slurm_version()
         assert slurm is not None
-        backend = PyslurmBackend(retry=_TEST_RETRY, module=cli_pyslurm_module(slurm),
-                                 slurm_version=slurm)
+        backend = PyslurmBackend(retry=_TEST_RETRY, module=cli_pyslurm_module(slurm), slurm_version=slurm)
         yield from _target(backend, tmp_path, time_scale=1.0, timeout=60.0)
 
 
@@ -274,42 +267,53 @@ class TestPyslurm(Contract):
     def target(self, tmp_path: Path, real_pyslurm: str) -> Iterator[Target]:
         from chain.backends.slurm.pyslurm import PyslurmBackend
 
-        yield from _target(PyslurmBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0,
-                           timeout=60.0)
+        yield from _target(PyslurmBackend(retry=_TEST_RETRY), tmp_path, time_scale=1.0, timeout=60.0)
 
     def test_sbatch_lines_pyslurm_itself_cannot_read_reach_slurm(self, target: Target) -> None:
         """--partition (pyslurm's own reader fails on it), a quoted output path
         with a blank, `-t 2`, --mem and --time-min: the job gets each."""
-        partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
-                                   timeout=30, check=True).stdout.split()[0].rstrip("*")
+        partition = (
+            subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=30, check=True)
+            .stdout.split()[0]
+            .rstrip("*")
+        )
         script = target.workdir / "opts.sh"
-        script.write_text(f"#!/bin/bash\n#SBATCH --partition={partition} -t 2\n"
-                          "#SBATCH --output='out %j.txt' --mem=64M\n#SBATCH --time-min 0:30\n"
-                          "echo hello\n")
-        job = target.backend.submit(script, job_name=f"contract-opts-{uuid.uuid4().hex[:8]}",
-                                    cwd=target.workdir)
+        script.write_text(
+            f"#!/bin/bash\n#SBATCH --partition={partition} -t 2\n"
+            "#SBATCH --output='out %j.txt' --mem=64M\n#SBATCH --time-min 0:30\n"
+            "echo hello\n"
+        )
+        job = target.backend.submit(script, job_name=f"contract-opts-{uuid.uuid4().hex[:8]}", cwd=target.workdir)
         target.submitted.append(job)
-        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
-                               timeout=30, check=True).stdout
-        for want in (f"Partition={partition}", "TimeLimit=00:02:00", "TimeMin=00:01:00",
-                      "MinMemoryNode=64M", f"StdOut={target.workdir}/out {job}.txt"):
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+        for want in (
+            f"Partition={partition}",
+            "TimeLimit=00:02:00",
+            "TimeMin=00:01:00",
+            "MinMemoryNode=64M",
+            f"StdOut={target.workdir}/out {job}.txt",
+        ):
             assert want in shown, shown
         assert target.finished(job).state is JobState.COMPLETED
         assert target.file(target.workdir / f"out {job}.txt") == "hello\n"
 
-    def test_an_option_pyslurm_has_no_setting_for_is_refused_in_one_line(
-        self, target: Target
-    ) -> None:
+    def test_an_option_pyslurm_has_no_setting_for_is_refused_in_one_line(self, target: Target) -> None:
         script = target.script("#SBATCH --no-such-option=1\ntrue", "bad.sh")
         with pytest.raises(SchedulerError) as caught:
             target.backend.submit(script, job_name="contract-never", cwd=target.workdir)
-        assert str(caught.value) == (f"pyslurm {target.backend.version} has no setting for "  # type: ignore[attr-defined]
-                                     f"#SBATCH --no-such-option of {script} — use --backend slurm")
+        assert str(caught.value) == (
+            f"pyslurm {target.backend.version} has no setting for "  # type: ignore[attr-defined]
+            f"#SBATCH --no-such-option of {script} — use --backend slurm"
+        )
 
 
 _NEEDS = "the pyslurm backend needs pyslurm 22.5.x, built for this machine's Slurm 22.05.8; "
-_HOW = ("(PyPI's pyslurm is for Slurm 25.11 only; for another Slurm build pyslurm's matching "
-        "release tag, as chain's scripts/setup --pyslurm does) — use --backend slurm")
+_HOW = (
+    "(PyPI's pyslurm is for Slurm 25.11 only; for another Slurm build pyslurm's matching "
+    "release tag, as chain's scripts/setup --pyslurm does) — use --backend slurm"
+)
 
 
 def _refusal(**kwargs: object) -> str:
@@ -330,15 +334,16 @@ def test_pyslurm_of_another_slurm_release_is_unavailable() -> None:
     fake = ModuleType("pyslurm")
     fake.__version__ = "25.11.0"  # type: ignore[attr-defined]
     assert _refusal(module=fake, slurm_version="22.05.8") == (
-        f"{_NEEDS}the installed pyslurm 25.11.0 is for Slurm 25.11 {_HOW}")
+        f"{_NEEDS}the installed pyslurm 25.11.0 is for Slurm 25.11 {_HOW}"
+    )
     matching = PyslurmBackend(module=fake, slurm_version="25.11.3")
-    assert (matching.name, matching.version, matching.slurm_version) == (
-        "pyslurm", "25.11.0", "25.11.3")
+    assert (matching.name, matching.version, matching.slurm_version) == ("pyslurm", "25.11.0", "25.11.3")
     fake.__version__ = "22.5.3"  # type: ignore[attr-defined]
     assert PyslurmBackend(module=fake, slurm_version="22.05.8").version == "22.5.3"
     fake.__version__ = "24.11.0"  # type: ignore[attr-defined]
     assert _refusal(module=fake, slurm_version="22.05.8") == (
-        f"{_NEEDS}the installed pyslurm 24.11.0 is for Slurm 24.11 {_HOW}")
+        f"{_NEEDS}the installed pyslurm 24.11.0 is for Slurm 24.11 {_HOW}"
+    )
 
 
 def test_pyslurm_missing_old_or_without_slurm_is_unavailable(
@@ -356,8 +361,10 @@ def test_pyslurm_missing_old_or_without_slurm_is_unavailable(
     monkeypatch.setitem(sys.modules, "pyslurm", old)
     assert _refusal(slurm_version="22.05.8") == (
         f"{_NEEDS}the installed pyslurm 22.5.0 predates the API chain uses (no pyslurm.Job; "
-        f"pyslurm 22.5 or later has it) {_HOW}")
+        f"pyslurm 22.5 or later has it) {_HOW}"
+    )
     monkeypatch.setattr(pyslurm_load, "running_slurm_version", lambda: None)
     assert _refusal() == (
         "the pyslurm backend needs a pyslurm built for the running Slurm's release; not tried: "
-        f"the Slurm clients found no configuration (sinfo --version failed) {_HOW}")
+        f"the Slurm clients found no configuration (sinfo --version failed) {_HOW}"
+    )

@@ -42,8 +42,7 @@ def write_script(directory: Path, body: str, *directives: str, name: str = "job.
     return path
 
 
-def wait_for(backend: LocalBackend, job_id: str, *, finished: bool = True,
-             timeout: float = 30.0) -> JobInfo:
+def wait_for(backend: LocalBackend, job_id: str, *, finished: bool = True, timeout: float = 30.0) -> JobInfo:
     """Poll until the job has finished (or, with finished=False, is running)."""
 
     def reached() -> JobInfo | None:
@@ -52,8 +51,12 @@ def wait_for(backend: LocalBackend, job_id: str, *, finished: bool = True,
             return info
         return None
 
-    return wait_until(reached, timeout, what=f"job {job_id} {'finished' if finished else 'running'}",
-                      describe=lambda: backend.query([job_id]))
+    return wait_until(
+        reached,
+        timeout,
+        what=f"job {job_id} {'finished' if finished else 'running'}",
+        describe=lambda: backend.query([job_id]),
+    )
 
 
 def read_nonempty(path: Path) -> str | None:
@@ -80,10 +83,10 @@ def test_completed_with_output_pattern(backend: LocalBackend, tmp_path: Path) ->
 
 
 def test_default_output_and_separate_error(backend: LocalBackend, tmp_path: Path) -> None:
-    plain = backend.submit(write_script(tmp_path, "echo a", name="a.sh"), job_name="a",
-                           cwd=tmp_path)
-    split = backend.submit(write_script(tmp_path, "echo b; echo c >&2", "-e 'err %j.txt'",
-                                        name="b.sh"), job_name="b", cwd=tmp_path)
+    plain = backend.submit(write_script(tmp_path, "echo a", name="a.sh"), job_name="a", cwd=tmp_path)
+    split = backend.submit(
+        write_script(tmp_path, "echo b; echo c >&2", "-e 'err %j.txt'", name="b.sh"), job_name="b", cwd=tmp_path
+    )
     wait_for(backend, plain)
     wait_for(backend, split)
     assert (tmp_path / f"slurm-{plain}.out").read_text() == "a\n"
@@ -114,8 +117,7 @@ def test_timeout_sends_term(backend: LocalBackend, tmp_path: Path) -> None:
     assert running.end - running.start == pytest.approx(60 * SCALE)
     assert backend.end_time(job) == pytest.approx(running.end)
     info = wait_for(backend, job)
-    assert (info.state, info.exit_code, info.signal, info.reason) == (
-        JobState.TIMEOUT, 0, None, "TimeLimit")
+    assert (info.state, info.exit_code, info.signal, info.reason) == (JobState.TIMEOUT, 0, None, "TimeLimit")
     assert (tmp_path / "got").read_text() == "TERM\n"
     # it ended by its own exit 0 in the TERM trap (a SIGKILL would show as
     # signal 9), and not before its limit
@@ -162,12 +164,17 @@ def test_cancel_running_job_ignoring_term(backend: LocalBackend, tmp_path: Path)
 def test_cancel_pending(backend: LocalBackend, tmp_path: Path) -> None:
     first = backend.submit(write_script(tmp_path, "sleep 30"), job_name="p", cwd=tmp_path)
     marker = tmp_path / "ran"
-    second = backend.submit(write_script(tmp_path, f"touch {marker}", name="2.sh"),
-                            job_name="q", dependency=f"afterany:{first}", cwd=tmp_path)
+    second = backend.submit(
+        write_script(tmp_path, f"touch {marker}", name="2.sh"),
+        job_name="q",
+        dependency=f"afterany:{first}",
+        cwd=tmp_path,
+    )
     # a witness with the same dependency, not cancelled: once it has run,
     # the cancelled job would have run too, had the cancel not held
-    witness = backend.submit(write_script(tmp_path, "true", name="3.sh"), job_name="w",
-                             dependency=f"afterany:{first}", cwd=tmp_path)
+    witness = backend.submit(
+        write_script(tmp_path, "true", name="3.sh"), job_name="w", dependency=f"afterany:{first}", cwd=tmp_path
+    )
     wait_for(backend, first, finished=False)
     pending = backend.query([second])[second]
     assert (pending.state, pending.reason) == (JobState.PENDING, "Dependency")
@@ -181,8 +188,7 @@ def test_cancel_pending(backend: LocalBackend, tmp_path: Path) -> None:
     assert backend.query([second])[second].start is None
 
 
-def test_cancel_with_signal_reaches_batch_shell_only(backend: LocalBackend,
-                                                     tmp_path: Path) -> None:
+def test_cancel_with_signal_reaches_batch_shell_only(backend: LocalBackend, tmp_path: Path) -> None:
     body = """
         bash -c 'trap "echo child >> got" USR1; trap "echo child-usr2 >> got" USR2; echo $$ > child.pid
                  while :; do sleep 0.05; done' &
@@ -199,8 +205,10 @@ def test_cancel_with_signal_reaches_batch_shell_only(backend: LocalBackend,
     # the cancel would have shown first.
     os.kill(child, signal.SIGUSR2)
     got = tmp_path / "got"
-    wait_until(lambda: {"batch", "child-usr2"} <= set(got.read_text().split()) if got.exists() else False,
-               what="the batch shell's USR1 trap and the child's USR2 trap")
+    wait_until(
+        lambda: {"batch", "child-usr2"} <= set(got.read_text().split()) if got.exists() else False,
+        what="the batch shell's USR1 trap and the child's USR2 trap",
+    )
     (tmp_path / "release").touch()
     info = wait_for(backend, job)
     assert info.state is JobState.COMPLETED
@@ -220,22 +228,30 @@ def test_cancel_unknown_and_bad_signal(backend: LocalBackend, tmp_path: Path) ->
 
 
 def _stamp_body(tmp_path: Path, tag: str, seconds: float) -> str:
-    return (f"date +%s.%N > {tmp_path}/{tag}.start\nsleep {seconds}\n"
-            f"date +%s.%N > {tmp_path}/{tag}.end\n")
+    return f"date +%s.%N > {tmp_path}/{tag}.start\nsleep {seconds}\ndate +%s.%N > {tmp_path}/{tag}.end\n"
 
 
 def test_singleton_waits_for_earlier_job(backend: LocalBackend, tmp_path: Path) -> None:
     # job a holds until the test releases it (not a fixed sleep): b must wait
     # for it, the other name must not
     release = tmp_path / "release-a"
-    hold = (f"date +%s.%N > {tmp_path}/a.start\nuntil [ -e {release} ]; do sleep 0.05; done\n"
-            f"date +%s.%N > {tmp_path}/a.end\n")
-    a = backend.submit(write_script(tmp_path, hold, name="a.sh"),
-                       job_name="same", dependency="singleton", cwd=tmp_path)
-    b = backend.submit(write_script(tmp_path, _stamp_body(tmp_path, "b", 0.1), name="b.sh"),
-                       job_name="same", dependency="singleton", cwd=tmp_path)
-    other = backend.submit(write_script(tmp_path, _stamp_body(tmp_path, "o", 0.1), name="o.sh"),
-                           job_name="other", dependency="singleton", cwd=tmp_path)
+    hold = (
+        f"date +%s.%N > {tmp_path}/a.start\nuntil [ -e {release} ]; do sleep 0.05; done\n"
+        f"date +%s.%N > {tmp_path}/a.end\n"
+    )
+    a = backend.submit(write_script(tmp_path, hold, name="a.sh"), job_name="same", dependency="singleton", cwd=tmp_path)
+    b = backend.submit(
+        write_script(tmp_path, _stamp_body(tmp_path, "b", 0.1), name="b.sh"),
+        job_name="same",
+        dependency="singleton",
+        cwd=tmp_path,
+    )
+    other = backend.submit(
+        write_script(tmp_path, _stamp_body(tmp_path, "o", 0.1), name="o.sh"),
+        job_name="other",
+        dependency="singleton",
+        cwd=tmp_path,
+    )
     wait_for(backend, a, finished=False)
     assert backend.query([b])[b].reason == "Dependency"
     wait_file(tmp_path / "o.start")  # the other name ran while a held
@@ -250,29 +266,39 @@ def test_singleton_waits_for_earlier_job(backend: LocalBackend, tmp_path: Path) 
 
 
 def test_afterany_waits_even_for_failure(backend: LocalBackend, tmp_path: Path) -> None:
-    a = backend.submit(write_script(tmp_path, _stamp_body(tmp_path, "a", 0.6) + "exit 1",
-                                    name="a.sh"), job_name="a", cwd=tmp_path)
-    b = backend.submit(write_script(tmp_path, _stamp_body(tmp_path, "b", 0.1), name="b.sh"),
-                       job_name="b", dependency=f"afterany:{a}", cwd=tmp_path)
-    never = backend.submit(write_script(tmp_path, "true", name="n.sh"), job_name="n",
-                           dependency=f"afterok:{a}", cwd=tmp_path)
-    purged = backend.submit(write_script(tmp_path, "true", name="p.sh"), job_name="p",
-                            dependency="afterany:987654", cwd=tmp_path)
+    a = backend.submit(
+        write_script(tmp_path, _stamp_body(tmp_path, "a", 0.6) + "exit 1", name="a.sh"), job_name="a", cwd=tmp_path
+    )
+    b = backend.submit(
+        write_script(tmp_path, _stamp_body(tmp_path, "b", 0.1), name="b.sh"),
+        job_name="b",
+        dependency=f"afterany:{a}",
+        cwd=tmp_path,
+    )
+    never = backend.submit(
+        write_script(tmp_path, "true", name="n.sh"), job_name="n", dependency=f"afterok:{a}", cwd=tmp_path
+    )
+    purged = backend.submit(
+        write_script(tmp_path, "true", name="p.sh"), job_name="p", dependency="afterany:987654", cwd=tmp_path
+    )
     assert wait_for(backend, a).state is JobState.FAILED
     assert wait_for(backend, b).state is JobState.COMPLETED
     assert wait_for(backend, purged).state is JobState.COMPLETED
     assert float((tmp_path / "b.start").read_text()) >= float((tmp_path / "a.end").read_text())
-    wait_until(lambda: backend.query([never])[never].reason == "DependencyNeverSatisfied",
-               what="afterok on a failed job marked never satisfied", describe=lambda: backend.query([never]))
+    wait_until(
+        lambda: backend.query([never])[never].reason == "DependencyNeverSatisfied",
+        what="afterok on a failed job marked never satisfied",
+        describe=lambda: backend.query([never]),
+    )
     assert backend.query([never])[never].state is JobState.PENDING
     backend.cancel(never)
 
 
 def test_afterok_runs_after_success(backend: LocalBackend, tmp_path: Path) -> None:
-    a = backend.submit(write_script(tmp_path, "sleep 0.3", name="a.sh"), job_name="a",
-                       cwd=tmp_path)
-    b = backend.submit(write_script(tmp_path, "true", "--dependency=afterok:" + a, name="b.sh"),
-                       job_name="b", cwd=tmp_path)  # from the script's directive
+    a = backend.submit(write_script(tmp_path, "sleep 0.3", name="a.sh"), job_name="a", cwd=tmp_path)
+    b = backend.submit(
+        write_script(tmp_path, "true", "--dependency=afterok:" + a, name="b.sh"), job_name="b", cwd=tmp_path
+    )  # from the script's directive
     assert wait_for(backend, b).state is JobState.COMPLETED
     assert backend.query([a])[a].state is JobState.COMPLETED
 
@@ -295,11 +321,10 @@ def test_job_survives_submitter(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         from pathlib import Path
         from chain.backends.local.backend import LocalBackend
-        print(LocalBackend(Path({str(tmp_path / 'spool')!r})).submit(
+        print(LocalBackend(Path({str(tmp_path / "spool")!r})).submit(
             Path({str(script)!r}), job_name="orphan", cwd=Path({str(tmp_path)!r})))
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True,
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True, timeout=30)
     job = out.stdout.strip()
     backend = LocalBackend(tmp_path / "spool")
     # The submitter has exited while its job still runs (it holds until released).
@@ -311,8 +336,7 @@ def test_job_survives_submitter(tmp_path: Path) -> None:
 
 
 def test_killed_supervisor_becomes_node_fail(backend: LocalBackend, tmp_path: Path) -> None:
-    job = backend.submit(write_script(tmp_path, "echo $$ > batch.pid; sleep 30"),
-                         job_name="lost", cwd=tmp_path)
+    job = backend.submit(write_script(tmp_path, "echo $$ > batch.pid; sleep 30"), job_name="lost", cwd=tmp_path)
     wait_for(backend, job, finished=False)
     batch = int(wait_file(tmp_path / "batch.pid"))
     record = backend.spool.read(job)
@@ -326,12 +350,10 @@ def test_killed_supervisor_becomes_node_fail(backend: LocalBackend, tmp_path: Pa
 def test_environment(backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FROM_SUBMITTER", "yes")
     monkeypatch.setenv("SLURM_JOB_ID", "stale")
-    body = ("env | grep -E '^(SLURM|SLURMD|CHAIN_LOCAL|FROM|EXTRA)' | sort\n"
-            "echo PWD=$(pwd)")
+    body = "env | grep -E '^(SLURM|SLURMD|CHAIN_LOCAL|FROM|EXTRA)' | sort\necho PWD=$(pwd)"
     workdir = tmp_path / "work"
     workdir.mkdir()
-    job = backend.submit(write_script(tmp_path, body, "--time=1"), job_name="envjob",
-                         env={"EXTRA": "1"}, cwd=workdir)
+    job = backend.submit(write_script(tmp_path, body, "--time=1"), job_name="envjob", env={"EXTRA": "1"}, cwd=workdir)
     assert wait_for(backend, job).state is JobState.COMPLETED
     lines = (workdir / f"slurm-{job}.out").read_text().splitlines()
     env = dict(line.split("=", 1) for line in lines)
@@ -352,14 +374,15 @@ def test_unique_ids_under_concurrent_submits(tmp_path: Path) -> None:
         from concurrent.futures import ThreadPoolExecutor
         from pathlib import Path
         from chain.backends.local.backend import LocalBackend
-        b = LocalBackend(Path({str(tmp_path / 'spool')!r}))
+        b = LocalBackend(Path({str(tmp_path / "spool")!r}))
         with ThreadPoolExecutor(3) as pool:
             ids = list(pool.map(lambda i: b.submit(Path({str(script)!r}), job_name=f"j{{i}}",
                                                    cwd=Path({str(tmp_path)!r})), range(5)))
         print(" ".join(ids))
     """)
-    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
-                              text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True) for _ in range(4)
+    ]
     ids = [i for p in procs for i in p.communicate(timeout=30)[0].split()]
     assert all(p.returncode == 0 for p in procs)
     assert len(ids) == 20 and len(set(ids)) == 20
@@ -412,8 +435,12 @@ def test_parse_directives() -> None:
 def test_queue_verb(backend: LocalBackend, tmp_path: Path) -> None:
     job = backend.submit(write_script(tmp_path, "true"), job_name="listed", cwd=tmp_path)
     wait_for(backend, job)
-    out = subprocess.run([sys.executable, "-m", "chain.backends.local", "queue", "--all",
-                          str(backend.spool.root)], cwd=REPO, check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "chain.backends.local", "queue", "--all", str(backend.spool.root)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert out.splitlines()[0].split()[:3] == ["JOBID", "NAME", "STATE"]
     assert out.splitlines()[1].split()[:3] == [job, "listed", "COMPLETED"]

@@ -16,9 +16,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 sys.path.insert(0, str(DOCS / "gen"))
-import pages  # noqa: E402  (docs/gen/pages.py: the generator mkdocs runs)
+import pages
 
-RUNNABLE = re.compile(r"<!-- test: ([a-z ]+) -->\n```bash\n(.*?)```", re.S)
+RUNNABLE = re.compile(r"<!-- test: ([a-z ]+) -->\n```bash\n(.*?)```", re.DOTALL)
 SNIPPET_PAGES = ("quickstart.md", "app-contract.md")
 
 
@@ -45,23 +45,39 @@ def test_runnable_blocks_are_found() -> None:
 
 
 @pytest.mark.parametrize(("page", "index", "backend"), _snippets())
-def test_marked_shell_blocks_run(page: str, index: int, backend: str, tmp_path: Path,
-                                 request: pytest.FixtureRequest) -> None:
+def test_marked_shell_blocks_run(
+    page: str, index: int, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if backend == "slurm":
         request.getfixturevalue("slurm_cluster")
     blocks = runnable_blocks((DOCS / page).read_text(encoding="utf-8"))
     # the blocks of a page run in order in one directory, as a reader types them
-    script = "set -euo pipefail\n" + "".join(f"(\n{body})\n" for _, body in blocks[:index + 1])
+    script = "set -euo pipefail\n" + "".join(f"(\n{body})\n" for _, body in blocks[: index + 1])
     env = dict(os.environ, CHAIN_BACKEND=backend, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=400, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert proc.returncode == 0, f"{page} block {index} on {backend}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     env = dict(os.environ, DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")  # banners, not errors
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     settings = (tmp_path / "site" / "settings" / "index.html").read_text(encoding="utf-8")
     assert "--runner-margin" in settings and "RUNNER_MARGIN_SEC" in settings
@@ -113,11 +129,17 @@ def reason_fragments(source: str) -> set[str]:
     import ast
 
     tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
-                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    annotations = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Subscript)
-                   for inner in ast.walk(node.slice)}  # Callable[..., "Decision | None"]
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    annotations = {
+        id(inner) for node in ast.walk(tree) if isinstance(node, ast.Subscript) for inner in ast.walk(node.slice)
+    }  # Callable[..., "Decision | None"]
     fragments: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings | annotations:
@@ -135,8 +157,7 @@ def test_reason_fragments_are_found() -> None:
 @pytest.mark.parametrize("module", REASON_MODULES)
 def test_troubleshooting_lists_every_reason(module: str) -> None:
     page = " ".join((DOCS / "troubleshooting.md").read_text(encoding="utf-8").split())
-    missing = sorted(text for text in reason_fragments((REPO / module).read_text(encoding="utf-8"))
-                     if text not in page)
+    missing = sorted(text for text in reason_fragments((REPO / module).read_text(encoding="utf-8")) if text not in page)
     assert not missing, f"docs/troubleshooting.md lacks these texts of {module}: {missing}"
 
 
@@ -146,10 +167,10 @@ def test_the_exit_code_tables_name_every_code() -> None:
     from chain.primitives.codes import CliExit, RunnerExit
 
     contract = (DOCS / "app-contract.md").read_text(encoding="utf-8")
-    table = contract[contract.index("| runner exit |"):].split("\n\n")[0]
+    table = contract[contract.index("| runner exit |") :].split("\n\n")[0]
     listed = {int(n) for row in table.splitlines()[2:] for n in re.findall(r"\d+", row.split("|")[1])}
     assert listed == {int(code) for code in RunnerExit}
     cluster = " ".join((DOCS / "cluster.md").read_text(encoding="utf-8").split())
-    paragraph = cluster[cluster.index("**Exit codes.**"):cluster.index("**Resume rule.**")]
+    paragraph = cluster[cluster.index("**Exit codes.**") : cluster.index("**Resume rule.**")]
     named = {int(n) for n in re.findall(r"\b(\d+) [a-z]", paragraph)}
     assert named == {int(code) for code in CliExit}, paragraph

@@ -24,10 +24,18 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def chain_cmd(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60,
-              check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "chain", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout, check=False)
+def chain_cmd(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "chain", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=False,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"chain {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -50,16 +58,24 @@ def wait_ended(cwd: Path, timeout: float, sample: Any = None, chain_dir: str | N
         time.sleep(0.5)
     log_file = Path(cwd, chain_dir or ".chain", "chain.log")
     chain_log = log_file.read_text() if log_file.exists() else "(no chain.log)"
-    outputs = "".join(f"--- {p.name} (last lines)\n" + "\n".join(tail_lines(p, 12)) + "\n"
-                      for p in sorted(log_file.parent.glob("logs/*.out")))
+    outputs = "".join(
+        f"--- {p.name} (last lines)\n" + "\n".join(tail_lines(p, 12)) + "\n"
+        for p in sorted(log_file.parent.glob("logs/*.out"))
+    )
     raise AssertionError(f"chain did not end in {timeout}s; last status {report}\n{chain_log}\n{outputs}")
 
 
 def restart_cluster(cluster: Any, *options: str) -> None:
     """Restart the dev cluster with ``options`` (each ``up`` sets all of them:
     none, no preemption and no job limit)."""
-    done = subprocess.run(["bash", str(cluster.script), "up", *options], capture_output=True, text=True,
-                          timeout=300, check=False, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        ["bash", str(cluster.script), "up", *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -111,8 +127,9 @@ class IterLog:
         return [job for _, e, _, job in self.events if e == "start"]
 
 
-def check_completed_chain(report: dict[str, Any], workdir: Path, max_iter: int, *,
-                          user_hook: str = "user-hook\n") -> str:
+def check_completed_chain(
+    report: dict[str, Any], workdir: Path, max_iter: int, *, user_hook: str = "user-hook\n"
+) -> str:
     """The invariants of a chain of the python example that ran to completion
     with the seed's hook (``plot_progress.py`` appending ``x``) and a user
     hook (appending ``user_hook`` to ``hooks.ran``): completed at MAX_ITER;
@@ -173,15 +190,17 @@ def wait_prequeued(workdir: Path, backend: str) -> Prequeued:
         running = sub and (info := sched.query([sub]).get(sub)) is not None and info.state.value == "RUNNING"
         return st if st.get("next_job_id") and running and app_log.exists() and app_log.read_text() else None
 
-    st = wait_until(ready, 120, interval=0.2, what="runner 1's app computing, runner 2 queued",
-                    describe=lambda: status(workdir))
+    st = wait_until(
+        ready, 120, interval=0.2, what="runner 1's app computing, runner 2 queued", describe=lambda: status(workdir)
+    )
     return Prequeued(sched, app_log, str(st["runner_job_id"]), str(st["next_job_id"]), str(st["submitter_job_id"]))
 
 
 def _queue_workdirs() -> list[tuple[str, str]]:
     """(job id, working directory) of every job in the queue."""
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30,
-                         check=False).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
     return [(job, workdir) for job, _, workdir in (line.partition("|") for line in out.splitlines()) if job]
 
 

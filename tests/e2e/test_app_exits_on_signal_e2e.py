@@ -15,7 +15,7 @@ from e2e_helpers import chain_cmd, wait_ended
 
 from chain.store import ChainDir
 
-APP = '''\
+APP = """\
 import os
 import signal
 import sys
@@ -45,15 +45,30 @@ os.replace(path + ".tmp", path)
 with open("app.log", "a") as log:
     log.write(f"saved {n}\\n")
 sys.exit(0)
-'''
+"""
 
 
 @pytest.mark.parametrize("mode", ["submitter", "relay"])
 def test_an_app_that_saves_on_term_and_exits_0_completes_a_chain(backend: str, mode: str, tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(APP)
-    chain_cmd("submit", "--backend", backend, "--mode", mode, "--max-iter", "60",
-              "--app-cmd", "python3 app.py ${CHAIN_RESUMING:+--resume}",
-              "--runner-time", "0:12", "--runner-margin", "4", "--poll-max", "5", cwd=tmp_path)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--mode",
+        mode,
+        "--max-iter",
+        "60",
+        "--app-cmd",
+        "python3 app.py ${CHAIN_RESUMING:+--resume}",
+        "--runner-time",
+        "0:12",
+        "--runner-margin",
+        "4",
+        "--poll-max",
+        "5",
+        cwd=tmp_path,
+    )
     report = wait_ended(tmp_path, timeout=300)
     log = (tmp_path / "app.log").read_text().splitlines()
     assert report["state"] == "completed", (report, log)

@@ -22,9 +22,22 @@ def _pids(pattern: str) -> list[str]:
 
 def test_an_app_whose_runner_was_killed_does_not_outlive_it(backend: str, tmp_path: Path) -> None:
     marker = f"61{uuid.uuid4().int % 10**6:06d}"
-    chain_cmd("submit", "--backend", backend, "--max-iter", "5", "--app-cmd",
-              f"trap '' TERM INT; exec sleep {marker}", "--runner-time", "5:00", "--runner-margin", "10",
-              "--poll-max", "10", cwd=tmp_path)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "5",
+        "--app-cmd",
+        f"trap '' TERM INT; exec sleep {marker}",
+        "--runner-time",
+        "5:00",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+    )
     deadline = time.time() + 90
     while time.time() < deadline and not _pids(f"sleep {marker}"):
         time.sleep(0.3)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import sys
 class _NoPyslurm:
     def find_spec(self, fullname, path, target=None):
@@ -26,12 +26,19 @@ class _NoPyslurm:
             raise ModuleNotFoundError("pyslurm hidden by the test", name="pyslurm")
         return None
 sys.meta_path.insert(0, _NoPyslurm())
-'''
+"""
 
 
 def _chain(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chain", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "chain", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _env_without_pyslurm(tmp_path: Path, path: str) -> dict[str, str]:
@@ -51,15 +58,18 @@ def test_the_real_clients_at_a_dead_controller_are_refused(tmp_path: Path) -> No
     assert shutil.which("sbatch"), "the Slurm clients are not installed (bash scripts/dev-cluster up installs them)"
     conf = tmp_path / "slurm.conf"
     # MessageTimeout=1: the clients give up at once instead of after 10 s
-    conf.write_text("ClusterName=dead\nSlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=1\n"
-                    "NodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=localhost Default=YES\n")
+    conf.write_text(
+        "ClusterName=dead\nSlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=1\n"
+        "NodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=localhost Default=YES\n"
+    )
     work = tmp_path / "work"
     work.mkdir()
     env = {**_env_without_pyslurm(tmp_path, os.environ["PATH"]), "SLURM_CONF": str(conf)}
     out = _chain(["submit", "--app-cmd", "true", "--max-iter", "1"], work, env)
     assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
-    assert out.stderr.startswith("chain: error: --backend auto: Slurm is installed here (sbatch on PATH) but "
-                                 "its controller did not answer"), out.stderr
+    assert out.stderr.startswith(
+        "chain: error: --backend auto: Slurm is installed here (sbatch on PATH) but its controller did not answer"
+    ), out.stderr
     assert out.stderr.rstrip().endswith("--backend local runs it on this machine"), out.stderr
     assert out.stderr.count("\n") == 1 and not (work / ".chain").exists()
 
@@ -75,7 +85,8 @@ def test_without_any_slurm_client_a_chain_runs_on_local(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     env = _env_without_pyslurm(tmp_path, str(bare))
-    out = _chain(["submit", "--app-cmd", 'echo 3 > "$CKPT_PATH"', "--max-iter", "3", "--poll-max", "5", "--wait"],
-                 work, env)
+    out = _chain(
+        ["submit", "--app-cmd", 'echo 3 > "$CKPT_PATH"', "--max-iter", "3", "--poll-max", "5", "--wait"], work, env
+    )
     assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
     assert "on local (auto: no Slurm here (no sbatch on PATH, no pyslurm)" in out.stdout, out.stdout

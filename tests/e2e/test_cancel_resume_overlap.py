@@ -6,6 +6,7 @@ records: no two pids beat in overlapping time spans."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -38,8 +39,24 @@ def _spans(log: Path) -> dict[str, tuple[float, float]]:
 @pytest.mark.parametrize("mode", ["submitter", "relay"])
 def test_a_resume_right_after_cancel_never_runs_two_apps(backend: str, mode: str, tmp_path: Path) -> None:
     (tmp_path / "app.sh").write_text(SLOW_STOPPER)
-    chain_cmd("submit", "--mode", mode, "--backend", backend, "--max-iter", "40", "--app-cmd", "bash app.sh",
-              "--runner-time", "2:00", "--runner-margin", "30", "--poll-max", "10", cwd=tmp_path)
+    chain_cmd(
+        "submit",
+        "--mode",
+        mode,
+        "--backend",
+        backend,
+        "--max-iter",
+        "40",
+        "--app-cmd",
+        "bash app.sh",
+        "--runner-time",
+        "2:00",
+        "--runner-margin",
+        "30",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+    )
     log = tmp_path / "apps.log"
     deadline = time.time() + 90
     while time.time() < deadline and not (log.exists() and log.read_text().count("beat") >= 3):
@@ -52,6 +69,6 @@ def test_a_resume_right_after_cancel_never_runs_two_apps(backend: str, mode: str
     spans = sorted(_spans(log).values())
     assert len(spans) >= 2, f"the resumed chain ran no second app: {spans}"
     assert spans[0][1] > cancelled_at + 8, "the cancelled app did not outlive the cancel: the case is not exercised"
-    for (_, first_end), (second_start, _) in zip(spans, spans[1:]):
+    for (_, first_end), (second_start, _) in itertools.pairwise(spans):
         assert second_start > first_end, f"two apps ran at once: {spans}"
     assert log.read_text().count("start") == len(spans)

@@ -23,15 +23,16 @@ def _active_jobs(backend: str, chain_dir: Path, chain_id: str) -> tuple[list[str
     """(runner job names pending or running, submitter job names running) of
     the chain. A successor submitter pending on its predecessor is by design."""
     if backend == "slurm":
-        out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
         rows = [tuple(line.split("|")) for line in out.splitlines() if line.startswith(chain_id + ".")]
     else:
         infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
         rows = [(i.name, i.state.value) for i in infos.values() if i.name.startswith(chain_id + ".")]
     live = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
-    runners = [n for n, st in rows if ".r" in n[len(chain_id):] and st in live]
-    submitters = [n for n, st in rows if ".s" in n[len(chain_id):] and st in live[1:]]
+    runners = [n for n, st in rows if ".r" in n[len(chain_id) :] and st in live]
+    submitters = [n for n, st in rows if ".s" in n[len(chain_id) :] and st in live[1:]]
     return runners, submitters
 
 
@@ -41,11 +42,33 @@ def test_chain_completes_with_self_restart_and_never_two_runners(backend: str, t
     once; every iteration computed once beyond checkpoints; hooks ran once."""
     copy_example("python", tmp_path)
     (tmp_path / "plot_progress.py").write_text(
-        "open('plot_progress.ran', 'a').write('x\\n')\n")  # the seed's hook convention
-    out = chain_cmd("submit", "--backend", backend, "--max-iter", "120", "--app-cmd", "python3 app.py",
-                    "--checkpoint-every", "5", "--runner-time", "0:30", "--runner-margin", "10",
-                    "--submitter-time", "0:45", "--submitter-margin", "10", "--poll-max", "10",
-                    "--hook", "echo user-hook >> hooks.ran", cwd=tmp_path, env=APP_ENV)
+        "open('plot_progress.ran', 'a').write('x\\n')\n"
+    )  # the seed's hook convention
+    out = chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "120",
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        "5",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--submitter-time",
+        "0:45",
+        "--submitter-margin",
+        "10",
+        "--poll-max",
+        "10",
+        "--hook",
+        "echo user-hook >> hooks.ran",
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     chain_id = out.stdout.split()[1].rstrip(":")
     chain_dir = tmp_path / ".chain"
     overlaps: list[tuple[list[str], list[str]]] = []
@@ -67,8 +90,24 @@ def test_chain_completes_with_self_restart_and_never_two_runners(backend: str, t
 
 
 def _submit_quick(tmp_path: Path, backend: str, app_cmd: str, *extra: str) -> None:
-    chain_cmd("submit", "--backend", backend, "--max-iter", "50", "--app-cmd", app_cmd, "--runner-time", "0:30",
-              "--runner-margin", "10", "--poll-max", "10", *extra, cwd=tmp_path, env=APP_ENV)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "50",
+        "--app-cmd",
+        app_cmd,
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        *extra,
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
 
 
 def test_app_failure_stops_the_chain(backend: str, tmp_path: Path) -> None:
@@ -83,9 +122,25 @@ def test_early_app_exit_fails_the_wait_and_says_what_happened(backend: str, tmp_
     """An app that exits 1 at once: `submit --wait` exits 10 (failed), the
     reason names the early exit (not a deadline stop), the runner job is not
     the one Slurm reports as a success, and status shows the runner's output."""
-    proc = chain_cmd("submit", "--backend", backend, "--max-iter", "50", "--wait", "--app-cmd",
-                     "echo 'import failed: no chain here' >&2; exit 1", "--runner-time", "0:30",
-                     "--runner-margin", "10", "--poll-max", "10", cwd=tmp_path, timeout=120, check=False)
+    proc = chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "50",
+        "--wait",
+        "--app-cmd",
+        "echo 'import failed: no chain here' >&2; exit 1",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 10, proc.stdout + proc.stderr
     report = status(tmp_path)
     assert report["state"] == "failed"
@@ -99,8 +154,12 @@ def test_early_app_exit_fails_the_wait_and_says_what_happened(backend: str, tmp_
 def test_handover_runners_end_completed_to_the_scheduler(backend: str, tmp_path: Path) -> None:
     """A runner whose app checkpointed (99) ends COMPLETED for the scheduler
     (no FAIL mail per handoff) while chain's own records keep the 99."""
-    _submit_quick(tmp_path, backend, "n=$(cat state_iter.txt 2>/dev/null || echo 0); "
-                  "echo $((n + 25)) > state_iter.txt; [ $((n + 25)) -ge 50 ] && exit 0; exit 99")
+    _submit_quick(
+        tmp_path,
+        backend,
+        "n=$(cat state_iter.txt 2>/dev/null || echo 0); "
+        "echo $((n + 25)) > state_iter.txt; [ $((n + 25)) -ge 50 ] && exit 0; exit 99",
+    )
     report = wait_ended(tmp_path, timeout=120)
     assert report["state"] == "completed", report
     first = report["runners"][0]
@@ -154,8 +213,13 @@ def test_cancel_command(backend: str, tmp_path: Path) -> None:
     copy_example("python", tmp_path)
     _submit_quick(tmp_path, backend, "python3 app.py")
     log = tmp_path / "iterations.log"
-    wait_until(lambda: any(e[1] == "iter" for e in _app_events(log)), 90, interval=0.2,
-               what="the app to compute an iteration", describe=lambda: status(tmp_path))
+    wait_until(
+        lambda: any(e[1] == "iter" for e in _app_events(log)),
+        90,
+        interval=0.2,
+        what="the app to compute an iteration",
+        describe=lambda: status(tmp_path),
+    )
     out = chain_cmd("cancel", cwd=tmp_path, timeout=120)
     assert "cancelled" in out.stdout
     report = status(tmp_path)
@@ -166,8 +230,11 @@ def test_cancel_command(backend: str, tmp_path: Path) -> None:
     stopped_at = int(last[2])
     assert int((tmp_path / "state_iter.txt").read_text()) == stopped_at >= 1
     # nothing of the chain is left in the queue
-    wait_until(lambda: _active_jobs(backend, tmp_path / ".chain", report["chain_id"]) == ([], []), 60,
-               what="no job of the chain left running")
+    wait_until(
+        lambda: _active_jobs(backend, tmp_path / ".chain", report["chain_id"]) == ([], []),
+        60,
+        what="no job of the chain left running",
+    )
     # and it can be resumed to completion from its checkpoint
     target = stopped_at + 10
     chain_cmd("submit", "--resume", "--max-iter", str(target), cwd=tmp_path, env=APP_ENV)
@@ -221,10 +288,21 @@ def test_submitter_killed_then_resume_adopts_the_runner(backend: str, tmp_path: 
 
 def test_failing_hook_is_reported_and_the_chain_still_completes(backend: str, tmp_path: Path) -> None:
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--backend", backend, "--max-iter", "10", "--app-cmd", "python3 app.py",
-              "--hook", "echo broken >&2; exit 3", "--hook", 'echo "$CHAIN_STATE: $CHAIN_REASON" > fine.txt',
-              cwd=tmp_path,
-              env={"ITER_SECONDS": "0.05"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "10",
+        "--app-cmd",
+        "python3 app.py",
+        "--hook",
+        "echo broken >&2; exit 3",
+        "--hook",
+        'echo "$CHAIN_STATE: $CHAIN_REASON" > fine.txt',
+        cwd=tmp_path,
+        env={"ITER_SECONDS": "0.05"},
+    )
     report = wait_ended(tmp_path, timeout=90)
     assert report["state"] == "completed"
     hooks = {h["name"]: h for h in report["hooks"]}
@@ -250,25 +328,38 @@ def test_auto_backend_chooses_slurm_when_the_controller_answers(slurm_cluster: o
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text("raise ImportError('pyslurm hidden by the test')\n")
     pythonpath = os.pathsep.join(p for p in (str(hidden.parent), os.environ.get("PYTHONPATH", "")) if p)
-    out = chain_cmd("submit", "--max-iter", "5", "--app-cmd", "python3 app.py", cwd=tmp_path,
-                    env={"CHAIN_BACKEND": "auto", "ITER_SECONDS": "0.05", "PYTHONPATH": pythonpath})
+    out = chain_cmd(
+        "submit",
+        "--max-iter",
+        "5",
+        "--app-cmd",
+        "python3 app.py",
+        cwd=tmp_path,
+        env={"CHAIN_BACKEND": "auto", "ITER_SECONDS": "0.05", "PYTHONPATH": pythonpath},
+    )
     assert "on slurm (auto: sbatch found and the Slurm controller answers (not pyslurm: " in out.stdout, out.stdout
     report = wait_ended(tmp_path, timeout=120)
     assert report["state"] == "completed" and report["backend"] == "slurm", report
     submitters = (tmp_path / ".chain" / "submitter_ids.txt").read_text().split()
     jobs = [r["job_id"] for r in report["runners"]] + submitters
-    expected = {**{r["job_id"]: f"{report['chain_id']}.r{n}" for n, r in enumerate(report["runners"], 1)},
-                **{j: f"{report['chain_id']}.s{n}" for n, j in enumerate(submitters)}}
+    expected = {
+        **{r["job_id"]: f"{report['chain_id']}.r{n}" for n, r in enumerate(report["runners"], 1)},
+        **{j: f"{report['chain_id']}.s{n}" for n, j in enumerate(submitters)},
+    }
 
     def names() -> dict[str, str]:
-        acct = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o", "JobIDRaw,JobName"],
-                              capture_output=True, text=True, timeout=60, check=True).stdout
+        acct = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o", "JobIDRaw,JobName"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         return dict(line.split("|", 1) for line in acct.splitlines() if line)
 
     # slurmdbd may still name a just-ended job "allocation" (its record not yet complete; seen
     # in CI under load): its accounting catches up within seconds
-    wait_until(lambda: names() == expected, 60, interval=2.0, what="sacct to name the chain's jobs",
-               describe=names)
+    wait_until(lambda: names() == expected, 60, interval=2.0, what="sacct to name the chain's jobs", describe=names)
 
 
 def test_the_chain_directory_is_private_under_umask_000(backend: str, tmp_path: Path) -> None:
@@ -282,8 +373,20 @@ def test_the_chain_directory_is_private_under_umask_000(backend: str, tmp_path: 
     copy_example("python", tmp_path)
     old = os.umask(0)
     try:
-        proc = chain_cmd("submit", "--backend", backend, "--max-iter", "10", "--app-cmd", "python3 app.py",
-                         "--wait", cwd=tmp_path, env={"ITER_SECONDS": "0.05"}, timeout=120, check=False)
+        proc = chain_cmd(
+            "submit",
+            "--backend",
+            backend,
+            "--max-iter",
+            "10",
+            "--app-cmd",
+            "python3 app.py",
+            "--wait",
+            cwd=tmp_path,
+            env={"ITER_SECONDS": "0.05"},
+            timeout=120,
+            check=False,
+        )
     finally:
         os.umask(old)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -305,11 +408,23 @@ def test_racing_submits_in_one_directory_make_exactly_one_chain(backend: str, tm
     import sys
 
     copy_example("python", tmp_path)
-    argv = [sys.executable, "-m", "chain", "submit", "--backend", backend, "--max-iter", "20",
-            "--app-cmd", "python3 app.py"]
+    argv = [
+        sys.executable,
+        "-m",
+        "chain",
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "20",
+        "--app-cmd",
+        "python3 app.py",
+    ]
     env = {**os.environ, "ITER_SECONDS": "0.05"}
-    procs = [subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     results = [(p.wait(60), *p.communicate()) for p in procs]
     ok = [r for r in results if r[0] == 0]
     refused = [r for r in results if r[0] != 0]
@@ -340,9 +455,25 @@ def test_a_killed_supervisor_leaves_no_app_beside_the_next_runner(tmp_path: Path
     import signal
 
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--backend", "local", "--max-iter", "60", "--app-cmd", "python3 app.py",
-              "--checkpoint-every", "5", "--runner-time", "0:30", "--runner-margin", "8", "--poll-max", "10",
-              cwd=tmp_path, env={"ITER_SECONDS": "0.2"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        "local",
+        "--max-iter",
+        "60",
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        "5",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "8",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+        env={"ITER_SECONDS": "0.2"},
+    )
 
     def computing() -> dict[str, object] | None:
         current = status(tmp_path).get("current_runner") or {}
@@ -372,11 +503,34 @@ def test_logs_follow_crosses_runners_and_ends_with_the_chain(backend: str, tmp_p
     import sys
 
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--backend", backend, "--max-iter", "40", "--app-cmd", "python3 app.py",
-              "--checkpoint-every", "5", "--runner-time", "0:12", "--runner-margin", "4", "--poll-max", "5",
-              cwd=tmp_path, env={"ITER_SECONDS": "0.25"})
-    follow = subprocess.run([sys.executable, "-m", "chain", "logs", "--follow"], cwd=tmp_path, timeout=240,
-                            capture_output=True, text=True, env={**os.environ}, check=False)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "40",
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        "5",
+        "--runner-time",
+        "0:12",
+        "--runner-margin",
+        "4",
+        "--poll-max",
+        "5",
+        cwd=tmp_path,
+        env={"ITER_SECONDS": "0.25"},
+    )
+    follow = subprocess.run(
+        [sys.executable, "-m", "chain", "logs", "--follow"],
+        cwd=tmp_path,
+        timeout=240,
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=False,
+    )
     assert follow.returncode == 0, follow.stderr
     report = status(tmp_path)
     assert report["state"] == "completed" and report["runner_count"] >= 2
@@ -400,8 +554,18 @@ def test_a_sweep_through_the_python_api(backend: str, tmp_path: Path) -> None:
             work = tmp_path / f"seed{seed}"
             work.mkdir()
             copy_example("python", work)
-            runs.append(Chain.submit(work, app_cmd="python3 app.py", max_iter=15, checkpoint_every=5,
-                                     runner_time="0:30", runner_margin=10, poll_max=10, backend=backend))
+            runs.append(
+                Chain.submit(
+                    work,
+                    app_cmd="python3 app.py",
+                    max_iter=15,
+                    checkpoint_every=5,
+                    runner_time="0:30",
+                    runner_margin=10,
+                    poll_max=10,
+                    backend=backend,
+                )
+            )
         finals = [run.wait(timeout=300, poll=1) for run in runs]
     finally:
         os.environ.pop("ITER_SECONDS", None)
@@ -411,6 +575,7 @@ def test_a_sweep_through_the_python_api(backend: str, tmp_path: Path) -> None:
 
     listed = json.loads(chain_cmd("list", str(tmp_path), "--json", cwd=tmp_path).stdout)
     assert sorted((row["chain_id"], row["state"]) for row in listed) == sorted(
-        (f.chain_id, "completed") for f in finals)
+        (f.chain_id, "completed") for f in finals
+    )
     mine = json.loads(chain_cmd("list", "--json", cwd=tmp_path).stdout)  # the registry of this user
     assert {f.chain_id for f in finals} <= {row["chain_id"] for row in mine}

@@ -46,12 +46,23 @@ RANK_ENV = {"STEP_SECONDS": "0.4", "GLOO_SOCKET_IFNAME": "eth0"}
 # by the counter), and 1 when a finished worker aborted in its teardown ("terminate called without an
 # active exception", torch 2.13: 2 of ~36 worker exits on a loaded machine, 0 of 140 idle), so the
 # line exits 0 when the counter has reached MAX_ITER
-TORCHRUN = ("env -u CHAIN_DEADLINE python3 -m torch.distributed.run --nnodes 2 --nproc-per-node 1 "
-            "--node-rank $SLURM_NODEID --master-addr $SLURM_LAUNCH_NODE_IPADDR "
-            "--master-port $((20000 + SLURM_JOB_ID % 20000)) train.py "
-            '|| { rc=$?; [ "$(cat "$CKPT_PATH" 2>/dev/null || echo 0)" -ge "$MAX_ITER" ] && exit 0; exit $rc; }')
-FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
-         "DEADLINE")
+TORCHRUN = (
+    "env -u CHAIN_DEADLINE python3 -m torch.distributed.run --nnodes 2 --nproc-per-node 1 "
+    "--node-rank $SLURM_NODEID --master-addr $SLURM_LAUNCH_NODE_IPADDR "
+    "--master-port $((20000 + SLURM_JOB_ID % 20000)) train.py "
+    '|| { rc=$?; [ "$(cat "$CKPT_PATH" 2>/dev/null || echo 0)" -ge "$MAX_ITER" ] && exit 0; exit $rc; }'
+)
+FINAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 
 
 def _free_port() -> int:
@@ -74,8 +85,16 @@ def whole(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         for rank in (0, 1):
             env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CHAIN_"))}
-            env.update(MAX_ITER=str(STEPS), CKPT_PATH="counter.txt", STEP_SECONDS="0", RANK=str(rank),
-                       WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, PYTHONPATH=str(EXAMPLES.parent))
+            env.update(
+                MAX_ITER=str(STEPS),
+                CKPT_PATH="counter.txt",
+                STEP_SECONDS="0",
+                RANK=str(rank),
+                WORLD_SIZE="2",
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+                PYTHONPATH=str(EXAMPLES.parent),
+            )
             procs.append(subprocess.Popen([sys.executable, "train.py"], cwd=workdir, env=env))
         assert [p.wait(timeout=300) for p in procs] == [0, 0]
     finally:
@@ -121,15 +140,36 @@ def cleanup(tmp_path: Path) -> Iterator[Path]:
 # (29 s): at most ~61 steps a runner (57-61 idle), so two never reach 140, and steps in each runner
 # even after the slowest start
 @pytest.mark.parametrize("launch, runner_time", [("srun", "0:38"), ("torchrun", "0:37")])
-def test_a_two_node_ddp_chain_ends_bit_identical(three_nodes: Any, whole: Path, cleanup: Path, launch: str,
-                                                 runner_time: str) -> None:
+def test_a_two_node_ddp_chain_ends_bit_identical(
+    three_nodes: Any, whole: Path, cleanup: Path, launch: str, runner_time: str
+) -> None:
     chained = cleanup / "chained"
     chained.mkdir()
     shutil.copy(TRAIN, chained / "train.py")
     app = "python3 train.py" if launch == "srun" else TORCHRUN
-    submitted = chain_cmd("submit", "--backend", "slurm", "--max-iter", str(STEPS), "--checkpoint-every", "1000",
-                          "--app-cmd", app, *SRUN, "--stop-signal", "TERM", "--runner-time", runner_time,
-                          "--runner-margin", "8", "--fixed-margin", "--poll-max", "5", cwd=chained, env=RANK_ENV)
+    submitted = chain_cmd(
+        "submit",
+        "--backend",
+        "slurm",
+        "--max-iter",
+        str(STEPS),
+        "--checkpoint-every",
+        "1000",
+        "--app-cmd",
+        app,
+        *SRUN,
+        "--stop-signal",
+        "TERM",
+        "--runner-time",
+        runner_time,
+        "--runner-margin",
+        "8",
+        "--fixed-margin",
+        "--poll-max",
+        "5",
+        cwd=chained,
+        env=RANK_ENV,
+    )
     assert "forwards only" not in submitted.stderr + submitted.stdout  # TERM: no torchrun warning
     report = wait_ended(chained, timeout=420)
     assert report["state"] == "completed", report
@@ -157,8 +197,13 @@ def _runner_on(chained: Path, node: str, timeout: float) -> str:
         status = store.load_status()
         record = store.runner_record(status.runner_job_id) if status and status.runner_job_id else None
         counter = chained / "state_iter.txt"  # chain's default CKPT_PATH
-        if record is not None and node in record.nodes and record.app_start and counter.exists() \
-                and int(counter.read_text() or 0) > 0:
+        if (
+            record is not None
+            and node in record.nodes
+            and record.app_start
+            and counter.exists()
+            and int(counter.read_text() or 0) > 0
+        ):
             return record.job_id
         return None
 
@@ -177,10 +222,30 @@ def test_a_node_lost_mid_run_is_survived_and_left_out(three_nodes: Any, whole: P
     chained = cleanup / "chained"
     chained.mkdir()
     shutil.copy(TRAIN, chained / "train.py")
-    chain_cmd("submit", "--backend", "slurm", "--max-iter", str(STEPS), "--checkpoint-every", "20",
-              "--app-cmd", "python3 train.py", *SRUN, "--runner-time", "3:00", "--runner-margin", "10",
-              "--exclude-after", "1", "--retries", "2", "--poll-max", "5", cwd=chained,
-              env={**RANK_ENV, "STEP_SECONDS": "0.2"})  # the first save ~4 s in, 120 steps left: 25 s
+    chain_cmd(
+        "submit",
+        "--backend",
+        "slurm",
+        "--max-iter",
+        str(STEPS),
+        "--checkpoint-every",
+        "20",
+        "--app-cmd",
+        "python3 train.py",
+        *SRUN,
+        "--runner-time",
+        "3:00",
+        "--runner-margin",
+        "10",
+        "--exclude-after",
+        "1",
+        "--retries",
+        "2",
+        "--poll-max",
+        "5",
+        cwd=chained,
+        env={**RANK_ENV, "STEP_SECONDS": "0.2"},
+    )  # the first save ~4 s in, 120 steps left: 25 s
     lost = _runner_on(chained, "n2", timeout=120)
     subprocess.run(["bash", str(three_nodes.script), "node-down", "n2"], check=True, timeout=60)
     try:
@@ -191,7 +256,7 @@ def test_a_node_lost_mid_run_is_survived_and_left_out(three_nodes: Any, whole: P
     assert report["excluded_nodes"] == ["n2"], report
     store = ChainDir(chained / ".chain")
     jobs = [r["job_id"] for r in report["runners"]]
-    later = [store.runner_record(j) for j in jobs[jobs.index(lost) + 1:]]
+    later = [store.runner_record(j) for j in jobs[jobs.index(lost) + 1 :]]
     assert later and all(r is not None and "n2" not in r.nodes for r in later), later
     assert (chained / "weights.sha256").read_text() == (whole / "weights.sha256").read_text()
     assert _losses(chained) == _losses(whole)
@@ -236,8 +301,9 @@ def _processes_of(job: str, *also: str) -> list[str]:
 
 
 def _job_state(job: str) -> str:
-    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30,
-                         check=False).stdout
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
     return next((w.partition("=")[2] for w in out.split() if w.startswith("JobState=")), "")
 
 
@@ -252,9 +318,30 @@ def test_every_rank_gets_the_stop_signal_and_none_outlives_its_runner(three_node
     workdir = cleanup / "ranks"
     workdir.mkdir()
     (workdir / "ranks.sh").write_text(RANKS_APP)
-    chain_cmd("submit", "--backend", "slurm", "--max-iter", "100000", "--app-cmd", "bash ranks.sh",
-              "--launch-mode", "srun", "--nodes", "2", "--ntasks-per-node", "2", "--runner-time", "0:15",
-              "--runner-margin", "5", "--fixed-margin", "--poll-max", "5", cwd=workdir, env={"DEAF_RANK": "3"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        "slurm",
+        "--max-iter",
+        "100000",
+        "--app-cmd",
+        "bash ranks.sh",
+        "--launch-mode",
+        "srun",
+        "--nodes",
+        "2",
+        "--ntasks-per-node",
+        "2",
+        "--runner-time",
+        "0:15",
+        "--runner-margin",
+        "5",
+        "--fixed-margin",
+        "--poll-max",
+        "5",
+        cwd=workdir,
+        env={"DEAF_RANK": "3"},
+    )
     lines = workdir / "ranks.txt"
     over: dict[str, float] = {}  # a runner job -> when it was seen ended, nothing of it left
     t0 = time.monotonic()
@@ -272,8 +359,13 @@ def test_every_rank_gets_the_stop_signal_and_none_outlives_its_runner(three_node
                 over[job] = time.monotonic() - t0
         return len(over) >= 2
 
-    wait_until(two_runners_over, 150, interval=0.5, what="two runners ended",
-               describe=lambda: (over, lines.read_text() if lines.exists() else ""))
+    wait_until(
+        two_runners_over,
+        150,
+        interval=0.5,
+        what="two runners ended",
+        describe=lambda: (over, lines.read_text() if lines.exists() else ""),
+    )
     chain_cmd("cancel", cwd=workdir)
     store = ChainDir(workdir / ".chain")
     first, second = list(over)[:2]
@@ -281,16 +373,22 @@ def test_every_rank_gets_the_stop_signal_and_none_outlives_its_runner(three_node
     for job in (first, second):
         ranks = {(words[1], words[2]) for words in noted if words[0] == job and len(words) == 4}
         assert {r for r, _ in ranks} == {"0", "1", "2", "3"} and len({n for _, n in ranks}) == 2, ranks
-    exited = {job: sorted(words[1] for words in noted if words[0] == job and words[2:] == ["exit"])
-              for job in (first, second)}
+    exited = {
+        job: sorted(words[1] for words in noted if words[0] == job and words[2:] == ["exit"]) for job in (first, second)
+    }
     record1, record2 = store.runner_record(first), store.runner_record(second)
     assert record1 is not None and record2 is not None
     # runner 1: every rank got the stop signal and exited on it, nothing was killed
-    assert record1.stop_sent is not None and not record1.killed and exited[first] == ["0", "1", "2", "3"], \
-        (record1, exited)
+    assert record1.stop_sent is not None and not record1.killed and exited[first] == ["0", "1", "2", "3"], (
+        record1,
+        exited,
+    )
     # runner 2: the deaf rank alone outlived the grace and was killed; the chain went on (124)
-    assert record2.stop_sent is not None and record2.killed and exited[second] == ["0", "1", "2"], \
-        (record2, exited)
-    assert record2.exit_code == 124 and record2.iter_after is not None and record2.iter_before is not None \
-        and record2.iter_after > record2.iter_before, record2
+    assert record2.stop_sent is not None and record2.killed and exited[second] == ["0", "1", "2"], (record2, exited)
+    assert (
+        record2.exit_code == 124
+        and record2.iter_after is not None
+        and record2.iter_before is not None
+        and record2.iter_after > record2.iter_before
+    ), record2
     print(f"runner jobs seen ended, nothing left, at {over} s")

@@ -23,9 +23,23 @@ def test_a_chain_completes_when_no_job_can_write_its_log(tmp_path: Path) -> None
     for job in range(1, 30):
         for kind in ("runner", "submitter"):
             (logs / f"{kind}-{job}.out").symlink_to("/dev/full")
-    chain_cmd("submit", "--backend", "local", "--max-iter", "40", "--app-cmd", "python3 app.py >> app.out 2>&1",
-              "--runner-time", "0:12", "--runner-margin", "4", "--poll-max", "5", cwd=tmp_path,
-              env={"ITER_SECONDS": "0.3"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        "local",
+        "--max-iter",
+        "40",
+        "--app-cmd",
+        "python3 app.py >> app.out 2>&1",
+        "--runner-time",
+        "0:12",
+        "--runner-margin",
+        "4",
+        "--poll-max",
+        "5",
+        cwd=tmp_path,
+        env={"ITER_SECONDS": "0.3"},
+    )
     report = wait_ended(tmp_path, timeout=180)
     assert report["state"] == "completed", report
     assert len(report["runners"]) >= 2, "one runner did it all: no hand-over was logged to /dev/full"

@@ -19,13 +19,14 @@ from chain.store import ChainDir
 RUNNER_SECONDS, MARGIN = 60, 10
 
 # each run: 8 s of "compute", +10 on the counter, exit 99 (checkpointed) or 0 at MAX_ITER
-APP = ('n=$(cat state_iter.txt 2>/dev/null || echo 0); echo "$(date +%s.%N) start $n $SLURM_JOB_ID" >> app.log; '
-       'sleep 8; echo $((n + 10)) > state_iter.txt; echo "$(date +%s.%N) exit $((n + 10)) $SLURM_JOB_ID" >> app.log; '
-       '[ $((n + 10)) -ge 30 ] && exit 0; exit 99')
+APP = (
+    'n=$(cat state_iter.txt 2>/dev/null || echo 0); echo "$(date +%s.%N) start $n $SLURM_JOB_ID" >> app.log; '
+    'sleep 8; echo $((n + 10)) > state_iter.txt; echo "$(date +%s.%N) exit $((n + 10)) $SLURM_JOB_ID" >> app.log; '
+    "[ $((n + 10)) -ge 30 ] && exit 0; exit 99"
+)
 
 
-def test_a_short_prequeued_runner_leaves_before_its_end_and_no_margin_is_raised(backend: str,
-                                                                                 tmp_path: Path) -> None:
+def test_a_short_prequeued_runner_leaves_before_its_end_and_no_margin_is_raised(backend: str, tmp_path: Path) -> None:
     """The submitter is frozen (SIGSTOP) while runner 1's app computes:
     runner 2, queued behind runner 1 with a 1-minute limit, starts when
     runner 1 ends and, never promoted, leaves by itself about 50 s later (its
@@ -34,9 +35,25 @@ def test_a_short_prequeued_runner_leaves_before_its_end_and_no_margin_is_raised(
     the margin).
     Thawed, the submitter submits a fresh runner; the chain completes with
     the margin it started with."""
-    chain_cmd("submit", "--backend", backend, "--lookahead", "--max-iter", "30", "--app-cmd", APP,
-              "--runner-time", "1:00", "--runner-margin", str(MARGIN), "--poll-max", "10",
-              "--submitter-time", "10:00", cwd=tmp_path)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--lookahead",
+        "--max-iter",
+        "30",
+        "--app-cmd",
+        APP,
+        "--runner-time",
+        "1:00",
+        "--runner-margin",
+        str(MARGIN),
+        "--poll-max",
+        "10",
+        "--submitter-time",
+        "10:00",
+        cwd=tmp_path,
+    )
     chain_dir = tmp_path / ".chain"
     pq = wait_prequeued(tmp_path, backend)
     sched, app_lines, finished = pq.sched, pq.app_lines, pq.finished
@@ -44,8 +61,13 @@ def test_a_short_prequeued_runner_leaves_before_its_end_and_no_margin_is_raised(
 
     sched.cancel(submitter, signal="STOP")
     try:
-        gone = wait_until(lambda: finished(second), RUNNER_SECONDS + 90, interval=1,
-                          what=f"pre-queued runner {second} to leave", describe=lambda: sched.query([first, second]))
+        gone = wait_until(
+            lambda: finished(second),
+            RUNNER_SECONDS + 90,
+            interval=1,
+            what=f"pre-queued runner {second} to leave",
+            describe=lambda: sched.query([first, second]),
+        )
     finally:
         sched.cancel(submitter, signal="CONT")
     assert gone.state.value == "COMPLETED" and gone.start is not None and gone.end is not None, gone
@@ -68,5 +90,11 @@ def test_a_short_prequeued_runner_leaves_before_its_end_and_no_margin_is_raised(
     assert second not in [str(j.get("job_id")) for j in judged], judged
     jobs = [line[3] for line in app_lines() if line[1] == "start"]
     assert second not in jobs, "the pre-queued runner ran the app without being promoted"
-    assert [line[1:3] for line in app_lines()] == [["start", "0"], ["exit", "10"], ["start", "10"], ["exit", "20"],
-                                                   ["start", "20"], ["exit", "30"]], app_lines()
+    assert [line[1:3] for line in app_lines()] == [
+        ["start", "0"],
+        ["exit", "10"],
+        ["start", "10"],
+        ["exit", "20"],
+        ["start", "20"],
+        ["exit", "30"],
+    ], app_lines()

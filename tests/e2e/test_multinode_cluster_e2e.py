@@ -32,8 +32,7 @@ NODES = ("n1", "n2", "n3")
 
 
 def _run(*cmd: str, timeout: float = 30) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}: {done.stdout}{done.stderr}"
     return done.stdout
 
@@ -44,8 +43,9 @@ def _dev_cluster(cluster: Any, *args: str) -> str:
 
 def _node_states() -> dict[str, str]:
     """Each node's state as sinfo prints it ('idle', 'idle*' when not responding, 'down*')."""
-    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30,
-                         check=False).stdout
+    out = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
     return {name: state for name, state in (line.split() for line in out.splitlines() if line.strip())}
 
 
@@ -56,8 +56,9 @@ def _sbatch(where: Path, *args: str) -> str:
 
 def _job(job: str) -> dict[str, str]:
     """JobState, Reason, Restarts, NodeList... of `scontrol show job` (empty once purged)."""
-    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30,
-                         check=False).stdout
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
     return {key: value for key, _, value in (word.partition("=") for word in out.split() if "=" in word)}
 
 
@@ -70,8 +71,9 @@ def _wait_job_state(job: str, states: tuple[str, ...], timeout: float) -> dict[s
         info = _job(job)
         return info if info.get("JobState") in states else None
 
-    info: dict[str, str] = wait_until(reached, timeout, interval=0.5, what=f"job {job} in {states}",
-                                      describe=lambda: _job(job))
+    info: dict[str, str] = wait_until(
+        reached, timeout, interval=0.5, what=f"job {job} in {states}", describe=lambda: _job(job)
+    )
     return info
 
 
@@ -88,13 +90,20 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
         # one 3-node job: srun on every node, a 2-node step, and the clients a runner calls, from a node
         out = tmp_path / "three"
         out.mkdir()
-        job = _sbatch(out, "-N", "3", "-o", str(out / "job.out"), "--wrap",
-                      "hostname > batch_host; srun hostname > hosts; "
-                      "srun -N 2 -n 2 bash -c 'echo $SLURM_PROCID $(hostname)' > step; "
-                      "squeue -h -j $SLURM_JOB_ID -o %N > squeue; "
-                      "scontrol show job $SLURM_JOB_ID | grep -o 'NumNodes=[0-9]*' > scontrol; "
-                      "sbatch --parsable -o /dev/null --wrap true > sbatch; "
-                      "sacct -n -X -j $SLURM_JOB_ID -o JobIDRaw >/dev/null; echo $? > sacct")
+        job = _sbatch(
+            out,
+            "-N",
+            "3",
+            "-o",
+            str(out / "job.out"),
+            "--wrap",
+            "hostname > batch_host; srun hostname > hosts; "
+            "srun -N 2 -n 2 bash -c 'echo $SLURM_PROCID $(hostname)' > step; "
+            "squeue -h -j $SLURM_JOB_ID -o %N > squeue; "
+            "scontrol show job $SLURM_JOB_ID | grep -o 'NumNodes=[0-9]*' > scontrol; "
+            "sbatch --parsable -o /dev/null --wrap true > sbatch; "
+            "sacct -n -X -j $SLURM_JOB_ID -o JobIDRaw >/dev/null; echo $? > sacct",
+        )
         info = _wait_job_state(job, ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"), 120)
         assert info["JobState"] == "COMPLETED", (info, _lines(out / "job.out"))
         assert _lines(out / "batch_host") == ["n1"]
@@ -107,9 +116,15 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
 
         # node-down n2: a crash. Jobs on it: requeueable (with a heartbeat), --no-requeue; one on n3 beside
         beat = tmp_path / "beat"
-        requeued = _sbatch(tmp_path, "-w", "n2", "-o", "/dev/null", "--wrap",
-                           f"while :; do echo $(date +%s) $(hostname) ${{SLURM_RESTART_COUNT:-0}} >> {beat}; "
-                           "sleep 1; done")
+        requeued = _sbatch(
+            tmp_path,
+            "-w",
+            "n2",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            f"while :; do echo $(date +%s) $(hostname) ${{SLURM_RESTART_COUNT:-0}} >> {beat}; sleep 1; done",
+        )
         lost = _sbatch(tmp_path, "-w", "n2", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 600")
         beside = _sbatch(tmp_path, "-w", "n3", "-o", "/dev/null", "--wrap", "sleep 600")
         for j in (requeued, lost, beside):
@@ -121,31 +136,49 @@ def test_three_nodes_run_steps_across_them_and_one_can_fail(slurm_cluster: Any, 
         beats = len(_lines(beat))
         time.sleep(3)
         assert len(_lines(beat)) == beats, "the job on n2 still ran after node-down"
-        wait_until(lambda: _node_states().get("n2", "").endswith("*"), 60, interval=1,
-                   what="n2 not responding", describe=_node_states)
+        wait_until(
+            lambda: _node_states().get("n2", "").endswith("*"),
+            60,
+            interval=1,
+            what="n2 not responding",
+            describe=_node_states,
+        )
         not_responding = time.monotonic() - t0
-        wait_until(lambda: _node_states().get("n2", "").startswith("down"), 90, interval=1,
-                   what="n2 down", describe=_node_states)
+        wait_until(
+            lambda: _node_states().get("n2", "").startswith("down"),
+            90,
+            interval=1,
+            what="n2 down",
+            describe=_node_states,
+        )
         down = time.monotonic() - t0
         _wait_job_state(lost, ("NODE_FAIL",), 30)
         info = _wait_job_state(requeued, ("PENDING",), 30)
         assert info["Restarts"] == "1", info
+
         def node_fail_record() -> str | None:
             records = _run("sacct", "-D", "-n", "-X", "-P", "-j", requeued, "-o", "State")
             return records if "NODE_FAIL" in records else None
 
         history = wait_until(node_fail_record, 30, interval=1, what=f"job {requeued}'s NODE_FAIL record in sacct -D")
         assert _job(beside)["JobState"] == "RUNNING"
-        print(f"n2 not responding after {not_responding:.0f} s, down after {down:.0f} s; "
-              f"requeued job's records: {history.split()}, {info['Reason']}, EligibleTime {info['EligibleTime']}")
+        print(
+            f"n2 not responding after {not_responding:.0f} s, down after {down:.0f} s; "
+            f"requeued job's records: {history.split()}, {info['Reason']}, EligibleTime {info['EligibleTime']}"
+        )
 
         # node-up n2: back at once; the requeued job (held until requeue + 121 s) runs there again
         _dev_cluster(slurm_cluster, "node-up", "n2")
         assert _node_states()["n2"] in ("idle", "mixed")
         _run("scontrol", "update", f"jobid={requeued}", "StartTime=now")
         _wait_job_state(requeued, ("RUNNING",), 90)
-        wait_until(lambda: any(line.split()[1:] == ["n2", "1"] for line in _lines(beat)), 60, interval=0.5,
-                   what="a beat of the requeued job (restart 1) on n2", describe=lambda: _lines(beat)[-3:])
+        wait_until(
+            lambda: any(line.split()[1:] == ["n2", "1"] for line in _lines(beat)),
+            60,
+            interval=0.5,
+            what="a beat of the requeued job (restart 1) on n2",
+            describe=lambda: _lines(beat)[-3:],
+        )
     finally:
         cancel_jobs_under(tmp_path)  # passed or failed, nothing of the test left in the queue
         restart_cluster(slurm_cluster)

@@ -35,12 +35,27 @@ def _printed(workdir: Path, job_id: str) -> tuple[list[str], list[int]]:
     return lines, [int(m.group(1)) for line in lines if (m := ITER.match(line))]
 
 
-def _run_chain(workdir: Path, backend: str, *extra: str, app_args: str = "",
-               runner_time: str = "0:12") -> list[dict[str, Any]]:
+def _run_chain(
+    workdir: Path, backend: str, *extra: str, app_args: str = "", runner_time: str = "0:12"
+) -> list[dict[str, Any]]:
     shutil.copy(APP, workdir / "app.py")
-    chain_cmd("submit", "--backend", backend, "--max-iter", str(MAX_ITER),
-              "--app-cmd", f"python3 app.py {app_args}{RESUME}", *extra,
-              "--runner-time", runner_time, "--runner-margin", "4", "--poll-max", "5", cwd=workdir)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        str(MAX_ITER),
+        "--app-cmd",
+        f"python3 app.py {app_args}{RESUME}",
+        *extra,
+        "--runner-time",
+        runner_time,
+        "--runner-margin",
+        "4",
+        "--poll-max",
+        "5",
+        cwd=workdir,
+    )
     report = wait_ended(workdir, timeout=360)
     runners = _runners(workdir)
     assert report["state"] == "completed" and runners[-1]["iter_after"] == MAX_ITER, (report, runners)
@@ -105,6 +120,12 @@ def test_the_torch_reader_follows_a_torch_save_checkpoint(tmp_path: Path) -> Non
     # 121 iterations of 0.15 s (18 s) cannot fit in one runner's 16 s of work, and torch's
     # import (2-9 s, at the first save) still leaves each runner several saves: >= 2 runners
     # however fast the machine (CI: 0.05 s iterations finished in one runner)
-    _run_chain(tmp_path, "local", "--counter-cmd", "torch:out/ckpt.pt:iter_num",
-               app_args="--ckpt_format=torch --iter_time=0.15 ", runner_time="0:20")
+    _run_chain(
+        tmp_path,
+        "local",
+        "--counter-cmd",
+        "torch:out/ckpt.pt:iter_num",
+        app_args="--ckpt_format=torch --iter_time=0.15 ",
+        runner_time="0:20",
+    )
     assert (tmp_path / "out" / "ckpt.pt").exists() and not (tmp_path / "out" / "ckpt.json").exists()

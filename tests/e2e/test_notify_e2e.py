@@ -33,11 +33,31 @@ def _notified(tmp_path: Path, name: str, expect: int, timeout: float = 30) -> li
 
 def test_notify_runs_once_across_a_submitter_restart(backend: str, tmp_path: Path) -> None:
     copy_example("python", tmp_path)
-    out = chain_cmd("submit", "--backend", backend, "--max-iter", "120", "--app-cmd", "python3 app.py",
-                    "--runner-time", "0:30", "--runner-margin", "10", "--submitter-time", "0:45",
-                    "--submitter-margin", "10", "--poll-max", "10",
-                    "--notify", DUMP.format(name="one.txt"), "--notify", DUMP.format(name="two.txt"),
-                    cwd=tmp_path, env=APP_ENV)
+    out = chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "120",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--submitter-time",
+        "0:45",
+        "--submitter-margin",
+        "10",
+        "--poll-max",
+        "10",
+        "--notify",
+        DUMP.format(name="one.txt"),
+        "--notify",
+        DUMP.format(name="two.txt"),
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     chain_id = out.stdout.split()[1].rstrip(":")
     report = wait_ended(tmp_path, timeout=300)
     assert report["state"] == "completed", report
@@ -47,11 +67,28 @@ def test_notify_runs_once_across_a_submitter_restart(backend: str, tmp_path: Pat
 
 
 def test_relay_notify_once_for_the_cancel_and_once_for_the_completion_after_resume(
-        backend: str, tmp_path: Path) -> None:
+    backend: str, tmp_path: Path
+) -> None:
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--mode", "relay", "--backend", backend, "--max-iter", "25", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:30", "--runner-margin", "10", "--notify", DUMP.format(name="ends.txt"),
-              cwd=tmp_path, env=APP_ENV)
+    chain_cmd(
+        "submit",
+        "--mode",
+        "relay",
+        "--backend",
+        backend,
+        "--max-iter",
+        "25",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--notify",
+        DUMP.format(name="ends.txt"),
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     deadline = time.time() + 90
     while time.time() < deadline and not (tmp_path / "iterations.log").exists():
         time.sleep(0.3)
@@ -70,22 +107,45 @@ def test_relay_notify_once_for_the_cancel_and_once_for_the_completion_after_resu
 def test_mail_user_submits_one_mail_job_at_the_end(slurm_cluster: Any, tmp_path: Path, mode: str) -> None:
     """Runners hand over several times; one job with --mail-type=END and the
     address is submitted, named for the final state."""
-    out = chain_cmd("submit", "--mode", mode, "--backend", "slurm", "--max-iter", "50", "--app-cmd",
-                    "n=$(cat state_iter.txt 2>/dev/null || echo 0); echo $((n + 25)) > state_iter.txt; "
-                    "[ $((n + 25)) -ge 50 ] && exit 0; exit 99", "--runner-time", "0:30", "--runner-margin", "10",
-                    "--poll-max", "10", "--mail-user", "ada@example.org", cwd=tmp_path)
+    out = chain_cmd(
+        "submit",
+        "--mode",
+        mode,
+        "--backend",
+        "slurm",
+        "--max-iter",
+        "50",
+        "--app-cmd",
+        "n=$(cat state_iter.txt 2>/dev/null || echo 0); echo $((n + 25)) > state_iter.txt; "
+        "[ $((n + 25)) -ge 50 ] && exit 0; exit 99",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        "--mail-user",
+        "ada@example.org",
+        cwd=tmp_path,
+    )
     chain_id = out.stdout.split()[1].rstrip(":")
     report = wait_ended(tmp_path, timeout=150)
     assert report["state"] == "completed" and len(report["runners"]) >= 2, report
     time.sleep(3)
-    jobs = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i|%j"], capture_output=True, text=True,
-                          timeout=30, check=True).stdout.splitlines()
+    jobs = subprocess.run(
+        ["squeue", "-h", "--states=all", "-o", "%i|%j"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.splitlines()
     mail_jobs = [line.split("|")[0] for line in jobs if line.split("|")[1] == f"{chain_id}.completed"]
     assert len(mail_jobs) == 1, jobs
-    shown = subprocess.run(["scontrol", "show", "job", mail_jobs[0]], capture_output=True, text=True,
-                           timeout=30, check=True).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "job", mail_jobs[0]], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
     assert "MailUser=ada@example.org" in shown and "MailType=END" in shown, shown
-    others = [line for line in jobs if line.split("|")[1].startswith(chain_id) and
-              not line.split("|")[1].startswith((f"{chain_id}.r", f"{chain_id}.s", f"{chain_id}.completed"))]
+    others = [
+        line
+        for line in jobs
+        if line.split("|")[1].startswith(chain_id)
+        and not line.split("|")[1].startswith((f"{chain_id}.r", f"{chain_id}.s", f"{chain_id}.completed"))
+    ]
     assert others == []
     assert status(tmp_path)["state"] == "completed"

@@ -25,23 +25,43 @@ MODES = ("submitter", "relay")
 
 
 def _slots() -> int:
-    out = subprocess.run(["sinfo", "-h", "-p", "high", "-o", "%C"], capture_output=True, text=True, check=True,
-                         timeout=30)
+    out = subprocess.run(
+        ["sinfo", "-h", "-p", "high", "-o", "%C"], capture_output=True, text=True, check=True, timeout=30
+    )
     return int(out.stdout.split("/")[-1])
 
 
 def _running_runners() -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%j"], capture_output=True, text=True,
-                         timeout=30, check=False)
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "RUNNING", "-o", "%j"], capture_output=True, text=True, timeout=30, check=False
+    )
     return [n for n in out.stdout.split() if ".r" in n]
 
 
 def _submit(work: Path, mode: str) -> str:
     work.mkdir()
     copy_example("python", work)
-    out = chain_cmd("submit", "--backend", "slurm", "--mode", mode, "--max-iter", str(MAX_ITER),
-                    "--app-cmd", "python3 app.py", "--checkpoint-every", "5", "--runner-time", "1:00",
-                    "--runner-margin", "10", "--poll-max", "5", cwd=work, env=APP_ENV)
+    out = chain_cmd(
+        "submit",
+        "--backend",
+        "slurm",
+        "--mode",
+        mode,
+        "--max-iter",
+        str(MAX_ITER),
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        "5",
+        "--runner-time",
+        "1:00",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "5",
+        cwd=work,
+        env=APP_ENV,
+    )
     return str(out.stdout.split()[1]).rstrip(":")
 
 
@@ -62,14 +82,33 @@ def _until(works: dict[str, Path], done: Any, timeout: float, what: str) -> None
 @pytest.mark.slurm
 @pytest.mark.alone  # restarts the cluster with preemption; the high job would preempt every other test's jobs
 @pytest.mark.parametrize("preempt", ["CANCEL", "REQUEUE"])
-def test_preempted_chains_of_both_modes_complete_by_themselves(slurm_cluster: Any, tmp_path: Path,
-                                                               preempt: str) -> None:
+def test_preempted_chains_of_both_modes_complete_by_themselves(
+    slurm_cluster: Any, tmp_path: Path, preempt: str
+) -> None:
     restart_cluster(slurm_cluster, "--preempt", preempt)
     try:
         works = {_submit(tmp_path / mode, mode): tmp_path / mode for mode in MODES}
         _until(works, lambda s: s["iteration"] >= 5, 120, "not checkpointed")
-        subprocess.run(["sbatch", "--parsable", "-p", "high", "-n", str(_slots()), "-J", "hog", "-o", "/dev/null", "--wrap",
-                        "sleep 15"], capture_output=True, text=True, check=True, timeout=30)
+        subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-p",
+                "high",
+                "-n",
+                str(_slots()),
+                "-J",
+                "hog",
+                "-o",
+                "/dev/null",
+                "--wrap",
+                "sleep 15",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
         _until(works, lambda s: s["state"] in ("completed", "failed", "stopped", "cancelled"), 480, "not ended")
     finally:
         restart_cluster(slurm_cluster)

@@ -27,25 +27,45 @@ LIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
 def _queue(chain_id: str) -> tuple[list[str], list[str]]:
     """(live runner job names, running submitter job names) of the chain in
     squeue: a successor submitter pending on its predecessor is by design."""
-    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True,
-                         text=True, timeout=30, check=False).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
     rows = [line.split("|") for line in out.splitlines() if line.startswith(chain_id + ".")]
-    runners = [n for n, st in rows if ".r" in n[len(chain_id):] and st in LIVE]
-    submitters = [n for n, st in rows if ".s" in n[len(chain_id):] and st in LIVE[1:]]
+    runners = [n for n, st in rows if ".r" in n[len(chain_id) :] and st in LIVE]
+    submitters = [n for n, st in rows if ".s" in n[len(chain_id) :] and st in LIVE[1:]]
     return runners, submitters
 
 
-def test_pyslurm_chain_completes_with_self_restart_and_never_two_runners(
-    real_pyslurm: str, tmp_path: Path
-) -> None:
+def test_pyslurm_chain_completes_with_self_restart_and_never_two_runners(real_pyslurm: str, tmp_path: Path) -> None:
     copy_example("python", tmp_path)
     (tmp_path / "plot_progress.py").write_text(
-        "open('plot_progress.ran', 'a').write('x\\n')\n")  # the seed's hook convention
-    out = chain_cmd("submit", "--backend", "pyslurm", "--max-iter", "120", "--app-cmd",
-                    "python3 app.py", "--checkpoint-every", "5", "--runner-time", "0:30",
-                    "--runner-margin", "10", "--submitter-time", "0:45", "--submitter-margin", "10",
-                    "--poll-max", "10", "--hook", "echo user-hook >> hooks.ran", cwd=tmp_path,
-                    env=APP_ENV)
+        "open('plot_progress.ran', 'a').write('x\\n')\n"
+    )  # the seed's hook convention
+    out = chain_cmd(
+        "submit",
+        "--backend",
+        "pyslurm",
+        "--max-iter",
+        "120",
+        "--app-cmd",
+        "python3 app.py",
+        "--checkpoint-every",
+        "5",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--submitter-time",
+        "0:45",
+        "--submitter-margin",
+        "10",
+        "--poll-max",
+        "10",
+        "--hook",
+        "echo user-hook >> hooks.ran",
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     chain_id = out.stdout.split()[1].rstrip(":")
     chain_dir = tmp_path / ".chain"
     overlaps: list[tuple[list[str], list[str]]] = []
@@ -74,9 +94,23 @@ def test_pyslurm_cancel_command_then_resume(real_pyslurm: str, tmp_path: Path) -
     """`chain cancel` of a pyslurm chain leaves nothing of it in the queue;
     `--resume` completes it from its checkpoint."""
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--backend", "pyslurm", "--max-iter", "50", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:30", "--runner-margin", "10", "--poll-max", "10",
-              cwd=tmp_path, env=APP_ENV)
+    chain_cmd(
+        "submit",
+        "--backend",
+        "pyslurm",
+        "--max-iter",
+        "50",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     deadline = time.time() + 90
     while not (tmp_path / "iterations.log").exists():
         assert time.time() < deadline, "the app never started"

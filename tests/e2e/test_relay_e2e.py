@@ -23,8 +23,9 @@ APP_ENV = {"ITER_SECONDS": "0.4"}
 def _jobs(backend: str, chain_dir: Path, chain_id: str) -> list[tuple[str, str]]:
     """(name, state) of the chain's jobs the scheduler knows."""
     if backend == "slurm":
-        out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "--states=all", "-o", "%j|%T"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
         rows = [line.split("|") for line in out.splitlines()]
         return [(n, st) for n, st in rows if n.startswith(chain_id + ".")]
     infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
@@ -32,8 +33,24 @@ def _jobs(backend: str, chain_dir: Path, chain_id: str) -> list[tuple[str, str]]
 
 
 def _submit(tmp_path: Path, backend: str, app_cmd: str, *extra: str, max_iter: str = "50") -> str:
-    out = chain_cmd("submit", "--mode", "relay", "--backend", backend, "--max-iter", max_iter, "--app-cmd", app_cmd,
-                    "--runner-time", "0:30", "--runner-margin", "10", *extra, cwd=tmp_path, env=APP_ENV)
+    out = chain_cmd(
+        "submit",
+        "--mode",
+        "relay",
+        "--backend",
+        backend,
+        "--max-iter",
+        max_iter,
+        "--app-cmd",
+        app_cmd,
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        *extra,
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     return str(out.stdout.split()[1].rstrip(":"))
 
 
@@ -61,8 +78,16 @@ def test_relay_chain_completes_with_no_driver_job_and_never_two_runners(backend:
     each hook ran exactly once (its own marker)."""
     copy_example("python", tmp_path)
     (tmp_path / "plot_progress.py").write_text("open('plot_progress.ran', 'a').write('x\\n')\n")
-    chain_id = _submit(tmp_path, backend, "python3 app.py", "--checkpoint-every", "5",
-                       "--hook", "echo \"user-hook $CHAIN_STATE\" >> hooks.ran", max_iter="120")
+    chain_id = _submit(
+        tmp_path,
+        backend,
+        "python3 app.py",
+        "--checkpoint-every",
+        "5",
+        "--hook",
+        'echo "user-hook $CHAIN_STATE" >> hooks.ran',
+        max_iter="120",
+    )
     chain_dir = tmp_path / ".chain"
     running_twice: list[list[str]] = []
     submitters: list[str] = []
@@ -75,7 +100,7 @@ def test_relay_chain_completes_with_no_driver_job_and_never_two_runners(backend:
         running_seen += bool(running)
         if len(running) > 1:
             running_twice.append(running)
-        submitters.extend(n for n, _ in jobs if ".s" in n[len(chain_id):])
+        submitters.extend(n for n, _ in jobs if ".s" in n[len(chain_id) :])
         if running and any(st == "PENDING" for _, st in jobs):
             queued_behind += 1
 
@@ -158,8 +183,7 @@ def test_relay_cancel_then_resume_completes(backend: str, tmp_path: Path) -> Non
     report = status(tmp_path)
     assert report["state"] == "cancelled", report
     time.sleep(2)
-    assert [(n, st) for n, st in _jobs(backend, tmp_path / ".chain", chain_id)
-            if st in ("PENDING", "RUNNING")] == []
+    assert [(n, st) for n, st in _jobs(backend, tmp_path / ".chain", chain_id) if st in ("PENDING", "RUNNING")] == []
     at_cancel = IterLog.read(tmp_path / "iterations.log").events[-1][2]
     chain_cmd("submit", "--resume", "--max-iter", "30", cwd=tmp_path, env=APP_ENV)
     report = wait_ended(tmp_path, timeout=150)

@@ -67,9 +67,19 @@ def modulepath(tmp_path: Path) -> str:
 def test_modules_are_loaded_before_the_app(backend: str, tmp_path: Path, modulepath: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    chain_cmd("submit", "--backend", backend, "--max-iter", "1", "--modules", "chaintest/1.0",
-              "--app-cmd", 'echo "$CHAINTEST_LOADED" > loaded.txt; echo 1 > state_iter.txt',
-              cwd=work, env={"MODULEPATH": modulepath})
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "1",
+        "--modules",
+        "chaintest/1.0",
+        "--app-cmd",
+        'echo "$CHAINTEST_LOADED" > loaded.txt; echo 1 > state_iter.txt',
+        cwd=work,
+        env={"MODULEPATH": modulepath},
+    )
     report = wait_ended(work, timeout=90)
     assert report["state"] == "completed", report
     assert (work / "loaded.txt").read_text() == "yes\n"
@@ -78,8 +88,19 @@ def test_modules_are_loaded_before_the_app(backend: str, tmp_path: Path, modulep
 def test_unknown_module_fails_the_chain_with_the_reason(backend: str, tmp_path: Path, modulepath: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    chain_cmd("submit", "--backend", backend, "--max-iter", "1", "--modules", "nosuchmodule/9",
-              "--app-cmd", "echo 1 > state_iter.txt", cwd=work, env={"MODULEPATH": modulepath})
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "1",
+        "--modules",
+        "nosuchmodule/9",
+        "--app-cmd",
+        "echo 1 > state_iter.txt",
+        cwd=work,
+        env={"MODULEPATH": modulepath},
+    )
     report = wait_ended(work, timeout=90)
     assert report["state"] == "failed"
     assert "module load failed: nosuchmodule/9" in report["reason"]
@@ -88,9 +109,26 @@ def test_unknown_module_fails_the_chain_with_the_reason(backend: str, tmp_path: 
 
 def test_srun_mode_forwards_the_stop_signal(slurm_cluster: object, tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(SIGNAL_APP)
-    chain_cmd("submit", "--backend", "slurm", "--max-iter", "150", "--launch-mode", "srun",
-              "--srun-args", "-n 1", "--app-cmd", "python3 app.py", "--runner-time", "0:15",
-              "--runner-margin", "5", "--poll-max", "10", cwd=tmp_path)
+    chain_cmd(
+        "submit",
+        "--backend",
+        "slurm",
+        "--max-iter",
+        "150",
+        "--launch-mode",
+        "srun",
+        "--srun-args",
+        "-n 1",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:15",
+        "--runner-margin",
+        "5",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+    )
     report = wait_ended(tmp_path, timeout=180)
     assert report["state"] == "completed", report
     codes = [r["exit_code"] for r in report["runners"]]
@@ -99,16 +137,27 @@ def test_srun_mode_forwards_the_stop_signal(slurm_cluster: object, tmp_path: Pat
     assert all("step=0" in line for line in steps), steps  # the app ran as a job step under srun
 
 
-HOSTILE = "it's \"$(touch pwned)\" `touch pwned2` ; $HOME"
+HOSTILE = 'it\'s "$(touch pwned)" `touch pwned2` ; $HOME'
 
 
 def test_hostile_values_reach_the_job_literally(backend: str, tmp_path: Path) -> None:
     work = tmp_path / f"dir with {HOSTILE[:14]}"
     work.mkdir()
     ckpt = f"counter {HOSTILE}.txt"
-    chain_cmd("submit", "--backend", backend, "--max-iter", "3", "--ckpt-path", ckpt,
-              "--chain-dir", f"chain {HOSTILE}",
-              "--app-cmd", 'printf %s "$CKPT_PATH" > seen.txt; echo 3 > "$CKPT_PATH"', cwd=work)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "3",
+        "--ckpt-path",
+        ckpt,
+        "--chain-dir",
+        f"chain {HOSTILE}",
+        "--app-cmd",
+        'printf %s "$CKPT_PATH" > seen.txt; echo 3 > "$CKPT_PATH"',
+        cwd=work,
+    )
     report = wait_ended(work, timeout=90, chain_dir=f"chain {HOSTILE}")
     assert report["state"] == "completed", report
     assert (work / "seen.txt").read_text() == ckpt
@@ -138,8 +187,6 @@ def test_example_runs_as_a_chain_on_slurm(slurm_cluster: object, kind: str, tmp_
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(max_iter)
 
 
-
-
 def test_adaptive_margin_learns_the_apps_stop_time(backend: str, tmp_path: Path) -> None:
     """A 2 s margin (1.5 s of grace) is too short for a 2 s checkpoint: the
     runner kills the app; the 1.5 s it was given is a lower bound of what it
@@ -150,20 +197,37 @@ def test_adaptive_margin_learns_the_apps_stop_time(backend: str, tmp_path: Path)
     import re
 
     (tmp_path / "app.py").write_text(SIGNAL_APP)
-    chain_cmd("submit", "--backend", backend, "--max-iter", "200", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:12", "--runner-margin", "2", cwd=tmp_path,
-              env={"SAVE_EVERY": "10", "STOP_DELAY": "2"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "200",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:12",
+        "--runner-margin",
+        "2",
+        cwd=tmp_path,
+        env={"SAVE_EVERY": "10", "STOP_DELAY": "2"},
+    )
     report = wait_ended(tmp_path, timeout=180)
     log = (tmp_path / ".chain" / "chain.log").read_text()
     assert report["state"] == "completed", log
-    raised = re.search(r"runner margin 2s -> (\d+)s \(the app was killed before it finished its checkpoint; "
-                       r"capped at \1s: start-up (\d+\.\d)s \+ margin leave half the 12s runner for work\)", log)
+    raised = re.search(
+        r"runner margin 2s -> (\d+)s \(the app was killed before it finished its checkpoint; "
+        r"capped at \1s: start-up (\d+\.\d)s \+ margin leave half the 12s runner for work\)",
+        log,
+    )
     assert raised, log
     margin = int(raised.group(1))
     assert margin in (4, 5), log  # floor(6 - start-up)
     assert log.count("runner margin") == 1 and "margin does not fit" not in log, log
-    records = [json.loads(p.read_text()) for p in sorted((tmp_path / ".chain" / "runners").glob("*.json"),
-                                                         key=lambda p: int(p.stem))]
+    records = [
+        json.loads(p.read_text())
+        for p in sorted((tmp_path / ".chain" / "runners").glob("*.json"), key=lambda p: int(p.stem))
+    ]
     assert len(records) >= 3
     assert [r["margin"] for r in records[:3]] == [2, margin, margin]
     assert records[0]["killed"] and not any(r["killed"] for r in records[1:])
@@ -173,9 +237,22 @@ def test_adaptive_margin_learns_the_apps_stop_time(backend: str, tmp_path: Path)
 
 def test_fixed_margin_keeps_the_configured_one(backend: str, tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(SIGNAL_APP)
-    chain_cmd("submit", "--backend", backend, "--max-iter", "150", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:12", "--runner-margin", "5", "--fixed-margin", cwd=tmp_path,
-              env={"SAVE_EVERY": "10", "STOP_DELAY": "2"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "150",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:12",
+        "--runner-margin",
+        "5",
+        "--fixed-margin",
+        cwd=tmp_path,
+        env={"SAVE_EVERY": "10", "STOP_DELAY": "2"},
+    )
     report = wait_ended(tmp_path, timeout=180)
     assert report["state"] == "completed"
     assert "runner margin" not in (tmp_path / ".chain" / "chain.log").read_text()
@@ -188,22 +265,46 @@ def test_lookahead_prequeues_the_next_runner_without_overlap(backend: str, tmp_p
     import subprocess
 
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--backend", backend, "--lookahead", "--max-iter", "60", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:15", "--runner-margin", "5", "--poll-max", "10", cwd=tmp_path,
-              env={"ITER_SECONDS": "0.4"})
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--lookahead",
+        "--max-iter",
+        "60",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:15",
+        "--runner-margin",
+        "5",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+        env={"ITER_SECONDS": "0.4"},
+    )
     chain_dir = tmp_path / ".chain"
     overlaps: list[list[str]] = []
 
     def sample() -> None:
         if backend == "slurm":
-            out = subprocess.run(["squeue", "-h", "-o", "%j|%T"], capture_output=True, text=True, timeout=30,
-                                 check=False).stdout
+            out = subprocess.run(
+                ["squeue", "-h", "-o", "%j|%T"], capture_output=True, text=True, timeout=30, check=False
+            ).stdout
             rows = [line.split("|") for line in out.splitlines()]
         else:
-            rows = [[i.name, i.state.value] for i in make_backend("local", chain_dir).query(
-                [str(n) for n in range(1, 100)]).values()]
-        running = [n for n, st in rows if ".r" in n and st == "RUNNING" and (chain_dir / "state.json").exists()
-                   and n.startswith(json.loads((chain_dir / "state.json").read_text())["chain_id"])]
+            rows = [
+                [i.name, i.state.value]
+                for i in make_backend("local", chain_dir).query([str(n) for n in range(1, 100)]).values()
+            ]
+        running = [
+            n
+            for n, st in rows
+            if ".r" in n
+            and st == "RUNNING"
+            and (chain_dir / "state.json").exists()
+            and n.startswith(json.loads((chain_dir / "state.json").read_text())["chain_id"])
+        ]
         if len(running) > 1:
             overlaps.append(running)
 
@@ -233,12 +334,30 @@ def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(bac
     from chain.jobs.runner import PROMOTION_PATIENCE
 
     # each run: 8 s of "compute", +10 on the counter, exit 99 (checkpointed) or 0 at MAX_ITER
-    app = ('n=$(cat state_iter.txt 2>/dev/null || echo 0); echo "$(date +%s.%N) start $n $SLURM_JOB_ID" >> app.log; '
-           'sleep 8; echo $((n + 10)) > state_iter.txt; echo "$(date +%s.%N) exit $((n + 10)) $SLURM_JOB_ID" >> app.log; '
-           '[ $((n + 10)) -ge 30 ] && exit 0; exit 99')
-    chain_cmd("submit", "--backend", backend, "--lookahead", "--max-iter", "30", "--app-cmd", app,
-              "--runner-time", "3:00", "--runner-margin", "10", "--poll-max", "10", "--submitter-time", "10:00",
-              cwd=tmp_path)
+    app = (
+        'n=$(cat state_iter.txt 2>/dev/null || echo 0); echo "$(date +%s.%N) start $n $SLURM_JOB_ID" >> app.log; '
+        'sleep 8; echo $((n + 10)) > state_iter.txt; echo "$(date +%s.%N) exit $((n + 10)) $SLURM_JOB_ID" >> app.log; '
+        "[ $((n + 10)) -ge 30 ] && exit 0; exit 99"
+    )
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--lookahead",
+        "--max-iter",
+        "30",
+        "--app-cmd",
+        app,
+        "--runner-time",
+        "3:00",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        "--submitter-time",
+        "10:00",
+        cwd=tmp_path,
+    )
     chain_dir = tmp_path / ".chain"
     pq = wait_prequeued(tmp_path, backend)
     sched, app_lines, finished = pq.sched, pq.app_lines, pq.finished
@@ -248,8 +367,13 @@ def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(bac
     sched.cancel(submitter, signal="STOP")
     try:
         # runner 1 ends by itself; runner 2 starts, waits, leaves
-        ran = wait_until(lambda: finished(second), PROMOTION_PATIENCE + 120, interval=1,
-                         what=f"pre-queued runner {second} to give up", describe=lambda: sched.query([first, second]))
+        ran = wait_until(
+            lambda: finished(second),
+            PROMOTION_PATIENCE + 120,
+            interval=1,
+            what=f"pre-queued runner {second} to give up",
+            describe=lambda: sched.query([first, second]),
+        )
     finally:
         sched.cancel(submitter, signal="CONT")
     assert ran.state.value == "COMPLETED" and ran.start is not None and ran.end is not None, ran
@@ -261,8 +385,14 @@ def test_a_prequeued_runner_waits_at_most_its_patience_then_a_fresh_one_runs(bac
     lines = app_lines()
     jobs = [line[3] for line in lines if line[1] == "start"]
     assert second not in jobs, "the pre-queued runner ran the app without being promoted"
-    assert [line[1:3] for line in lines] == [["start", "0"], ["exit", "10"], ["start", "10"], ["exit", "20"],
-                                             ["start", "20"], ["exit", "30"]], lines
+    assert [line[1:3] for line in lines] == [
+        ["start", "0"],
+        ["exit", "10"],
+        ["start", "10"],
+        ["exit", "20"],
+        ["start", "20"],
+        ["exit", "30"],
+    ], lines
     fresh = jobs[1]
     assert jobs[0] == first and int(fresh) > int(second), (jobs, second)  # submitted after runner 2 gave up
     info = sched.query([fresh])[fresh]

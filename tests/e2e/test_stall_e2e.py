@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import chain_cmd, wait_ended
 
-APP = '''\
+APP = """\
 import os
 import signal
 import sys
@@ -40,16 +40,34 @@ with open(path + ".tmp", "w") as f:
     f.write(f"{n}\\n")
 os.replace(path + ".tmp", path)
 sys.exit(0)
-'''
+"""
 
 
 @pytest.mark.parametrize("mode", ["submitter", "relay"])
 def test_a_hung_app_is_stopped_and_the_chain_goes_on(backend: str, mode: str, tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(APP)
     started = time.monotonic()
-    chain_cmd("submit", "--backend", backend, "--mode", mode, "--max-iter", "20", "--app-cmd", "python3 app.py",
-              "--runner-time", "3:00", "--runner-margin", "4", "--stall-timeout", "5", "--fixed-margin",
-              "--poll-max", "5", cwd=tmp_path)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--mode",
+        mode,
+        "--max-iter",
+        "20",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "3:00",
+        "--runner-margin",
+        "4",
+        "--stall-timeout",
+        "5",
+        "--fixed-margin",
+        "--poll-max",
+        "5",
+        cwd=tmp_path,
+    )
     report = wait_ended(tmp_path, timeout=150)
     assert report["state"] == "completed", report
     assert time.monotonic() - started < 120  # not the hung runner's 3 minutes

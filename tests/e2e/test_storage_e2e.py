@@ -22,8 +22,25 @@ def test_state_file_immutable_for_28s_mid_chain_is_ridden_out(backend: str, mode
     if os.geteuid() != 0:
         pytest.fail("needs root for chattr +i (CI runs as root)")
     copy_example("python", tmp_path)
-    chain_cmd("submit", "--mode", mode, "--backend", backend, "--max-iter", "90", "--app-cmd", "python3 app.py",
-              "--runner-time", "0:30", "--runner-margin", "10", "--poll-max", "10", cwd=tmp_path, env=APP_ENV)
+    chain_cmd(
+        "submit",
+        "--mode",
+        mode,
+        "--backend",
+        backend,
+        "--max-iter",
+        "90",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     state = tmp_path / ".chain" / "state.json"
     deadline = time.time() + 90
     while time.time() < deadline and not (tmp_path / "iterations.log").exists():
@@ -54,13 +71,31 @@ def test_a_full_file_system_for_25s_is_ridden_out(backend: str, tmp_path: Path) 
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(fs)], check=True)
     try:
         copy_example("python", fs)
-        chain_cmd("submit", "--backend", backend, "--max-iter", "90", "--app-cmd", "python3 app.py",
-                  "--runner-time", "0:30", "--runner-margin", "10", "--poll-max", "10", "--retries", "3",
-                  cwd=fs, env={**APP_ENV, "CHAIN_ITER_LOG": str(tmp_path / "iterations.log")})
+        chain_cmd(
+            "submit",
+            "--backend",
+            backend,
+            "--max-iter",
+            "90",
+            "--app-cmd",
+            "python3 app.py",
+            "--runner-time",
+            "0:30",
+            "--runner-margin",
+            "10",
+            "--poll-max",
+            "10",
+            "--retries",
+            "3",
+            cwd=fs,
+            env={**APP_ENV, "CHAIN_ITER_LOG": str(tmp_path / "iterations.log")},
+        )
         deadline = time.time() + 90
         while time.time() < deadline and not (tmp_path / "iterations.log").exists():
             time.sleep(0.3)
-        fill = subprocess.run(["dd", "if=/dev/zero", f"of={fs / 'fill'}", "bs=64k"], capture_output=True, text=True)
+        fill = subprocess.run(
+            ["dd", "if=/dev/zero", f"of={fs / 'fill'}", "bs=64k"], capture_output=True, text=True, check=False
+        )
         assert "No space left on device" in fill.stderr, fill.stderr
         time.sleep(25)
         (fs / "fill").unlink()

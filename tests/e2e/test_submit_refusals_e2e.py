@@ -12,13 +12,30 @@ from e2e_helpers import chain_cmd, wait_ended
 
 APP_ENV = {"ITER_SECONDS": "0.05"}
 # first run: writes a counter chain cannot read; once repaired: records where it started, finishes
-APP = ("if [ -s state_iter.txt ]; then cat state_iter.txt >> starts.txt; echo 50 > state_iter.txt; "
-       "else echo 'v2 iter 10' > state_iter.txt; fi")
+APP = (
+    "if [ -s state_iter.txt ]; then cat state_iter.txt >> starts.txt; echo 50 > state_iter.txt; "
+    "else echo 'v2 iter 10' > state_iter.txt; fi"
+)
 
 
 def test_a_counter_gone_bad_stops_the_chain_and_resume_refuses_until_repaired(backend: str, tmp_path: Path) -> None:
-    chain_cmd("submit", "--backend", backend, "--max-iter", "50", "--app-cmd", APP, "--runner-time", "0:30",
-              "--runner-margin", "10", "--poll-max", "10", cwd=tmp_path, env=APP_ENV)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "50",
+        "--app-cmd",
+        APP,
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "10",
+        cwd=tmp_path,
+        env=APP_ENV,
+    )
     report = wait_ended(tmp_path, timeout=90)
     assert report["state"] in ("stopped", "failed") and "does not hold a plain integer" in report["reason"], report
     ckpt = tmp_path / "state_iter.txt"
@@ -30,7 +47,10 @@ def test_a_counter_gone_bad_stops_the_chain_and_resume_refuses_until_repaired(ba
     assert "plain integer, the iterations done" in refused.stderr
     after = wait_ended(tmp_path, timeout=10)
     assert (after["state"], after["submitter_cycle"], after["submitter_job_id"]) == (
-        report["state"], 0, report["submitter_job_id"]), "a refused resume queued something"
+        report["state"],
+        0,
+        report["submitter_job_id"],
+    ), "a refused resume queued something"
     assert not (tmp_path / "starts.txt").exists() and ckpt.read_text() == "v2 iter 10\n"
 
     ckpt.write_text("10\n")  # repaired by hand

@@ -22,21 +22,37 @@ from chain.core.model import ChainState
 
 # one runner's work: three iterations, saved, then a voluntary checkpoint (99) until MAX_ITER (0): each
 # chain needs two runners, and its submitter queues the second behind every other chain's jobs
-APP = ("i=$(cat state_iter.txt 2>/dev/null || echo 0); sleep 3; i=$((i + 3)); echo $i > state_iter.txt.tmp; "
-       "mv state_iter.txt.tmp state_iter.txt; [ $i -ge $MAX_ITER ] && exit 0; exit 99")
+APP = (
+    "i=$(cat state_iter.txt 2>/dev/null || echo 0); sleep 3; i=$((i + 3)); echo $i > state_iter.txt.tmp; "
+    "mv state_iter.txt.tmp state_iter.txt; [ $i -ge $MAX_ITER ] && exit 0; exit 99"
+)
 
 
 def _sweep(tmp_path: Path, n: int) -> list[Chain]:
-    return Chain.submit_many([
-        {"workdir": tmp_path / f"run{i:02d}", "app_cmd": APP, "max_iter": 6, "backend": "slurm",
-         "runner_time": "2:00", "runner_margin": 10, "submitter_time": "10:00", "step_aside_after": 10,
-         "poll_max": 10} for i in range(n)], parallel=4)
+    return Chain.submit_many(
+        [
+            {
+                "workdir": tmp_path / f"run{i:02d}",
+                "app_cmd": APP,
+                "max_iter": 6,
+                "backend": "slurm",
+                "runner_time": "2:00",
+                "runner_margin": 10,
+                "submitter_time": "10:00",
+                "step_aside_after": 10,
+                "poll_max": 10,
+            }
+            for i in range(n)
+        ],
+        parallel=4,
+    )
 
 
 def _check_completed(runs: list[Chain], finals: list[Any]) -> int:
     """Every chain completed with its two runners; how many submitters stepped aside."""
     assert [f.state for f in finals] == [ChainState.COMPLETED] * len(runs), [
-        (f.chain_id, f.state, f.reason) for f in finals]
+        (f.chain_id, f.state, f.reason) for f in finals
+    ]
     for run in runs:
         runners = [json.loads(line) for line in (run.chain_dir / "runners.jsonl").read_text().splitlines()]
         assert [(r["iter_before"], r["iter_after"]) for r in runners] == [(0, 3), (3, 6)], runners
@@ -76,19 +92,34 @@ def test_a_submitter_mode_sweep_under_a_per_user_job_limit_completes(slurm_clust
 
 
 def _squeue_mine() -> list[str]:
-    out = subprocess.run(["squeue", "-h", "--me", "-o", "%i %j"], capture_output=True, text=True, check=True,
-                         timeout=30)
+    out = subprocess.run(
+        ["squeue", "-h", "--me", "-o", "%i %j"], capture_output=True, text=True, check=True, timeout=30
+    )
     return out.stdout.split("\n")[:-1]
 
 
-SUBMIT = ["submit", "--app-cmd", APP, "--max-iter", "6", "--backend", "slurm", "--runner-time", "2:00",
-          "--runner-margin", "10", "--submitter-time", "10:00", "--poll-max", "5"]
+SUBMIT = [
+    "submit",
+    "--app-cmd",
+    APP,
+    "--max-iter",
+    "6",
+    "--backend",
+    "slurm",
+    "--runner-time",
+    "2:00",
+    "--runner-margin",
+    "10",
+    "--submitter-time",
+    "10:00",
+    "--poll-max",
+    "5",
+]
 
 
 @pytest.mark.slurm
 @pytest.mark.alone  # restarts the cluster with a submit limit, and without it after
-def test_a_submit_limit_refuses_submitter_mode_and_a_relay_chain_runs_in_it(slurm_cluster: Any,
-                                                                            tmp_path: Path) -> None:
+def test_a_submit_limit_refuses_submitter_mode_and_a_relay_chain_runs_in_it(slurm_cluster: Any, tmp_path: Path) -> None:
     """sacctmgr's MaxSubmitJobs=2 for the user: a submitter's handover needs three jobs queued at
     once, so chain submit refuses submitter mode in one line naming relay mode, before anything is
     queued or written; a relay chain (a runner and its successor) completes within the limit."""
@@ -109,8 +140,7 @@ def test_a_submit_limit_refuses_submitter_mode_and_a_relay_chain_runs_in_it(slur
 
 @pytest.mark.slurm
 @pytest.mark.alone  # restarts the cluster with a job limit, and without it after
-def test_one_running_job_a_user_is_told_and_submitter_and_runner_take_turns(slurm_cluster: Any,
-                                                                             tmp_path: Path) -> None:
+def test_one_running_job_a_user_is_told_and_submitter_and_runner_take_turns(slurm_cluster: Any, tmp_path: Path) -> None:
     """MaxJobs=1: chain submit says the submitter and its runner take turns and names relay mode,
     refuses it where the submitter would never step aside, and the chain completes by stepping aside."""
     restart_cluster(slurm_cluster, "--max-jobs", "1")

@@ -61,12 +61,12 @@ class AppFaults(SuiteBase):
         if not retries:
             st = ch.wait_ended(90)
             counter = ch.counter()
-            ok = st["state"] == "failed" and ("137" in st["reason"] or "SIGKILL" in st["reason"]) \
-                and counter == at_kill
+            ok = st["state"] == "failed" and ("137" in st["reason"] or "SIGKILL" in st["reason"]) and counter == at_kill
             effect = f"chain {st['state']}: {st['reason']!r}; counter intact at {counter}"
             if ok and not landed:
                 ch.resume()  # the kill missed the save; the chain failed all the same: again
         else:
+
             def judged() -> dict[str, Any] | None:
                 return next((r for r in ch.runners() if r.get("job_id") == job), None)
 
@@ -74,11 +74,18 @@ class AppFaults(SuiteBase):
             nxt = self.progress_after(at_kill, 120)
             restarts = ch.starts_after(killed_at)
             first = restarts[0] if restarts else None
-            ok = entry["verdict"] == "continue" and "retry" in entry["reason"] and first is not None \
-                and first[3] != job and int(first[2]) == at_kill
-            effect = (f"runner judged {entry['verdict']}: {entry['reason']!r}; next app (job "
-                      f"{first[3] if first else '-'}) started at {first[2] if first else '-'}; "
-                      f"next checkpoint {nxt} (resumed from {at_kill})")
+            ok = (
+                entry["verdict"] == "continue"
+                and "retry" in entry["reason"]
+                and first is not None
+                and first[3] != job
+                and int(first[2]) == at_kill
+            )
+            effect = (
+                f"runner judged {entry['verdict']}: {entry['reason']!r}; next app (job "
+                f"{first[3] if first else '-'}) started at {first[2] if first else '-'}; "
+                f"next checkpoint {nxt} (resumed from {at_kill})"
+            )
         if not ok:
             self.report.fault(name, injected, effect, False, proof)
             raise FaultError(effect)
@@ -91,9 +98,8 @@ class AppFaults(SuiteBase):
         it; chain.app's temporary holds the new value; the counter the old."""
         ch = self.chain
         mine = [ev for ev in ch.events() if int(ev[4]) == pid]
-        last_inside = max((i for i, ev in enumerate(mine) if ev[1] == "inside" and int(ev[2]) == value),
-                          default=None)
-        after = [ev[1] for ev in mine[last_inside + 1:]] if last_inside is not None else ["?"]
+        last_inside = max((i for i, ev in enumerate(mine) if ev[1] == "inside" and int(ev[2]) == value), default=None)
+        after = [ev[1] for ev in mine[last_inside + 1 :]] if last_inside is not None else ["?"]
         tmp = ch.workdir / f"{TMP_PREFIX}{ch.ckpt.name}.{pid}"
         try:
             tmp_text = tmp.read_text()
@@ -101,8 +107,10 @@ class AppFaults(SuiteBase):
             tmp_text = None
         counter = ch.counter_text().strip() or "0"  # no file yet (the first save): 0, as chain reads it
         landed = last_inside is not None and not after and tmp_text == f"{value}\n" and counter == str(before)
-        proof = (f"app log of pid {pid}: 'inside {value}' then {after or 'nothing'}; chain.app's temporary "
-                 f"{tmp.name}: {tmp_text!r}; counter file {counter!r} (last committed {before})")
+        proof = (
+            f"app log of pid {pid}: 'inside {value}' then {after or 'nothing'}; chain.app's temporary "
+            f"{tmp.name}: {tmp_text!r}; counter file {counter!r} (last committed {before})"
+        )
         return proof, landed
 
     # -- 7: garbage checkpoint (on a stopped chain, then resumed)
@@ -120,18 +128,29 @@ class AppFaults(SuiteBase):
         started = ch.starts_after(t)
         submitted = [c for c in self.chain_calls(t) if c.submits_runner(ch.chain_id)]
         same = all(after.get(key) == before.get(key) for key in ("state", "submitter_cycle", "runner_seq"))
-        ok = (out.returncode == 3 and "plain integer" in out.stderr and not started and not submitted and same
-              and ch.ckpt.read_text() == "v2 iter 10\n")
-        effect = (f"submit --resume exited {out.returncode}: {out.stderr.strip()!r}; chain still {after.get('state')}; "
-                  f"app started {len(started)} times; counter file left as is")
-        proof = (f"{len(submitted)} runner sbatch calls after the garbage was written; no app start in the app's "
-                 "log; the chain's state, submitter cycle and runner number unchanged")
+        ok = (
+            out.returncode == 3
+            and "plain integer" in out.stderr
+            and not started
+            and not submitted
+            and same
+            and ch.ckpt.read_text() == "v2 iter 10\n"
+        )
+        effect = (
+            f"submit --resume exited {out.returncode}: {out.stderr.strip()!r}; chain still {after.get('state')}; "
+            f"app started {len(started)} times; counter file left as is"
+        )
+        proof = (
+            f"{len(submitted)} runner sbatch calls after the garbage was written; no app start in the app's "
+            "log; the chain's state, submitter cycle and runner number unchanged"
+        )
         if real is None:
             ch.ckpt.unlink()
         else:
             ch.ckpt.write_text(real)
-        self.report.fault("garbage-counter", "counter replaced by 'v2 iter 10', chain submit --resume", effect, ok,
-                          proof)
+        self.report.fault(
+            "garbage-counter", "counter replaced by 'v2 iter 10', chain submit --resume", effect, ok, proof
+        )
         if not ok:
             raise FaultError(effect)
 
@@ -152,8 +171,10 @@ class AppFaults(SuiteBase):
         resumed = ch.resume()
         nxt = self.progress_after(before, 120)
         effect = f"chain {st['state']}: {st['reason']!r}; resumed ({resumed}); next checkpoint {nxt}"
-        proof = (f"squeue showed runner {job} {' -> '.join(slurm) or '(nothing)'}; its app (pid {pid}) "
-                 f"logged its exit {app_exit - t if app_exit else float('nan'):.1f}s after the scancel")
+        proof = (
+            f"squeue showed runner {job} {' -> '.join(slurm) or '(nothing)'}; its app (pid {pid}) "
+            f"logged its exit {app_exit - t if app_exit else float('nan'):.1f}s after the scancel"
+        )
         if not ok:
             self.report.fault("scancel-runner", f"scancel {job}", effect, False, proof)
             raise FaultError(effect)
@@ -172,8 +193,10 @@ class AppFaults(SuiteBase):
         argv = cmdline(runner)
         stop_at = float(ch.record(job).get("stop_at") or 0)
         if pid_job(runner) != job or "_runner" not in argv or not _alive(app) or stop_at - time.time() < SELF_STOP:
-            raise NotProven(f"app {app} of job {job}: parent {runner} ({' '.join(argv[:4])!r}, job "
-                            f"{pid_job(runner)}), stop signal in {stop_at - time.time():.1f}s")
+            raise NotProven(
+                f"app {app} of job {job}: parent {runner} ({' '.join(argv[:4])!r}, job "
+                f"{pid_job(runner)}), stop signal in {stop_at - time.time():.1f}s"
+            )
         os.kill(runner, signal.SIGKILL)
         killed_at = time.time()
         ch.wait(f"runner process {runner} to die", lambda: not _alive(runner), 30, interval=0.05)
@@ -194,12 +217,16 @@ class AppFaults(SuiteBase):
         outlived = last_alive - killed_at
         outcome = self._goes_on_or_ends(killed_at, at_exit) if outlived <= grace else (False, "not waited for")
         ok = outlived <= grace and outcome[0]
-        effect = (f"app {app} last logged +{outlived:.1f}s after its runner died (its exit: "
-                  f"{' '.join(exit_ev[1:3]) + ' code ' + exit_ev[5] if exit_ev and len(exit_ev) > 5 else 'none'})"
-                  f"; {outcome[1]}")
-        proof = (f"pid {runner} was job {job}'s `{' '.join(argv[1:4])}` (its /proc environ), the parent of app "
-                 f"{app}, which logged {len(ran_before)} iterations in the 3 s before the SIGKILL; gone "
-                 f"{'at once' if not _alive(runner) else '?'}; squeue: {job} {' -> '.join(slurm) or '(not seen)'}")
+        effect = (
+            f"app {app} last logged +{outlived:.1f}s after its runner died (its exit: "
+            f"{' '.join(exit_ev[1:3]) + ' code ' + exit_ev[5] if exit_ev and len(exit_ev) > 5 else 'none'})"
+            f"; {outcome[1]}"
+        )
+        proof = (
+            f"pid {runner} was job {job}'s `{' '.join(argv[1:4])}` (its /proc environ), the parent of app "
+            f"{app}, which logged {len(ran_before)} iterations in the 3 s before the SIGKILL; gone "
+            f"{'at once' if not _alive(runner) else '?'}; squeue: {job} {' -> '.join(slurm) or '(not seen)'}"
+        )
         injected = f"SIGKILL pid {runner} (job {job}'s chain _runner) while its app {app} ran"
         if not ok:
             self.report.fault("supervisor-kill", injected, effect, False, proof)
@@ -244,6 +271,7 @@ class AppFaults(SuiteBase):
             return ok, f"chain {st['state']}: {st['reason']!r}; resumed ({resumed})"
         first = ch.starts_after(since)[0]
         ok = int(first[2]) == at_exit
-        return ok, (f"the next app (job {first[3]}) started at {first[2]} (the killed one's exit left "
-                    f"{at_exit}); chain {st['state']}, next checkpoint {ch.committed()}")
-
+        return ok, (
+            f"the next app (job {first[3]}) started at {first[2]} (the killed one's exit left "
+            f"{at_exit}); chain {st['state']}, next checkpoint {ch.committed()}"
+        )

@@ -41,8 +41,9 @@ class Chain:
         return self.workdir / "iterations.log"
 
     def cmd(self, *args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc: subprocess.CompletedProcess[str] = chain_cmd(*args, cwd=self.workdir, env=self.env,
-                                                           timeout=timeout, check=check)
+        proc: subprocess.CompletedProcess[str] = chain_cmd(
+            *args, cwd=self.workdir, env=self.env, timeout=timeout, check=check
+        )
         return proc
 
     def state(self) -> dict[str, Any]:
@@ -116,8 +117,10 @@ class Chain:
             if value:
                 return value
             time.sleep(interval)
-        raise FaultError(f"timed out after {timeout:.0f}s waiting for {what}; state {self.state()}\n"
-                         + "\n".join(self.log_text().splitlines()[-25:]))
+        raise FaultError(
+            f"timed out after {timeout:.0f}s waiting for {what}; state {self.state()}\n"
+            + "\n".join(self.log_text().splitlines()[-25:])
+        )
 
     def wait_ended(self, timeout: float) -> dict[str, Any]:
         return dict(self.wait("the chain to end", lambda: (s := self.state())["state"] in ENDED and s, timeout))

@@ -106,22 +106,34 @@ class Suite(AppFaults, SlurmFaults, CommandFaults):
                 Step("racing-commands", "racing-commands", self.racing_commands),
             ]
             if not self.relay:  # relay has no submitter job
-                mixed += [Step("submitter-scancel", "submitter-scancel", lambda: self.kill_submitter("scancel")),
-                          Step("submitter-sigkill", "submitter-kill", lambda: self.kill_submitter("kill"))]
+                mixed += [
+                    Step("submitter-scancel", "submitter-scancel", lambda: self.kill_submitter("scancel")),
+                    Step("submitter-sigkill", "submitter-kill", lambda: self.kill_submitter("kill")),
+                ]
             hold_ctld, hold_dbd, hold_node = self.delay(22, 30), self.delay(15, 25), self.delay(4, 10)
             mixed += [
-                Step(f"slurmctld-down({hold_ctld:.0f}s)", "slurmctld-down",
-                     functools.partial(self.stop_slurmctld, hold_ctld)),
+                Step(
+                    f"slurmctld-down({hold_ctld:.0f}s)",
+                    "slurmctld-down",
+                    functools.partial(self.stop_slurmctld, hold_ctld),
+                ),
                 Step(f"node-down({hold_node:.0f}s)", "node-down", functools.partial(self.node_down, hold_node)),
             ]
             if not self.relay:  # aimed at the submitter's accounting query of its runner
-                mixed.append(Step(f"slurmdbd-down({hold_dbd:.0f}s)", "slurmdbd-down",
-                                  functools.partial(self.stop_slurmdbd, hold_dbd)))
+                mixed.append(
+                    Step(
+                        f"slurmdbd-down({hold_dbd:.0f}s)",
+                        "slurmdbd-down",
+                        functools.partial(self.stop_slurmdbd, hold_dbd),
+                    )
+                )
             self.rng.shuffle(mixed)
             if r == 0:
-                mixed = [Step("app-sigkill(no retries)", "app-sigkill", lambda: self.kill_app(False)),
-                         Step("garbage-counter", "garbage-counter", self.garbage_counter),
-                         Step("resume --retries 3", "", lambda: self.note_resume("--retries", "3"))] + mixed
+                mixed = [
+                    Step("app-sigkill(no retries)", "app-sigkill", lambda: self.kill_app(False)),
+                    Step("garbage-counter", "garbage-counter", self.garbage_counter),
+                    Step("resume --retries 3", "", lambda: self.note_resume("--retries", "3")),
+                ] + mixed
             steps += mixed
         if self.only:  # development: a subset (the seeded moments stay the same)
             # the first three go together: the garbage counter needs the chain
@@ -144,7 +156,8 @@ class Suite(AppFaults, SlurmFaults, CommandFaults):
                 "import os, time\n"
                 f"with open({marker!r}, 'a') as fh:\n"
                 "    fh.write(f\"{time.time():.3f} {os.environ.get('CHAIN_STATE', '-')} "
-                "{open('state_iter.txt').read().strip()}\\n\")\n")
+                "{open('state_iter.txt').read().strip()}\\n\")\n"
+            )
         return ["--hook", f'echo "$(date +%s.%N) $CHAIN_STATE $(cat state_iter.txt)" >> {HOOK_MARKERS[2]}']
 
     def run(self) -> Report:
@@ -153,14 +166,37 @@ class Suite(AppFaults, SlurmFaults, CommandFaults):
         ch.env.update(self.calls.install())
         ch.set_pace(self.pace)
         hooks = self.setup_hooks()
-        driver = ["--mode", "relay"] if self.relay else \
-            ["--mode", "submitter", "--submitter-time", "2:00", "--submitter-margin", "20", "--poll-max", "10"]
-        args = ["--backend", "slurm", "--max-iter", str(self.max_iter), "--app-cmd", "python3 app.py",
-                "--checkpoint-every", "10", "--runner-time", "0:20", "--runner-margin", "6", *driver, *hooks,
-                *shlex.split(os.environ.get("FAULT_SUITE_CHAIN_ARGS", ""))]
-        self.report.settings = {"mode": self.mode, "MAX_ITER": self.max_iter, "chain": " ".join(args[2:]), "pace": self.pace,
-                                "ITER_SECONDS": ch.env["ITER_SECONDS"], "FAULT_SAVE_DELAY": ch.env["FAULT_SAVE_DELAY"],
-                                "workdir": str(ch.workdir)}
+        driver = (
+            ["--mode", "relay"]
+            if self.relay
+            else ["--mode", "submitter", "--submitter-time", "2:00", "--submitter-margin", "20", "--poll-max", "10"]
+        )
+        args = [
+            "--backend",
+            "slurm",
+            "--max-iter",
+            str(self.max_iter),
+            "--app-cmd",
+            "python3 app.py",
+            "--checkpoint-every",
+            "10",
+            "--runner-time",
+            "0:20",
+            "--runner-margin",
+            "6",
+            *driver,
+            *hooks,
+            *shlex.split(os.environ.get("FAULT_SUITE_CHAIN_ARGS", "")),
+        ]
+        self.report.settings = {
+            "mode": self.mode,
+            "MAX_ITER": self.max_iter,
+            "chain": " ".join(args[2:]),
+            "pace": self.pace,
+            "ITER_SECONDS": ch.env["ITER_SECONDS"],
+            "FAULT_SAVE_DELAY": ch.env["FAULT_SAVE_DELAY"],
+            "workdir": str(ch.workdir),
+        }
         steps = self.plan()
         self.report.schedule = [s.label for s in steps]
         if any(s.fault.startswith(("slurm", "node")) for s in steps):
@@ -194,8 +230,9 @@ class Suite(AppFaults, SlurmFaults, CommandFaults):
             time.sleep(15)
             queued = [n for _, n, s in squeue_rows() or [] if n.startswith(ch.chain_id + ".") and s in LIVE_STATES]
             if not queued:
-                self.report.note("after the failed fault no job of the chain is queued (nothing drives it): "
-                                 "not waiting for its end")
+                self.report.note(
+                    "after the failed fault no job of the chain is queued (nothing drives it): not waiting for its end"
+                )
                 return ch.state()
         try:
             return ch.wait_ended(900 if self.long else 600)
@@ -220,27 +257,37 @@ class Suite(AppFaults, SlurmFaults, CommandFaults):
     def invariants(self, st: dict[str, Any]) -> None:
         ch, rep = self.chain, self.report
         status = json.loads(ch.cmd("status", "--json").stdout)
-        rep.check("chain status --json completed", status["state"] == "completed",
-                  f"{status['state']} ({status['reason']})")
+        rep.check(
+            "chain status --json completed", status["state"] == "completed", f"{status['state']} ({status['reason']})"
+        )
         counter = ch.counter()
         rep.check("final counter = MAX_ITER", counter == self.max_iter, f"counter {counter}, MAX_ITER {self.max_iter}")
         final_exit = [ev for ev in ch.events() if ev[1] == "exit"][-1:]
-        rep.check("the last app exited 0 at MAX_ITER (app log)",
-                  bool(final_exit) and final_exit[0][2] == str(self.max_iter) and final_exit[0][5:] == ["0"],
-                  f"last exit event {final_exit}")
+        rep.check(
+            "the last app exited 0 at MAX_ITER (app log)",
+            bool(final_exit) and final_exit[0][2] == str(self.max_iter) and final_exit[0][5:] == ["0"],
+            f"last exit event {final_exit}",
+        )
         try:
             redone = IterLog(_settled(ch.events())).check_exactly_once_beyond_checkpoints(self.max_iter)
-            rep.check("iterations exactly once beyond checkpoints", True,
-                      f"all {self.max_iter} computed; {redone} redone after faults (all after the last checkpoint)")
+            rep.check(
+                "iterations exactly once beyond checkpoints",
+                True,
+                f"all {self.max_iter} computed; {redone} redone after faults (all after the last checkpoint)",
+            )
         except AssertionError as exc:
             rep.check("iterations exactly once beyond checkpoints", False, str(exc)[:300])
         overlap = _app_overlap(ch.events())
         rep.check("never two apps at once (iteration log)", not overlap, overlap or "app lifetimes disjoint")
         s = self.s
-        rep.check("never a submitter, never two runners running or queued, in squeue" if self.relay
-                  else "never two runners / submitters in squeue", not s.violations and s.samples > 50,
-                  f"{s.samples} samples ({s.failed} while squeue did not answer); "
-                  + (f"violations: {s.violations[:5]}" if s.violations else "none"))
+        rep.check(
+            "never a submitter, never two runners running or queued, in squeue"
+            if self.relay
+            else "never two runners / submitters in squeue",
+            not s.violations and s.samples > 50,
+            f"{s.samples} samples ({s.failed} while squeue did not answer); "
+            + (f"violations: {s.violations[:5]}" if s.violations else "none"),
+        )
         done_at = float(final_exit[0][0]) if final_exit else float("inf")
         for marker in HOOK_MARKERS:
             try:
@@ -248,24 +295,29 @@ class Suite(AppFaults, SlurmFaults, CommandFaults):
             except OSError:
                 lines = []
             fields = [line.split() for line in lines]
-            rep.check(f"hook marker {marker}: one line, at completion",
-                      len(fields) == 1 and fields[0][1:] == ["completed", str(self.max_iter)]
-                      and float(fields[0][0]) >= done_at,
-                      f"{lines} (the last app exited at {done_at:.3f})")
+            rep.check(
+                f"hook marker {marker}: one line, at completion",
+                len(fields) == 1
+                and fields[0][1:] == ["completed", str(self.max_iter)]
+                and float(fields[0][0]) >= done_at,
+                f"{lines} (the last app exited at {done_at:.3f})",
+            )
         # The report hook: its one batched accounting query (sacct without -X)
         # made by the final submitter job (relay: the last runner's) after
         # the last app exited.
-        usage = [c for c in self.chain_calls(done_at) if c.prog == "sacct" and "-X" not in c.args.split()
-                 and c.job != "-"]
-        rep.check("the report hook ran once after the final completion (Slurm call log)",
-                  len([c for c in usage if c.rc == 0]) == 1,
-                  f"{len(usage)} usage sacct calls after the last app exit "
-                  f"({[(c.job, c.rc) for c in usage]})")
+        usage = [
+            c for c in self.chain_calls(done_at) if c.prog == "sacct" and "-X" not in c.args.split() and c.job != "-"
+        ]
+        rep.check(
+            "the report hook ran once after the final completion (Slurm call log)",
+            len([c for c in usage if c.rc == 0]) == 1,
+            f"{len(usage)} usage sacct calls after the last app exit ({[(c.job, c.rc) for c in usage]})",
+        )
 
 
-
-def run_suite(seed: int, scale: str = "bounded", workdir: Path | None = None,
-              only: tuple[str, ...] = (), mode: str = "submitter") -> Report:
+def run_suite(
+    seed: int, scale: str = "bounded", workdir: Path | None = None, only: tuple[str, ...] = (), mode: str = "submitter"
+) -> Report:
     marker = running_marker()
     marker.write_text(f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%S')} seed {seed} mode {mode}\n")
     try:
@@ -292,8 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--only", action="append", default=[], help="run only faults starting with this")
     parser.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
-    parser.add_argument("--mode", choices=("submitter", "relay"), default="submitter",
-                        help="the chain's mode (relay: the faults that apply to it)")
+    parser.add_argument(
+        "--mode",
+        choices=("submitter", "relay"),
+        default="submitter",
+        help="the chain's mode (relay: the faults that apply to it)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     print(f"fault suite: seed {seed} ({'long' if args.long else 'bounded'}, {args.mode} mode)", flush=True)

@@ -18,8 +18,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
 RUN_DIR = Path(os.environ.get("CHAIN_DEV_CLUSTER_DIR", "/var/lib/chain-dev-cluster")) / "run"
-LIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
-               "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+LIVE_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+}
 # A successor submitter pending on its predecessor is by design: count RUNNING ones.
 SUBMITTER_LIVE = {"RUNNING", "COMPLETING", "CONFIGURING"}
 # Relay: the running runner and its successor queued behind it are by design;
@@ -40,8 +52,9 @@ class NotProven(Exception):
 # --------------------------------------------------------------------------- shell
 def sh(argv: list[str], timeout: float = 30, check: bool = False) -> subprocess.CompletedProcess[str]:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired as exc:
         if check:
             raise FaultError(f"{' '.join(argv)} timed out") from exc
@@ -60,7 +73,7 @@ def cluster_env() -> None:
     out = sh(["bash", str(DEV_CLUSTER), "env"], check=True).stdout
     for line in out.splitlines():
         if line.startswith("export "):
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             os.environ[name] = value.strip().strip("'\"")
 
 
@@ -202,24 +215,29 @@ class SlurmCalls:
                 "[ -n \"$job\" ] || job=$(tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null"
                 " | sed -n 's/^SLURM_JOB_ID=//p' | head -n 1)\n"
                 "job=${job:--}\n"
-                + (f"if [ \"$job\" != - ] && [ -e {shlex.quote(str(self.gate))} ]; then\n"
-                   f"    printf '%s %s\\n' \"$job\" \"$*\" >> {shlex.quote(str(self.held))}\n"
-                   "    for _ in $(seq 300); do\n"
-                   f"        [ -e {shlex.quote(str(self.gate))} ] || break\n"
-                   "        sleep 0.1\n"
-                   "    done\n"
-                   "fi\n" if prog == "sbatch" else "")
+                + (
+                    f'if [ "$job" != - ] && [ -e {shlex.quote(str(self.gate))} ]; then\n'
+                    f'    printf \'%s %s\\n\' "$job" "$*" >> {shlex.quote(str(self.held))}\n'
+                    "    for _ in $(seq 300); do\n"
+                    f"        [ -e {shlex.quote(str(self.gate))} ] || break\n"
+                    "        sleep 0.1\n"
+                    "    done\n"
+                    "fi\n"
+                    if prog == "sbatch"
+                    else ""
+                )
                 + "start=$(date +%s.%N)\n"
                 "exec 3>&1\n"
-                f"err=$({shlex.quote(real)} \"$@\" 2>&1 1>&3)\n"
+                f'err=$({shlex.quote(real)} "$@" 2>&1 1>&3)\n'
                 "rc=$?\n"
                 "exec 3>&-\n"
-                "if [ -n \"$err\" ]; then printf '%s\\n' \"$err\" >&2; fi\n"
-                "printf '%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" "
-                f"\"$job\" {prog} \"$*\" \"$(printf '%s' \"$err\" | tr '\\n\\t' '  ' | cut -c1-300)\" "
-                "\"${FAULT_CALLER:--}\" "
+                'if [ -n "$err" ]; then printf \'%s\\n\' "$err" >&2; fi\n'
+                'printf \'%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n\' "$start" "$(date +%s.%N)" "$rc" '
+                f'"$job" {prog} "$*" "$(printf \'%s\' "$err" | tr \'\\n\\t\' \'  \' | cut -c1-300)" '
+                '"${FAULT_CALLER:--}" '
                 f">> {shlex.quote(str(self.log))}\n"
-                "exit $rc\n")
+                "exit $rc\n"
+            )
             script.chmod(0o755)
         return {"PATH": f"{self.dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -283,7 +301,7 @@ class Sampler(threading.Thread):
                     self.foreign.add(name)
                 continue
             mine[job] = (name, state)
-            kind = name[len(prefix):]
+            kind = name[len(prefix) :]
             if kind.startswith("r") and state in LIVE_STATES:
                 runners.append(f"{job}:{name}:{state}")
             elif kind.startswith("s") and (state in SUBMITTER_LIVE or (self.relay and state in LIVE_STATES)):
@@ -341,7 +359,6 @@ def _alive(pid: int) -> bool:
 def job_active(job_id: str) -> bool:
     proc = sh(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"], timeout=15)
     return proc.returncode == 0 and proc.stdout.strip() in LIVE_STATES
-
 
 
 def cancel_leftovers(chain_id: str) -> None:

@@ -32,10 +32,14 @@ class Report:
         return round(time.time() - self.t0, 1)
 
     def fault(self, name: str, injected: str, effect: str, ok: bool, proof: str = "", **extra: Any) -> None:
-        self.faults.append({"fault": name, "at": self.t(), "injected": injected, "effect": effect, "ok": ok,
-                            "proof": proof, **extra})
-        print(f"[{self.t():7.1f}s] fault {name}: {injected} -> {'OK' if ok else 'FAILED'}: {effect}"
-              + (f"\n            proof: {proof}" if proof else ""), flush=True)
+        self.faults.append(
+            {"fault": name, "at": self.t(), "injected": injected, "effect": effect, "ok": ok, "proof": proof, **extra}
+        )
+        print(
+            f"[{self.t():7.1f}s] fault {name}: {injected} -> {'OK' if ok else 'FAILED'}: {effect}"
+            + (f"\n            proof: {proof}" if proof else ""),
+            flush=True,
+        )
 
     def check(self, name: str, ok: bool, detail: str) -> None:
         self.invariants.append({"invariant": name, "ok": bool(ok), "detail": detail})
@@ -52,10 +56,16 @@ class Report:
         return all(f["ok"] for f in self.faults) and all(i["ok"] for i in self.invariants) and bool(self.invariants)
 
     def text(self) -> str:
-        lines = [(f"fault suite: seed {self.seed}, scale {self.scale}, {self.duration:.0f} s, "
-                  f"{'PASSED' if self.ok else 'FAILED'}"),
-                 "settings: " + " ".join(f"{k}={v}" for k, v in self.settings.items()),
-                 "schedule (seeded): " + "; ".join(self.schedule), "", "faults:"]
+        lines = [
+            (
+                f"fault suite: seed {self.seed}, scale {self.scale}, {self.duration:.0f} s, "
+                f"{'PASSED' if self.ok else 'FAILED'}"
+            ),
+            "settings: " + " ".join(f"{k}={v}" for k, v in self.settings.items()),
+            "schedule (seeded): " + "; ".join(self.schedule),
+            "",
+            "faults:",
+        ]
         for f in self.faults:
             lines.append(f"  [{f['at']:7.1f}s] {'ok  ' if f['ok'] else 'FAIL'} {f['fault']}: {f['injected']}")
             lines.append(f"             effect: {f['effect']}")
@@ -111,5 +121,8 @@ def proven_check(steps: list[Step], report: Report) -> None:
     expected = collections.Counter(s.fault for s in steps if s.fault)
     proven = report.proven()
     missing = expected - proven
-    report.check("every scheduled fault injected and proven", not missing,
-                 f"proven {dict(proven)}" + (f"; missing {dict(missing)}" if missing else ""))
+    report.check(
+        "every scheduled fault injected and proven",
+        not missing,
+        f"proven {dict(proven)}" + (f"; missing {dict(missing)}" if missing else ""),
+    )

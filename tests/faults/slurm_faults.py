@@ -29,8 +29,14 @@ class SlurmFaults(SuiteBase):
     """Faults on Slurm's daemons and node."""
 
     # -- 4/5: a daemon stopped and restarted (the one skeleton of both outages)
-    def _outage(self, daemon: str, hold: float, proven: Callable[[float], bool], longest: float,
-                on_down: Callable[[], None] = lambda: None) -> tuple[int, float, float]:
+    def _outage(
+        self,
+        daemon: str,
+        hold: float,
+        proven: Callable[[float], bool],
+        longest: float,
+        on_down: Callable[[], None] = lambda: None,
+    ) -> tuple[int, float, float]:
         """SIGTERM ``daemon`` (its pid from this cluster's pid file), call
         ``on_down`` once it has exited, keep it down ``hold`` s and longer
         (until ``longest`` s after the stop) while ``proven(stopped)`` is
@@ -79,16 +85,19 @@ class SlurmFaults(SuiteBase):
         refused = [c for c in self.chain_calls(stopped, restarting) if c.job != "-" and c.rc != 0]
         ok = st["state"] == "running"
         effect = f"held {held:.0f}s; chain stayed {st['state']}; next checkpoint {nxt}"
-        proof = (f"{len(refused)} Slurm calls of the chain's jobs refused while slurmctld was down"
-                 + (f", e.g. job {refused[0].job}: {refused[0].prog} rc {refused[0].rc}: {refused[0].err[:100]!r}"
-                    if refused else ""))
+        proof = f"{len(refused)} Slurm calls of the chain's jobs refused while slurmctld was down" + (
+            f", e.g. job {refused[0].job}: {refused[0].prog} rc {refused[0].rc}: {refused[0].err[:100]!r}"
+            if refused
+            else ""
+        )
         if not ok:
             self.report.fault("slurmctld-down", f"SIGTERM slurmctld (pid {pid})", effect, False, proof)
             raise FaultError(effect)
         if not refused:
             raise NotProven(proof)
-        self.report.fault("slurmctld-down", f"SIGTERM slurmctld (pid {pid}), restarted by dev-cluster up",
-                          effect, ok, proof)
+        self.report.fault(
+            "slurmctld-down", f"SIGTERM slurmctld (pid {pid}), restarted by dev-cluster up", effect, ok, proof
+        )
 
     def _held_sbatch(self, timeout: float) -> tuple[str, str]:
         """Gate the jobs' sbatch calls (SlurmCalls.gate) until the next
@@ -121,15 +130,24 @@ class SlurmFaults(SuiteBase):
         before = ch.committed()  # the predecessor's app has ended: the successor's is yet to start
 
         def refused(stopped: float, until: float = float("inf")) -> list[Call]:
-            return [c for c in self.chain_calls(stopped, until) if c.prog == "sbatch" and c.job == job
-                    and f"--job-name={name}" in c.args and c.rc != 0]
+            return [
+                c
+                for c in self.chain_calls(stopped, until)
+                if c.prog == "sbatch" and c.job == job and f"--job-name={name}" in c.args and c.rc != 0
+            ]
 
-        pid, stopped, restarting = self._outage("slurmctld", hold, lambda t: bool(refused(t)), hold + 60,
-                                                on_down=lambda: self.calls.gate.unlink(missing_ok=True))
+        pid, stopped, restarting = self._outage(
+            "slurmctld",
+            hold,
+            lambda t: bool(refused(t)),
+            hold + 60,
+            on_down=lambda: self.calls.gate.unlink(missing_ok=True),
+        )
 
         def settled() -> bool:  # chain's retries (relay.SUBMIT_PATIENCE, 300 s) succeed, or give up
-            return any(c.rc == 0 for c in self.chain_calls(stopped) if c.prog == "sbatch"
-                       and f"--job-name={name}" in c.args) or bool(ch.state().get("relay_broken"))
+            return any(
+                c.rc == 0 for c in self.chain_calls(stopped) if c.prog == "sbatch" and f"--job-name={name}" in c.args
+            ) or bool(ch.state().get("relay_broken"))
 
         ch.wait(f"the sbatch of {name} to go through (or the relay to break)", settled, 330, interval=0.5)
         nxt = self.progress_after(before, 240)
@@ -139,13 +157,17 @@ class SlurmFaults(SuiteBase):
         good = [c for c in mine if c.rc == 0]
         queued = sorted({j for j, n, _ in squeue_rows() or [] if n == name})
         ok = st["state"] == "running" and len(good) == 1 and not st.get("relay_broken") and len(queued) <= 1
-        effect = (f"held {restarting - stopped:.0f}s; chain {st['state']}, relay_broken "
-                  f"{st.get('relay_broken') or 'no'}; {len(good)} successful sbatch of {name} (job ids in the "
-                  f"queue named so: {queued}); next checkpoint {nxt}")
-        proof = (f"runner {job}'s sbatch of its successor {name} ran {len(failed)} times refused while slurmctld "
-                 f"was down" + (f" (first +{failed[0].start - stopped:.1f}s into it: {failed[0].err[:100]!r})"
-                                if failed else "")
-                 + (f", then rc 0 +{good[0].start - restarting:.1f}s after the restart" if good else ""))
+        effect = (
+            f"held {restarting - stopped:.0f}s; chain {st['state']}, relay_broken "
+            f"{st.get('relay_broken') or 'no'}; {len(good)} successful sbatch of {name} (job ids in the "
+            f"queue named so: {queued}); next checkpoint {nxt}"
+        )
+        proof = (
+            f"runner {job}'s sbatch of its successor {name} ran {len(failed)} times refused while slurmctld "
+            f"was down"
+            + (f" (first +{failed[0].start - stopped:.1f}s into it: {failed[0].err[:100]!r})" if failed else "")
+            + (f", then rc 0 +{good[0].start - restarting:.1f}s after the restart" if good else "")
+        )
         injected = f"SIGTERM slurmctld (pid {pid}) under runner {job}'s sbatch of {name}, restarted by dev-cluster up"
         if not ok:
             self.report.fault("slurmctld-down", injected, effect, False, proof)
@@ -184,23 +206,32 @@ class SlurmFaults(SuiteBase):
         next_in_window = [ev for ev in nxt_start if float(ev[0]) < restarting and ev[3] != runner]
         # and never through accounting: the runner recorded its end
         ok = st["state"] == "running" and bool(nxt_start) and int(nxt_start[0][2]) >= before and not sacct
-        effect = (f"held {restarting - stopped:.0f}s; chain stayed {st['state']}; next app (job "
-                  f"{nxt_start[0][3] if nxt_start else '-'}) started at {nxt_start[0][2] if nxt_start else '-'}; "
-                  f"next checkpoint {nxt}")
-        proof = (f"runner {runner}'s app exited "
-                 + (f"+{app_exit - stopped:.1f}s into the outage" if app_exit else "(no exit logged)")
-                 + f"; while slurmdbd was down the submitter asked Slurm about {runner} "
-                 f"{len(asked)} times ({', '.join(sorted({c.prog for c in asked})) or 'never'}; sacct "
-                 f"{len(sacct)}, refused {sum(c.rc != 0 for c in sacct)}; answered after its app's exit "
-                 f"{len(judging)}); the next runner's app started inside "
-                 f"the outage: {bool(next_in_window)}")
+        effect = (
+            f"held {restarting - stopped:.0f}s; chain stayed {st['state']}; next app (job "
+            f"{nxt_start[0][3] if nxt_start else '-'}) started at {nxt_start[0][2] if nxt_start else '-'}; "
+            f"next checkpoint {nxt}"
+        )
+        proof = (
+            f"runner {runner}'s app exited "
+            + (f"+{app_exit - stopped:.1f}s into the outage" if app_exit else "(no exit logged)")
+            + f"; while slurmdbd was down the submitter asked Slurm about {runner} "
+            f"{len(asked)} times ({', '.join(sorted({c.prog for c in asked})) or 'never'}; sacct "
+            f"{len(sacct)}, refused {sum(c.rc != 0 for c in sacct)}; answered after its app's exit "
+            f"{len(judging)}); the next runner's app started inside "
+            f"the outage: {bool(next_in_window)}"
+        )
         if not ok:
             self.report.fault("slurmdbd-down", f"SIGTERM slurmdbd (pid {pid})", effect, False, proof)
             raise FaultError(effect)
         if not judging or not next_in_window:
             raise NotProven(proof)
-        self.report.fault("slurmdbd-down", f"SIGTERM slurmdbd (pid {pid}) while runner {runner} ended, "
-                          "restarted by dev-cluster up", effect, ok, proof)
+        self.report.fault(
+            "slurmdbd-down",
+            f"SIGTERM slurmdbd (pid {pid}) while runner {runner} ended, restarted by dev-cluster up",
+            effect,
+            ok,
+            proof,
+        )
 
     # -- 6: node DOWN and back: jobs requeued, the chain goes on by itself
     def node_down(self, hold: float) -> None:
@@ -233,7 +264,7 @@ class SlurmFaults(SuiteBase):
             evs = ch.events()
             new_starts = [i for i, ev in enumerate(evs) if ev[1] == "start"][starts:]
             if new_starts:
-                later = [int(ev[2]) for ev in evs[new_starts[0]:] if ev[1] == "ckpt"]
+                later = [int(ev[2]) for ev in evs[new_starts[0] :] if ev[1] == "ckpt"]
                 if later and later[-1] > int(evs[new_starts[0]][2]):
                     nxt = later[-1]
                     break
@@ -245,12 +276,19 @@ class SlurmFaults(SuiteBase):
         restarts = {j: job_restarts(j) for j in jobs}
         requeued = {j: "PENDING" in after[j] or "REQUEUED" in after[j] or (restarts[j] or 0) > 0 for j in jobs}
         ok = nxt is not None and st["state"] == "running"
-        effect = (f"chain {st['state']} {st['reason']!r}, not resumed by the driver; first checkpoint of an app "
-                  f"started after it: {nxt}")
-        proof = "; ".join(f"{kind} {j}: {before_states[j]} -> {' -> '.join(after[j]) or '(not seen)'}, "
-                          f"Restarts={restarts[j]}" for kind, j in kinds)
-        injected = (f"scontrol update nodename={self.node} state=down for {hold:.0f}s ("
-                    + ", ".join(f"{kind} {j}" for kind, j in kinds) + ")")
+        effect = (
+            f"chain {st['state']} {st['reason']!r}, not resumed by the driver; first checkpoint of an app "
+            f"started after it: {nxt}"
+        )
+        proof = "; ".join(
+            f"{kind} {j}: {before_states[j]} -> {' -> '.join(after[j]) or '(not seen)'}, Restarts={restarts[j]}"
+            for kind, j in kinds
+        )
+        injected = (
+            f"scontrol update nodename={self.node} state=down for {hold:.0f}s ("
+            + ", ".join(f"{kind} {j}" for kind, j in kinds)
+            + ")"
+        )
         if not ok:
             self.report.fault("node-down", injected, effect, False, proof)
             raise FaultError(f"{effect}; {proof}")
@@ -258,4 +296,3 @@ class SlurmFaults(SuiteBase):
             self.report.fault("node-down", injected, effect, False, proof)
             raise FaultError(f"jobs were not requeued: {proof}")
         self.report.fault("node-down", injected, effect, ok, proof)
-

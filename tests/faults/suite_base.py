@@ -26,8 +26,9 @@ class SuiteBase:
     """What every family of faults uses (app_faults, slurm_faults,
     command_faults); ``driver.Suite`` puts them together."""
 
-    def __init__(self, seed: int, scale: str, workdir: Path, only: tuple[str, ...] = (),
-                 mode: str = "submitter") -> None:
+    def __init__(
+        self, seed: int, scale: str, workdir: Path, only: tuple[str, ...] = (), mode: str = "submitter"
+    ) -> None:
         self.only = only
         self.mode = mode
         self.relay = mode == "relay"
@@ -40,10 +41,15 @@ class SuiteBase:
         # (more `chain submit` arguments)
         self.max_iter = int(os.environ.get("FAULT_SUITE_MAX_ITER", "3600" if self.long else "2000"))
         self.calls = SlurmCalls(workdir)
-        self.chain = Chain(workdir, {
-            "ITER_SECONDS": "0.1", "FAULT_SAVE_DELAY": os.environ.get("FAULT_SUITE_SAVE_DELAY", "0.4"),
-            "FAULT_PACE_FILE": str(workdir / "pace"),
-        }, self.max_iter)
+        self.chain = Chain(
+            workdir,
+            {
+                "ITER_SECONDS": "0.1",
+                "FAULT_SAVE_DELAY": os.environ.get("FAULT_SUITE_SAVE_DELAY", "0.4"),
+                "FAULT_PACE_FILE": str(workdir / "pace"),
+            },
+            self.max_iter,
+        )
         self.sampler: Sampler | None = None
         self.pace = 0.25  # seconds per iteration while faults are injected
         self.cluster_disturbed = False
@@ -73,8 +79,7 @@ class SuiteBase:
         announced = False
         while True:
             rows = squeue_rows() or []
-            others = sorted({n for _, n, s in rows if not n.startswith(self.chain.chain_id + ".")
-                             and s in LIVE_STATES})
+            others = sorted({n for _, n, s in rows if not n.startswith(self.chain.chain_id + ".") and s in LIVE_STATES})
             if not others:
                 return
             if time.time() - start > limit:
@@ -83,16 +88,17 @@ class SuiteBase:
             if not announced:
                 announced = True
                 slow()
-                self.report.note(f"waiting for other jobs to leave the cluster before a disruptive fault: "
-                                 f"{others[:3]}")
+                self.report.note(f"waiting for other jobs to leave the cluster before a disruptive fault: {others[:3]}")
             time.sleep(5)
 
     def progress_after(self, counter: int, timeout: float) -> int:
         """Wait until the committed checkpoint (the app's log) passes
         ``counter`` (the chain goes on); returns the new value."""
-        return int(self.chain.wait(f"a checkpoint beyond {counter}",
-                                   lambda: (c := self.chain.committed()) > counter and c, timeout))
+        return int(
+            self.chain.wait(
+                f"a checkpoint beyond {counter}", lambda: (c := self.chain.committed()) > counter and c, timeout
+            )
+        )
 
     def chain_calls(self, since: float, until: float = float("inf")) -> list[Call]:
         return [c for c in self.calls.calls() if c.start >= since and c.start <= until]
-

@@ -116,8 +116,9 @@ def test_the_shim_passes_a_client_through_and_logs_it(tmp_path: Path, monkeypatc
     _real_client(tmp_path, monkeypatch, "squeue", "echo \"out $*\"\necho 'err line' >&2\nexit 3")
     calls = SlurmCalls(tmp_path)
     env = {**os.environ, **calls.install(), "SLURM_JOB_ID": "42"}
-    proc = subprocess.run(["squeue", "-j", "7,8", "-o", "%i|%T"], env=env, capture_output=True, text=True,
-                          timeout=30, check=False)
+    proc = subprocess.run(
+        ["squeue", "-j", "7,8", "-o", "%i|%T"], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "out -j 7,8 -o %i|%T\n", "err line\n")
     [call] = calls.calls()
     assert (call.rc, call.job, call.prog, call.err) == (3, "42", "squeue", "err line")
@@ -125,8 +126,9 @@ def test_the_shim_passes_a_client_through_and_logs_it(tmp_path: Path, monkeypatc
     assert call.end >= call.start
 
 
-def test_the_shim_tags_calls_and_holds_a_jobs_sbatch_at_the_gate(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_shim_tags_calls_and_holds_a_jobs_sbatch_at_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _real_client(tmp_path, monkeypatch, "sbatch", "echo 'Submitted batch job 9'")
     calls = SlurmCalls(tmp_path)
     env = {**os.environ, **calls.install(), "SLURM_JOB_ID": "42", "FAULT_CALLER": "race0-submit"}
@@ -143,7 +145,10 @@ def test_the_shim_tags_calls_and_holds_a_jobs_sbatch_at_the_gate(tmp_path: Path,
     assert (call.job, call.who, call.rc) == ("42", "race0-submit", 0)
     # chain calls sbatch without SLURM_*: the caller's job is its parent's
     env.pop("FAULT_CALLER")
-    parent = "import os, subprocess; subprocess.run(['sbatch'], env={k: v for k, v in os.environ.items() if k != 'SLURM_JOB_ID'})"
+    parent = (
+        "import os, subprocess; "
+        "subprocess.run(['sbatch'], env={k: v for k, v in os.environ.items() if k != 'SLURM_JOB_ID'})"
+    )
     subprocess.run([sys.executable, "-c", parent], env={**env, "SLURM_JOB_ID": "77"}, timeout=30, check=True)
     assert [(c.job, c.who) for c in calls.calls()][1:] == [("77", "-")]
 

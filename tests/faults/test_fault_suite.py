@@ -16,8 +16,16 @@ import pytest
 from driver import run_suite
 
 SEED = int(os.environ.get("FAULT_SUITE_SEED", "7"))
-BOTH = ("app-sigkill", "app-sigkill-retries", "garbage-counter", "scancel-runner", "slurmctld-down", "node-down",
-        "supervisor-kill", "racing-commands")
+BOTH = (
+    "app-sigkill",
+    "app-sigkill-retries",
+    "garbage-counter",
+    "scancel-runner",
+    "slurmctld-down",
+    "node-down",
+    "supervisor-kill",
+    "racing-commands",
+)
 FAULTS = {"submitter": BOTH + ("submitter-scancel", "submitter-kill", "slurmdbd-down"), "relay": BOTH}
 
 
@@ -40,7 +48,6 @@ def test_the_driver_runs_as_scripts_fault_suite_runs_it() -> None:
     import sys
 
     driver = Path(__file__).with_name("driver.py")
-    proc = subprocess.run([sys.executable, str(driver), "--help"], capture_output=True, text=True, check=False,
-                          cwd="/")
+    proc = subprocess.run([sys.executable, str(driver), "--help"], capture_output=True, text=True, check=False, cwd="/")
     assert proc.returncode == 0, proc.stderr
     assert "--seed" in proc.stdout

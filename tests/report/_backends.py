@@ -18,8 +18,10 @@ Run = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 def slurm_backend(run: Run, retry: RetryPolicy | None = None) -> SlurmCliBackend:
     """The Slurm CLI backend whose every client call is ``run(argv)``; no retry really sleeps."""
-    def client(argv: Sequence[str], env: Mapping[str, str] | None,
-               cwd: Path | None) -> subprocess.CompletedProcess[str]:
+
+    def client(
+        argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
+    ) -> subprocess.CompletedProcess[str]:
         return run(argv)
 
     return SlurmCliBackend(retry=retry or RetryPolicy(sleep=lambda s: None), run=client)
@@ -28,6 +30,7 @@ def slurm_backend(run: Run, retry: RetryPolicy | None = None) -> SlurmCliBackend
 def backends(run: Run) -> Callable[[str, Path], Backend]:
     """``make_report``'s factory: a chain stored as "slurm" gets ``slurm_backend(run)``,
     any other its real backend (the local one reads its own spool)."""
+
     def make(name: str, chain_dir: Path) -> Backend:
         return slurm_backend(run) if name == "slurm" else make_backend(name, chain_dir)
 

@@ -48,9 +48,72 @@ RUNNERS_JSONL = """\
 
 # runners/<id>.json (argv dropped).
 RECORDS = [
-    {"app_exit_code": 99, "detail": "app exited 99", "end": 1795938881.5052211, "end_planned": 1795938885.6853447, "exit_code": 99, "external_signal": None, "host": "vm", "iter_after": 11, "iter_before": 0, "job_id": "36", "job_name": "chain-effb11.r1", "kill_at": 1795938884.9353447, "killed": False, "seq": 1, "slurm_end": 1795938935.0, "start": 1795938875.6853447, "status": "ended", "stop_at": 1795938882.6853447, "stop_sent": None, "stop_to_exit": None},
-    {"app_exit_code": 99, "detail": "app exited 99", "end": 1795938888.7277374, "end_planned": 1795938892.8722122, "exit_code": 99, "external_signal": None, "host": "vm", "iter_after": 22, "iter_before": 11, "job_id": "37", "job_name": "chain-effb11.r2", "kill_at": 1795938892.1222122, "killed": False, "seq": 2, "slurm_end": 1795938942.0, "start": 1795938882.8722122, "status": "ended", "stop_at": 1795938889.8722122, "stop_sent": None, "stop_to_exit": None},
-    {"app_exit_code": 0, "detail": "app exited 0", "end": 1795938896.3823469, "end_planned": 1795938902.0808673, "exit_code": 0, "external_signal": None, "host": "vm", "iter_after": 30, "iter_before": 22, "job_id": "38", "job_name": "chain-effb11.r3", "kill_at": 1795938901.3308673, "killed": False, "seq": 3, "slurm_end": 1795938951.0, "start": 1795938892.0808673, "status": "ended", "stop_at": 1795938899.0808673, "stop_sent": None, "stop_to_exit": None},
+    {
+        "app_exit_code": 99,
+        "detail": "app exited 99",
+        "end": 1795938881.5052211,
+        "end_planned": 1795938885.6853447,
+        "exit_code": 99,
+        "external_signal": None,
+        "host": "vm",
+        "iter_after": 11,
+        "iter_before": 0,
+        "job_id": "36",
+        "job_name": "chain-effb11.r1",
+        "kill_at": 1795938884.9353447,
+        "killed": False,
+        "seq": 1,
+        "slurm_end": 1795938935.0,
+        "start": 1795938875.6853447,
+        "status": "ended",
+        "stop_at": 1795938882.6853447,
+        "stop_sent": None,
+        "stop_to_exit": None,
+    },
+    {
+        "app_exit_code": 99,
+        "detail": "app exited 99",
+        "end": 1795938888.7277374,
+        "end_planned": 1795938892.8722122,
+        "exit_code": 99,
+        "external_signal": None,
+        "host": "vm",
+        "iter_after": 22,
+        "iter_before": 11,
+        "job_id": "37",
+        "job_name": "chain-effb11.r2",
+        "kill_at": 1795938892.1222122,
+        "killed": False,
+        "seq": 2,
+        "slurm_end": 1795938942.0,
+        "start": 1795938882.8722122,
+        "status": "ended",
+        "stop_at": 1795938889.8722122,
+        "stop_sent": None,
+        "stop_to_exit": None,
+    },
+    {
+        "app_exit_code": 0,
+        "detail": "app exited 0",
+        "end": 1795938896.3823469,
+        "end_planned": 1795938902.0808673,
+        "exit_code": 0,
+        "external_signal": None,
+        "host": "vm",
+        "iter_after": 30,
+        "iter_before": 22,
+        "job_id": "38",
+        "job_name": "chain-effb11.r3",
+        "kill_at": 1795938901.3308673,
+        "killed": False,
+        "seq": 3,
+        "slurm_end": 1795938951.0,
+        "start": 1795938892.0808673,
+        "status": "ended",
+        "stop_at": 1795938899.0808673,
+        "stop_sent": None,
+        "stop_to_exit": None,
+    },
 ]
 
 # iterations.log of that chain (ITER_SECONDS=0.5, checkpoint every 5).
@@ -135,8 +198,16 @@ def write_chain(root: Path, *, backend: str = "slurm", log: str | None = ITER_LO
     """A finished chain directory (``<root>/.chain``) holding the literal records above."""
     chain = root / ".chain"
     (chain / "runners").mkdir(parents=True)
-    state = {"chain_id": "chain-effb11", "state": "completed", "backend": backend, "workdir": str(root),
-             "iteration": 30, "runner_seq": 3, "runner_job_id": "38", "created": 1795938872.0}
+    state = {
+        "chain_id": "chain-effb11",
+        "state": "completed",
+        "backend": backend,
+        "workdir": str(root),
+        "iteration": 30,
+        "runner_seq": 3,
+        "runner_job_id": "38",
+        "created": 1795938872.0,
+    }
     (chain / "state.json").write_text(json.dumps(state))
     (chain / "settings.json").write_text(json.dumps({"max_iter": 30, "checkpoint_every": 5}))
     (chain / "runners.jsonl").write_text(RUNNERS_JSONL)
@@ -183,7 +254,39 @@ DRIVER_RUNNERS = ["1", "3", "4", "5", "7", "8", "9", "11"]
 DRIVER_SUBMITTERS = ["2", "6", "10"]
 
 # A local backend job record (local-jobs/jobs/2.json; env dropped): the submitter of a local chain.
-LOCAL_SUBMITTER = {"batch_pid": 7064, "batch_script": "/tmp/capl/.chain/local-jobs/jobs/2.sh", "batch_ticks": 33122, "boot_id": "0e83b2fc-4ec8-4b0b-8163-7fc80ee01849", "cancel_requested": False, "cancelled_by": None, "dependency": None, "end": 1796130068.2384808, "exit_code": 0, "hostname": "vm", "job_id": "2", "kill_wait": 30.0, "name": "chain-586737.s0", "open_mode": "append", "reason": "None", "script": "/tmp/capl/.chain/scripts/submitter.sbatch", "signal": 0, "start": 1796130055.4503417, "state": "COMPLETED", "stderr": "/tmp/capl/.chain/logs/submitter-2.out", "stdout": "/tmp/capl/.chain/logs/submitter-2.out", "submit_dir": "/tmp/capl", "submit_time": 1796130055.094479, "supervisor_pid": 7063, "supervisor_ticks": 33119, "time_limit": 240.0, "time_limit_text": "00:04:00", "time_scale": 1.0, "user": "root", "work_dir": "/tmp/capl", "env": {}}
+LOCAL_SUBMITTER = {
+    "batch_pid": 7064,
+    "batch_script": "/tmp/capl/.chain/local-jobs/jobs/2.sh",
+    "batch_ticks": 33122,
+    "boot_id": "0e83b2fc-4ec8-4b0b-8163-7fc80ee01849",
+    "cancel_requested": False,
+    "cancelled_by": None,
+    "dependency": None,
+    "end": 1796130068.2384808,
+    "exit_code": 0,
+    "hostname": "vm",
+    "job_id": "2",
+    "kill_wait": 30.0,
+    "name": "chain-586737.s0",
+    "open_mode": "append",
+    "reason": "None",
+    "script": "/tmp/capl/.chain/scripts/submitter.sbatch",
+    "signal": 0,
+    "start": 1796130055.4503417,
+    "state": "COMPLETED",
+    "stderr": "/tmp/capl/.chain/logs/submitter-2.out",
+    "stdout": "/tmp/capl/.chain/logs/submitter-2.out",
+    "submit_dir": "/tmp/capl",
+    "submit_time": 1796130055.094479,
+    "supervisor_pid": 7063,
+    "supervisor_ticks": 33119,
+    "time_limit": 240.0,
+    "time_limit_text": "00:04:00",
+    "time_scale": 1.0,
+    "user": "root",
+    "work_dir": "/tmp/capl",
+    "env": {},
+}
 
 # Production-sized values for the 80-column test: 8-digit job ids, a long
 # node name, day-long runners, 6-digit counters, "CANCELLED by <uid>".
@@ -208,9 +311,16 @@ def write_long_chain(root: Path, *, backend: str = "slurm") -> Path:
     """A finished chain with the production-sized values above (no iteration log)."""
     chain = root / ".chain"
     (chain / "runners").mkdir(parents=True)
-    state = {"chain_id": "chain-7f3a9c", "state": "completed", "reason": "reached MAX_ITER=101000",
-             "backend": backend, "workdir": str(root), "iteration": 101000, "runner_seq": 103,
-             "submitter_job_id": "41234560"}
+    state = {
+        "chain_id": "chain-7f3a9c",
+        "state": "completed",
+        "reason": "reached MAX_ITER=101000",
+        "backend": backend,
+        "workdir": str(root),
+        "iteration": 101000,
+        "runner_seq": 103,
+        "submitter_job_id": "41234560",
+    }
     (chain / "state.json").write_text(json.dumps(state))
     (chain / "settings.json").write_text(json.dumps({"max_iter": 101000}))
     (chain / "runners.jsonl").write_text(RUNNERS_LONG)

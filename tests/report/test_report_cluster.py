@@ -29,9 +29,29 @@ def test_report_of_a_real_chain(slurm_cluster: Any, tmp_path: Path) -> None:
     env = dict(os.environ, ITER_SECONDS="0.5")
     started = time.monotonic()
     proc = subprocess.run(
-        [*_chain_cmd(), "submit", "--max-iter", "30", "--app-cmd", "python3 app.py", "--checkpoint-every", "5",
-         "--runner-time", "0:10", "--runner-margin", "3", "--poll-max", "10", "--wait"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        [
+            *_chain_cmd(),
+            "submit",
+            "--max-iter",
+            "30",
+            "--app-cmd",
+            "python3 app.py",
+            "--checkpoint-every",
+            "5",
+            "--runner-time",
+            "0:10",
+            "--runner-margin",
+            "3",
+            "--poll-max",
+            "10",
+            "--wait",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     chain = tmp_path / ".chain"
@@ -45,14 +65,24 @@ def test_report_of_a_real_chain(slurm_cluster: Any, tmp_path: Path) -> None:
     # sacct's own answer, once every runner's record is final (records arrive asynchronously)
     deadline = time.monotonic() + 60
     while True:
-        out = subprocess.run(["sacct", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_USAGE_FIELDS],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            ["sacct", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_USAGE_FIELDS],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         direct = parse_sacct_usage(out)
         if all(j in direct and direct[j].state.split()[0] in FINAL for j in ids) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    x_out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "JobIDRaw,State,ExitCode,ElapsedRaw"],
-                           capture_output=True, text=True, timeout=60, check=True).stdout
+    x_out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "JobIDRaw,State,ExitCode,ElapsedRaw"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     plain = {line.split("|")[0]: line.split("|")[1:] for line in x_out.splitlines() if line.strip()}
 
     with (chain / "report" / "usage.csv").open(newline="") as fh:
@@ -87,16 +117,23 @@ def test_report_of_a_real_chain(slurm_cluster: Any, tmp_path: Path) -> None:
     assert (chain / "report" / "progress.png").stat().st_size > 10_000
 
     # chain report, printed for an 80-column reader: the driver line, the node on every runner
-    shown = subprocess.run([*_chain_cmd(), "report", "--chain-dir", str(chain)], cwd=tmp_path,
-                           env=dict(os.environ, COLUMNS="80"), capture_output=True, text=True, timeout=120,
-                           check=False)
+    shown = subprocess.run(
+        [*_chain_cmd(), "report", "--chain-dir", str(chain)],
+        cwd=tmp_path,
+        env=dict(os.environ, COLUMNS="80"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert shown.returncode == 0, shown.stdout + shown.stderr
     lines = [line for line in shown.stdout.splitlines() if not line.startswith("wrote ")]  # the CLI's file list
     assert max(len(line) for line in lines) <= 80 and "…" not in shown.stdout, shown.stdout
     driver_line = re.compile(r"driver: (\d+) submitter jobs? held ([\d,]+) CPU-s")
     held = [m for m in map(driver_line.match, lines) if m]
-    assert held and int(held[0].group(1)) == len(submitters) and int(held[0].group(2).replace(",", "")) > 0, \
+    assert held and int(held[0].group(1)) == len(submitters) and int(held[0].group(2).replace(",", "")) > 0, (
         shown.stdout
+    )
     for job_id in ids:
         assert any(job_id in line.split() and slurm_cluster.node in line.split() for line in lines), shown.stdout
     print(f"chain of {len(ids)} runners + report in {time.monotonic() - started:.1f} s")

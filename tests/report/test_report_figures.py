@@ -116,6 +116,7 @@ def test_report_of_a_stalled_chain_says_zero(tmp_path: Path) -> None:
 
 # --- 2. an ended chain has no rate or ETA --------------------------------------------------
 
+
 @pytest.mark.parametrize("state", list(ChainState))
 def test_rate_and_eta_only_while_the_chain_runs(state: ChainState) -> None:
     runners = judged()[:2]  # 22 of 30 done
@@ -131,18 +132,26 @@ def test_rate_and_eta_only_while_the_chain_runs(state: ChainState) -> None:
 
 # --- 3. summary.json holds the chain's state -------------------------------------------------
 
-@pytest.mark.parametrize("state,reason,iteration", [
-    ("completed", "reached MAX_ITER=30", 30),
-    ("failed", "runner 3 (job 38) failed: app exited 2", 22),
-    ("cancelled", "cancelled by chain cancel", 22),
-    ("running", "", 22),
-])
+
+@pytest.mark.parametrize(
+    "state,reason,iteration",
+    [
+        ("completed", "reached MAX_ITER=30", 30),
+        ("failed", "runner 3 (job 38) failed: app exited 2", 22),
+        ("cancelled", "cancelled by chain cancel", 22),
+        ("running", "", 22),
+    ],
+)
 def test_summary_has_the_state_json_state(chain_dir: Path, state: str, reason: str, iteration: int) -> None:
     _set_state(chain_dir, state=state, reason=reason, iteration=iteration)
     paths = make_report(chain_dir, echo=False, backends=backends(FakeSacct(SACCT_CHAIN)), settle=0, environ={})
     summary = json.loads(paths[1].read_text())
     assert (summary["state"], summary["reason"], summary["iteration"], summary["max_iter"]) == (
-        state, reason, iteration, 30)
+        state,
+        reason,
+        iteration,
+        30,
+    )
     ended = ChainState(state).ended
     assert (summary["metrics"]["eta_seconds"] is None) == ended
 
@@ -150,16 +159,19 @@ def test_summary_has_the_state_json_state(chain_dir: Path, state: str, reason: s
 HOOK_ENV = {"CHAIN_ID": "chain-effb11", "CHAIN_STATE": "completed", "CHAIN_REASON": "reached MAX_ITER=30"}
 
 
-@pytest.mark.parametrize("saved,environ,expected", [
-    # the report hook of a completing chain: state.json still says running
-    ("running", HOOK_ENV, ("completed", "reached MAX_ITER=30")),
-    # not this chain's hook, or no valid state told: state.json's
-    ("running", dict(HOOK_ENV, CHAIN_ID="chain-000000"), ("running", "")),
-    ("running", dict(HOOK_ENV, CHAIN_STATE="done"), ("running", "")),
-    ("running", {}, ("running", "")),
-    # an ended state.json is the truth (a failing chain saves it before its report hook)
-    ("failed", HOOK_ENV, ("failed", "")),
-])
+@pytest.mark.parametrize(
+    "saved,environ,expected",
+    [
+        # the report hook of a completing chain: state.json still says running
+        ("running", HOOK_ENV, ("completed", "reached MAX_ITER=30")),
+        # not this chain's hook, or no valid state told: state.json's
+        ("running", dict(HOOK_ENV, CHAIN_ID="chain-000000"), ("running", "")),
+        ("running", dict(HOOK_ENV, CHAIN_STATE="done"), ("running", "")),
+        ("running", {}, ("running", "")),
+        # an ended state.json is the truth (a failing chain saves it before its report hook)
+        ("failed", HOOK_ENV, ("failed", "")),
+    ],
+)
 def test_final_state(saved: str, environ: dict[str, str], expected: tuple[str, str]) -> None:
     status = ChainStatus(chain_id="chain-effb11", state=ChainState(saved))
     assert final_state(status, environ) == expected
@@ -168,14 +180,14 @@ def test_final_state(saved: str, environ: dict[str, str], expected: tuple[str, s
 
 def test_report_hook_of_a_completing_chain_has_the_final_state(chain_dir: Path) -> None:
     _set_state(chain_dir, state="running", reason="")
-    paths = make_report(chain_dir, echo=False, backends=backends(FakeSacct(SACCT_CHAIN)), settle=0,
-                        environ=HOOK_ENV)
+    paths = make_report(chain_dir, echo=False, backends=backends(FakeSacct(SACCT_CHAIN)), settle=0, environ=HOOK_ENV)
     summary = json.loads(paths[1].read_text())
     assert (summary["state"], summary["reason"]) == ("completed", "reached MAX_ITER=30")
     assert summary["metrics"]["rate_per_hour"] is None and summary["metrics"]["eta_seconds"] is None
 
 
 # --- 4. the driver: submitter jobs' allocation -------------------------------------------------
+
 
 def test_parse_alloc_cpus() -> None:
     jobs = parse_sacct_usage(SACCT_DRIVER)
@@ -206,14 +218,23 @@ def test_driver_usage_incomplete_or_without_cpus() -> None:
     assert old.source == ""
 
 
-@pytest.mark.parametrize("driver,expected", [
-    ({"jobs": 3, "accounted": 3, "elapsed_s": 57.0, "cpu_s": 57.0, "runner_cpu_s": 88.0, "ratio": 0.6477},
-     "driver: 3 submitter jobs held 57 CPU-s (57.0s elapsed) = 64.8% of the runners' 88 CPU-s"),
-    ({"jobs": 1, "accounted": 1, "elapsed_s": 12.8, "cpu_s": None, "runner_cpu_s": None, "ratio": None},
-     "driver: 1 submitter job, 12.8s elapsed; CPU-seconds unknown (no allocated CPUs recorded)"),
-    ({"jobs": 2, "accounted": 0, "elapsed_s": None, "cpu_s": None, "runner_cpu_s": None, "ratio": None},
-     "driver: 2 submitter jobs, allocation unknown (no accounting record)"),
-])
+@pytest.mark.parametrize(
+    "driver,expected",
+    [
+        (
+            {"jobs": 3, "accounted": 3, "elapsed_s": 57.0, "cpu_s": 57.0, "runner_cpu_s": 88.0, "ratio": 0.6477},
+            "driver: 3 submitter jobs held 57 CPU-s (57.0s elapsed) = 64.8% of the runners' 88 CPU-s",
+        ),
+        (
+            {"jobs": 1, "accounted": 1, "elapsed_s": 12.8, "cpu_s": None, "runner_cpu_s": None, "ratio": None},
+            "driver: 1 submitter job, 12.8s elapsed; CPU-seconds unknown (no allocated CPUs recorded)",
+        ),
+        (
+            {"jobs": 2, "accounted": 0, "elapsed_s": None, "cpu_s": None, "runner_cpu_s": None, "ratio": None},
+            "driver: 2 submitter jobs, allocation unknown (no accounting record)",
+        ),
+    ],
+)
 def test_driver_line(driver: dict[str, Any], expected: str) -> None:
     assert driver_line(driver) == expected
 
@@ -221,9 +242,20 @@ def test_driver_line(driver: dict[str, Any], expected: str) -> None:
 def _driver_chain(root: Path) -> Path:
     chain = root / ".chain"
     chain.mkdir()
-    (chain / "state.json").write_text(json.dumps({
-        "chain_id": "chain-c0ffee", "state": "completed", "reason": "reached MAX_ITER=80", "backend": "slurm",
-        "workdir": str(root), "iteration": 80, "submitter_job_id": "10", "submitter_cycle": 2}))
+    (chain / "state.json").write_text(
+        json.dumps(
+            {
+                "chain_id": "chain-c0ffee",
+                "state": "completed",
+                "reason": "reached MAX_ITER=80",
+                "backend": "slurm",
+                "workdir": str(root),
+                "iteration": 80,
+                "submitter_job_id": "10",
+                "submitter_cycle": 2,
+            }
+        )
+    )
     (chain / "worker_ids.txt").write_text("\n".join(DRIVER_RUNNERS) + "\n")
     (chain / "submitter_ids.txt").write_text("\n".join(DRIVER_SUBMITTERS) + "\n")
     return chain
@@ -231,8 +263,10 @@ def _driver_chain(root: Path) -> Path:
 
 def test_report_accounts_the_submitters_in_the_same_sacct_call(tmp_path: Path) -> None:
     # the current submitter (10) is still running the report hook: not waited for
-    out = SACCT_DRIVER.replace("10|COMPLETED|0:0|2026-12-01T13:00:37|2026-12-01T13:00:40|2026-12-01T13:00:47|7|",
-                               "10|RUNNING|0:0|2026-12-01T13:00:37|2026-12-01T13:00:40|Unknown|7|")
+    out = SACCT_DRIVER.replace(
+        "10|COMPLETED|0:0|2026-12-01T13:00:37|2026-12-01T13:00:40|2026-12-01T13:00:47|7|",
+        "10|RUNNING|0:0|2026-12-01T13:00:37|2026-12-01T13:00:40|Unknown|7|",
+    )
     assert out != SACCT_DRIVER
     run = FakeSacct(out)
     console, buf = _console()
@@ -276,6 +310,7 @@ def test_report_on_the_local_backend_reads_its_job_records(tmp_path: Path) -> No
 
 
 # --- 5. 80 columns, node filled -------------------------------------------------------------------
+
 
 def _runner_lines(text: str, job_ids: list[str]) -> dict[str, str]:
     found = {job: [line for line in text.splitlines() if f" {job} " in line] for job in job_ids}

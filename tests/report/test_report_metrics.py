@@ -27,10 +27,15 @@ def test_useful_until_the_stop_signal() -> None:
     assert useful_seconds(R(start=100.0, end=160.0, stop_to_exit=10.0)) == 50.0
 
 
-@pytest.mark.parametrize("runner", [
-    R(), R(start=1.0), R(start=1.0, end=None),
-    R(start=1.0, end=5.0, superseded=True),
-])
+@pytest.mark.parametrize(
+    "runner",
+    [
+        R(),
+        R(start=1.0),
+        R(start=1.0, end=None),
+        R(start=1.0, end=5.0, superseded=True),
+    ],
+)
 def test_no_useful_time_without_an_app_run(runner: R) -> None:
     assert useful_seconds(runner) == 0.0
 
@@ -83,7 +88,13 @@ def test_parse_iteration_log() -> None:
     assert len(events) == len(ITER_LOG.splitlines())
     first, last = events[0], events[-1]
     assert (first.time, first.event, first.iteration, first.job, first.pid, first.code) == (
-        1795938875.908, "start", 0, "36", 2698, None)
+        1795938875.908,
+        "start",
+        0,
+        "36",
+        2698,
+        None,
+    )
     assert (last.event, last.iteration, last.job, last.code) == ("exit", 30, "38", 0)
     assert [e.iteration for e in events if e.event == "iter"] == list(range(1, 31))
 

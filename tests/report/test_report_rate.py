@@ -16,11 +16,25 @@ from chain.reporting.plot import progress_data, progress_title
 from chain.reporting.report import make_report
 
 
-@pytest.mark.parametrize(("rate", "shown"), [
-    (32409.2, "32,400 it/h"), (34054, "34,100 it/h"), (60414.9, "60,400 it/h"), (2_512_345.0, "2,510,000 it/h"),
-    (999.6, "1,000 it/h"), (523.4, "523 it/h"), (5.234, "5.23 it/h"), (5.0, "5 it/h"), (0.52, "0.52 it/h"),
-    (0.0012, "0.0012 it/h"), (0, "0 it/h"), (None, "-"), (float("nan"), "-"), (-1.0, "-"),
-])
+@pytest.mark.parametrize(
+    ("rate", "shown"),
+    [
+        (32409.2, "32,400 it/h"),
+        (34054, "34,100 it/h"),
+        (60414.9, "60,400 it/h"),
+        (2_512_345.0, "2,510,000 it/h"),
+        (999.6, "1,000 it/h"),
+        (523.4, "523 it/h"),
+        (5.234, "5.23 it/h"),
+        (5.0, "5 it/h"),
+        (0.52, "0.52 it/h"),
+        (0.0012, "0.0012 it/h"),
+        (0, "0 it/h"),
+        (None, "-"),
+        (float("nan"), "-"),
+        (-1.0, "-"),
+    ],
+)
 def test_format_rate(rate: float | None, shown: str) -> None:
     assert format_rate(rate) == shown
 
@@ -45,6 +59,9 @@ def test_no_other_module_formats_a_rate() -> None:
     """The unit is written once, in the formatter: another ``it/h`` in the
     package is a second format."""
     package = Path(metrics.__file__).resolve().parents[1]
-    elsewhere = [str(path.relative_to(package)) for path in package.rglob("*.py")
-                 if path.name != "metrics.py" and "it/h" in path.read_text(encoding="utf-8")]
+    elsewhere = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "metrics.py" and "it/h" in path.read_text(encoding="utf-8")
+    ]
     assert elsewhere == []

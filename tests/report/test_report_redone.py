@@ -17,8 +17,16 @@ from chain.store.records import RunnerView
 
 def _runner(seq: int, before: int, after: int, **facts: Any) -> RunnerView:
     start = 100.0 * seq
-    return RunnerView(job_id=str(40 + seq), seq=seq, iter_before=before, iter_after=after,
-                      start=start, end=start + 60.0, stop_to_exit=5.0, **facts)
+    return RunnerView(
+        job_id=str(40 + seq),
+        seq=seq,
+        iter_before=before,
+        iter_after=after,
+        start=start,
+        end=start + 60.0,
+        stop_to_exit=5.0,
+        **facts,
+    )
 
 
 # nanoGPT's numbering: "iter N" printed after computing iteration N (0-based); killed at the stop
@@ -27,20 +35,23 @@ KILLED_0_BASED = _runner(1, 0, 10, iter_first=0, iter_reached=17, app_exit_code=
 STEP_1_BASED = _runner(2, 10, 20, iter_first=11, iter_reached=20, app_exit_code=143)
 
 
-@pytest.mark.parametrize(("runner", "lost"), [
-    (KILLED_0_BASED, 8),  # iterations 10..17 computed after its last save (10)
-    (_runner(1, 10, 20, iter_first=11, iter_reached=27, app_exit_code=143), 7),  # 1-based: 21..27
-    (STEP_1_BASED, 0),
-    (_runner(1, 0, 10, app_exit_code=99), 0),  # saved and exited by itself: the contract
-    # an app printing "step N" before computing N, then saving and exiting: its exit says it lost nothing
-    (_runner(1, 0, 10, iter_first=1, iter_reached=11, app_exit_code=99), 0),
-    (_runner(1, 0, 10, app_exit_code=0, stop_sent=150.0), 0),  # saved on TERM and exited 0
-    (_runner(1, 0, 10, app_exit_code=99, killed=True), None),  # outlived the grace: killed mid-save
-    (_runner(1, 0, 10, app_exit_code=143), None),  # died of the stop signal, nothing printed
-    (_runner(1, 0, 10, app_exit_code=1), None),  # a failure loses what it computed since its save
-    (_runner(1, 0, 10), None),  # no record of the app's end (NODE_FAIL, TIMEOUT with no record)
-    (_runner(1, 0, 0, superseded=True), 0),  # never ran the app
-])
+@pytest.mark.parametrize(
+    ("runner", "lost"),
+    [
+        (KILLED_0_BASED, 8),  # iterations 10..17 computed after its last save (10)
+        (_runner(1, 10, 20, iter_first=11, iter_reached=27, app_exit_code=143), 7),  # 1-based: 21..27
+        (STEP_1_BASED, 0),
+        (_runner(1, 0, 10, app_exit_code=99), 0),  # saved and exited by itself: the contract
+        # an app printing "step N" before computing N, then saving and exiting: its exit says it lost nothing
+        (_runner(1, 0, 10, iter_first=1, iter_reached=11, app_exit_code=99), 0),
+        (_runner(1, 0, 10, app_exit_code=0, stop_sent=150.0), 0),  # saved on TERM and exited 0
+        (_runner(1, 0, 10, app_exit_code=99, killed=True), None),  # outlived the grace: killed mid-save
+        (_runner(1, 0, 10, app_exit_code=143), None),  # died of the stop signal, nothing printed
+        (_runner(1, 0, 10, app_exit_code=1), None),  # a failure loses what it computed since its save
+        (_runner(1, 0, 10), None),  # no record of the app's end (NODE_FAIL, TIMEOUT with no record)
+        (_runner(1, 0, 0, superseded=True), 0),  # never ran the app
+    ],
+)
 def test_what_one_runner_lost(runner: RunnerView, lost: int | None) -> None:
     assert lost_iterations(runner) == lost
 
@@ -83,8 +94,10 @@ def test_the_printed_line_says_what_is_known() -> None:
     totals = {"redone_iterations": 8, "redone_s": 24.4}
     known = {"iterations": 8, "unknown": [], "source": "runner records"}
     assert redone_line(known, totals) == "redone 8 it (24.4s), from the runner records"
-    line = redone_line({"iterations": 8, "unknown": ["2", "5"], "source": "runner records"},
-                       {"redone_iterations": None, "redone_s": None})
+    line = redone_line(
+        {"iterations": 8, "unknown": ["2", "5"], "source": "runner records"},
+        {"redone_iterations": None, "redone_s": None},
+    )
     assert line == "redone unknown (≥ 8 it): runner 2, 5 killed or failed; see --progress-pattern"
     assert len(line) <= 80
     many = redone_line({"iterations": 0, "unknown": [str(n) for n in range(1, 41)]}, totals)

@@ -62,17 +62,33 @@ def never(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
 
 # --- parsing -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,seconds", [
-    ("00:00.620", 0.62), ("00:00:00", 0.0), ("01:02:03", 3723.0), ("1-02:03:04", 93784.0),
-    ("12:34.5", 754.5), ("", None), ("INVALID", None),
-])
+
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("00:00.620", 0.62),
+        ("00:00:00", 0.0),
+        ("01:02:03", 3723.0),
+        ("1-02:03:04", 93784.0),
+        ("12:34.5", 754.5),
+        ("", None),
+        ("INVALID", None),
+    ],
+)
 def test_parse_cpu_time(text: str, seconds: float | None) -> None:
     assert parse_cpu_time(text) == (pytest.approx(seconds) if seconds is not None else None)
 
 
-@pytest.mark.parametrize("text,size", [
-    ("98492K", 98492 * 1024), ("0", 0), ("1.5G", int(1.5 * 2**30)), ("12M", 12 * 2**20), ("", None),
-])
+@pytest.mark.parametrize(
+    "text,size",
+    [
+        ("98492K", 98492 * 1024),
+        ("0", 0),
+        ("1.5G", int(1.5 * 2**30)),
+        ("12M", 12 * 2**20),
+        ("", None),
+    ],
+)
 def test_parse_size(text: str, size: int | None) -> None:
     assert parse_size(text) == size
 
@@ -90,7 +106,12 @@ def test_parse_sacct_usage_jobs_and_steps() -> None:
     assert jobs["24"].state == "CANCELLED by 0" and jobs["24"].final
     pending = jobs["41"]
     assert (pending.start, pending.end, pending.node, pending.queue_wait, pending.final) == (
-        None, None, "", None, False)
+        None,
+        None,
+        "",
+        None,
+        False,
+    )
 
 
 def test_parse_sacct_usage_with_x_has_no_steps() -> None:
@@ -101,11 +122,15 @@ def test_parse_sacct_usage_with_x_has_no_steps() -> None:
 def test_parse_sacct_usage_chain() -> None:
     jobs = parse_sacct_usage(SACCT_CHAIN)
     assert [(j.job_id, j.state, j.exit_code, j.elapsed) for j in jobs.values()] == [
-        ("36", "FAILED", "99:0", 6.0), ("37", "FAILED", "99:0", 6.0), ("38", "COMPLETED", "0:0", 5.0)]
+        ("36", "FAILED", "99:0", 6.0),
+        ("37", "FAILED", "99:0", 6.0),
+        ("38", "COMPLETED", "0:0", 5.0),
+    ]
     assert jobs["36"].queue_wait == 3.0 and jobs["38"].queue_wait == 2.0
 
 
 # --- the Slurm call ------------------------------------------------------------------
+
 
 def test_fetch_usage_one_batched_call() -> None:
     run = FakeSacct((0, SACCT_CHAIN, ""))
@@ -132,21 +157,35 @@ def test_fetch_usage_accounting_disabled() -> None:
 
 
 def test_fetch_usage_waits_for_records_arriving_late() -> None:
-    late = SACCT_CHAIN.replace("38|COMPLETED|0:0|2026-11-29T07:54:49|2026-11-29T07:54:51|2026-11-29T07:54:56",
-                               "38|RUNNING|0:0|2026-11-29T07:54:49|2026-11-29T07:54:51|Unknown")
+    late = SACCT_CHAIN.replace(
+        "38|COMPLETED|0:0|2026-11-29T07:54:49|2026-11-29T07:54:51|2026-11-29T07:54:56",
+        "38|RUNNING|0:0|2026-11-29T07:54:49|2026-11-29T07:54:51|Unknown",
+    )
     without = "\n".join(line for line in SACCT_CHAIN.splitlines() if not line.startswith("38"))
     run = FakeSacct((0, without, ""), (0, late, ""), (0, SACCT_CHAIN, ""))
     clock = iter(range(100))
-    found, note = fetch_usage(slurm_backend(run), ["36", "37", "38"], ended=["36", "37", "38"], settle=10,
-                              sleep=lambda s: None, clock=lambda: float(next(clock)))
+    found, note = fetch_usage(
+        slurm_backend(run),
+        ["36", "37", "38"],
+        ended=["36", "37", "38"],
+        settle=10,
+        sleep=lambda s: None,
+        clock=lambda: float(next(clock)),
+    )
     assert len(run.calls) == 3 and note is None and found["38"].state == "COMPLETED"
 
 
 def test_fetch_usage_gives_up_after_settle() -> None:
     run = FakeSacct((0, SACCT_MIXED, ""))
     clock = iter(range(0, 1000, 5))
-    found, note = fetch_usage(slurm_backend(run), ["22", "41"], ended=["41"], settle=10,
-                              sleep=lambda s: None, clock=lambda: float(next(clock)))
+    found, note = fetch_usage(
+        slurm_backend(run),
+        ["22", "41"],
+        ended=["41"],
+        settle=10,
+        sleep=lambda s: None,
+        clock=lambda: float(next(clock)),
+    )
     assert found["41"].state == "PENDING" and note is not None and "41" in note
     assert len(run.calls) == 2  # deadline 0 + 10: asked at 5, again at 10, then gave up
 
@@ -160,6 +199,7 @@ def test_fetch_usage_retries_transient_errors() -> None:
 
 # --- rows and totals -------------------------------------------------------------------
 
+
 def test_rows_and_totals_add_up(tmp_path: Path) -> None:
     runners = load_runners(ChainDir(write_chain(tmp_path)))
     rows = build_rows(runners, parse_sacct_usage(SACCT_CHAIN), {"37": 0})
@@ -170,7 +210,12 @@ def test_rows_and_totals_add_up(tmp_path: Path) -> None:
         assert 0 <= row["useful_s"] <= row["allocated_s"]
     r1 = rows[0]
     assert (r1["slurm_state"], r1["slurm_exit_code"], r1["node"], r1["queue_wait_s"], r1["cpu_s"]) == (
-        "FAILED", "99:0", "vm", 3.0, 0.62)
+        "FAILED",
+        "99:0",
+        "vm",
+        3.0,
+        0.62,
+    )
     assert (r1["iter_before"], r1["iter_after"], r1["iterations"], r1["runner_exit_code"]) == (0, 11, 11, 99)
     assert r1["useful_s"] == pytest.approx(1795938881.5052211 - 1795938875.6853447, abs=1e-3)
     assert rows[0]["redone_iterations"] == 0
@@ -189,8 +234,9 @@ def test_useful_is_capped_at_the_allocation() -> None:
 
 
 def test_rows_without_accounting_use_own_records() -> None:
-    runners = [dataclasses.replace(r, submitted=s)
-               for r, s in zip(recorded(), (1795938872.620649, None, 1795938889.1779118))]
+    runners = [
+        dataclasses.replace(r, submitted=s) for r, s in zip(recorded(), (1795938872.620649, None, 1795938889.1779118))
+    ]
     rows = build_rows(runners, {})
     for row in rows:
         assert all(row[c] is None for c in SLURM_COLUMNS if c not in ("queue_wait_s", "node"))
@@ -220,6 +266,7 @@ def test_load_runners_merges_ids_records_and_judgements(tmp_path: Path) -> None:
 
 # --- make_report ---------------------------------------------------------------------
 
+
 def _csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
@@ -232,7 +279,10 @@ def test_make_report_with_accounting(chain_dir: Path) -> None:
     rows = _csv(paths[0])
     assert list(rows[0]) == list(COLUMNS)
     assert [(r["job_id"], r["slurm_state"], r["slurm_exit_code"], r["elapsed_s"]) for r in rows] == [
-        ("36", "FAILED", "99:0", "6.0"), ("37", "FAILED", "99:0", "6.0"), ("38", "COMPLETED", "0:0", "5.0")]
+        ("36", "FAILED", "99:0", "6.0"),
+        ("37", "FAILED", "99:0", "6.0"),
+        ("38", "COMPLETED", "0:0", "5.0"),
+    ]
     summary = json.loads(paths[1].read_text())
     assert summary["accounting"] is True and summary["notes"] == []
     t = summary["totals"]
@@ -269,8 +319,9 @@ def test_make_report_local_backend_makes_no_slurm_call(tmp_path: Path) -> None:
 
 
 def test_make_report_without_iteration_log(tmp_path: Path) -> None:
-    paths = make_report(write_chain(tmp_path, log=None), echo=False,
-                        backends=backends(FakeSacct((0, SACCT_CHAIN, ""))), settle=0)
+    paths = make_report(
+        write_chain(tmp_path, log=None), echo=False, backends=backends(FakeSacct((0, SACCT_CHAIN, ""))), settle=0
+    )
     summary = json.loads(paths[1].read_text())
     # no log: from the runner records, whose apps all saved and exited by themselves
     assert summary["work_redone"]["source"] == "runner records" and summary["work_redone"]["unknown"] == []
@@ -309,19 +360,52 @@ def test_load_runners_reads_old_and_broken_lines_and_records(tmp_path: Path) -> 
     a record with a bad field keeps its valid ones."""
     chain = write_chain(tmp_path)
     with (chain / "runners.jsonl").open("a") as fh:
-        fh.write('{"job_id": "39", "seq": "x", "start": 1795938897.0, "end": 1795938899.5, "iter_before": 30, '
-                 '"iter_after": 30, "verdict": "stop", "reason": null, "unknown_key": 1}\n')
+        fh.write(
+            '{"job_id": "39", "seq": "x", "start": 1795938897.0, "end": 1795938899.5, "iter_before": 30, '
+            '"iter_after": 30, "verdict": "stop", "reason": null, "unknown_key": 1}\n'
+        )
         fh.write('[1, 2]\n{"job_id": "40", "state": "FAILED", "exit_code": 2, "end": "late"}\n{"job_id": "41", "se')
-    (chain / "runners" / "40.json").write_text(json.dumps(
-        {"job_id": "40", "start": 1795938900.0, "end": 1795938910.0, "host": "n1.x", "status": "ended",
-         "iter_before": 30, "iter_after": 31, "stop_sent": "soon"}))
+    (chain / "runners" / "40.json").write_text(
+        json.dumps(
+            {
+                "job_id": "40",
+                "start": 1795938900.0,
+                "end": 1795938910.0,
+                "host": "n1.x",
+                "status": "ended",
+                "iter_before": 30,
+                "iter_after": 31,
+                "stop_sent": "soon",
+            }
+        )
+    )
     runners = load_runners(ChainDir(chain))
     assert [r.job_id for r in runners] == ["36", "37", "38", "39", "40"]
-    assert runners[3] == RunnerView(job_id="39", start=1795938897.0, end=1795938899.5, iter_before=30,
-                                    iter_after=30, verdict="stop", reason="", judged=True)
-    assert runners[4] == RunnerView(job_id="40", host="n1.x", start=1795938900.0, end=1795938910.0,
-                                    iter_before=30, iter_after=31, exit_code=2, verdict="", reason="",
-                                    ended=True, judged=True)
+    assert runners[3] == RunnerView(
+        job_id="39",
+        start=1795938897.0,
+        end=1795938899.5,
+        iter_before=30,
+        iter_after=30,
+        verdict="stop",
+        reason="",
+        judged=True,
+    )
+    assert runners[4] == RunnerView(
+        job_id="40",
+        host="n1.x",
+        start=1795938900.0,
+        end=1795938910.0,
+        iter_before=30,
+        iter_after=31,
+        exit_code=2,
+        verdict="",
+        reason="",
+        ended=True,
+        judged=True,
+    )
     rows = build_rows(runners, {})
     assert [(r["seq"], r["node"], r["allocated_s"], r["iterations"]) for r in rows[3:]] == [
-        (None, None, 2.5, 0), (None, "n1", 10.0, 1)]
+        (None, None, 2.5, 0),
+        (None, "n1", 10.0, 1),
+    ]

@@ -23,13 +23,9 @@ DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
 
 
 def run(*cmd: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        cmd, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
-    )
+    proc = subprocess.run(cmd, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        )
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
@@ -51,9 +47,7 @@ def daemon_pids(cluster: SlurmCluster) -> dict[str, int]:
     return pids
 
 
-def dev_cluster(
-    cluster: SlurmCluster, verb: str, timeout: float
-) -> subprocess.CompletedProcess[str]:
+def dev_cluster(cluster: SlurmCluster, verb: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return run("bash", str(cluster.script), verb, timeout=timeout, check=False)
 
 
@@ -113,9 +107,7 @@ def test_up_down_up_cycle_twice(slurm_cluster: SlurmCluster) -> None:
         assert up.returncode == 0, f"cycle {cycle}: up failed\n{up.stdout}\n{up.stderr}"
         new = daemon_pids(slurm_cluster)
         assert set(new) == set(DAEMONS) and all(alive(p) for p in new.values()), new
-        assert node_state(slurm_cluster) in ("idle", "mixed", "allocated"), node_state(
-            slurm_cluster
-        )
+        assert node_state(slurm_cluster) in ("idle", "mixed", "allocated"), node_state(slurm_cluster)
         run("sacct", "-n", "-X", "-S", "now-1hours", "-o", "JobIDRaw")
         print(f"cycle {cycle}: down {t_down:.1f} s, up {t_up:.1f} s")
 
@@ -128,9 +120,7 @@ def test_up_down_up_cycle_twice(slurm_cluster: SlurmCluster) -> None:
 def test_failed_job_state_and_exit_code(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     script = tmp_path / "exit3.sh"
     script.write_text("#!/bin/bash\necho about to fail\nexit 3\n")
-    job = submit(
-        "-J", "dc-exit3", "--chdir", str(tmp_path), "-o", str(tmp_path / "%j.out"), str(script)
-    )
+    job = submit("-J", "dc-exit3", "--chdir", str(tmp_path), "-o", str(tmp_path / "%j.out"), str(script))
 
     def scontrol_final() -> str | None:
         out = run("scontrol", "show", "job", job).stdout
@@ -142,11 +132,7 @@ def test_failed_job_state_and_exit_code(slurm_cluster: SlurmCluster, tmp_path: P
     def sacct_final() -> str | None:
         out = run("sacct", "-X", "-n", "-P", "-j", job, "-o", "JobIDRaw,State,ExitCode").stdout
         line = out.strip()
-        return (
-            line
-            if line.startswith(f"{job}|") and "RUNNING" not in line and "PENDING" not in line
-            else None
-        )
+        return line if line.startswith(f"{job}|") and "RUNNING" not in line and "PENDING" not in line else None
 
     assert poll(f"sacct record of job {job}", sacct_final, timeout=60) == f"{job}|FAILED|3:0"
     assert (tmp_path / f"{job}.out").read_text() == "about to fail\n"
@@ -202,22 +188,31 @@ def test_the_cluster_listens_on_the_ports_of_its_port_base(slurm_cluster: SlurmC
     assert found, env.stdout
     base = int(found.group(1))
     config = run("scontrol", "show", "config").stdout
-    for key, port in (("SlurmctldPort", base), ("SlurmdPort", base + 1),
-                      ("AccountingStoragePort", base + 2)):
+    for key, port in (("SlurmctldPort", base), ("SlurmdPort", base + 1), ("AccountingStoragePort", base + 2)):
         assert re.search(rf"^{key}\s*=\s*{port}\s*$", config, re.MULTILINE), f"{key} is not {port}"
 
 
 @pytest.mark.parametrize("var", ["CHAIN_DEV_CLUSTER_PORT_BASE", "CHAIN_DEV_CLUSTER_DB_PORT"])
 def test_a_bad_port_is_refused_in_one_line(var: str) -> None:
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "dev-cluster"), "status"],
-                          env={**os.environ, var: "80"}, capture_output=True, text=True,
-                          timeout=30, check=False)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "dev-cluster"), "status"],
+        env={**os.environ, var: "80"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and var in proc.stderr, proc.stderr
 
 
 def test_in_debian_refuses_an_unknown_release_in_one_line() -> None:
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "in-debian"), "potato", "true"],
-                          capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "in-debian"), "potato", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "unknown release 'potato'" in proc.stderr

@@ -10,8 +10,16 @@ from chain.core.settings import resolve
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
 
-def make_chain(tmp_path: Path, runners: int, state: ChainState, *, reason: str = "app checkpointed (99)",
-               job_base: int = 10, first: int = 99000, max_iter: int = 100000) -> Path:
+def make_chain(
+    tmp_path: Path,
+    runners: int,
+    state: ChainState,
+    *,
+    reason: str = "app checkpointed (99)",
+    job_base: int = 10,
+    first: int = 99000,
+    max_iter: int = 100000,
+) -> Path:
     """A chain directory as chain writes it: runner N (seq) is job ``job_base + N - 1`` and advanced
     its counter by 10 from ``first`` (wide counters by default, for the table layout)."""
     chain_dir = ChainDir(tmp_path / ".chain")
@@ -20,11 +28,30 @@ def make_chain(tmp_path: Path, runners: int, state: ChainState, *, reason: str =
     write_json_atomic(chain_dir.settings_file, settings.to_json())
     now = time.time()
     for i in range(runners):
-        chain_dir.append_runner(JudgedRunner(job_id=str(job_base + i), seq=i + 1, state="FAILED", exit_code=99,
-                                             app_exit_code=99, iter_before=first + i * 10,
-                                             iter_after=first + i * 10 + 10, verdict="continue", reason=reason,
-                                             start=now - 100 + i * 10, end=now - 91 + i * 10))
-    chain_dir.save_status(ChainStatus(chain_id="chain-abcdef", state=state, workdir=str(tmp_path), backend="local",
-                                      iteration=first + runners * 10, runner_seq=runners))
+        chain_dir.append_runner(
+            JudgedRunner(
+                job_id=str(job_base + i),
+                seq=i + 1,
+                state="FAILED",
+                exit_code=99,
+                app_exit_code=99,
+                iter_before=first + i * 10,
+                iter_after=first + i * 10 + 10,
+                verdict="continue",
+                reason=reason,
+                start=now - 100 + i * 10,
+                end=now - 91 + i * 10,
+            )
+        )
+    chain_dir.save_status(
+        ChainStatus(
+            chain_id="chain-abcdef",
+            state=state,
+            workdir=str(tmp_path),
+            backend="local",
+            iteration=first + runners * 10,
+            runner_seq=runners,
+        )
+    )
     (tmp_path / "state_iter.txt").write_text(f"{first + runners * 10}\n")
     return chain_dir.root

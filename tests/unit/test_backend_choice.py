@@ -32,8 +32,9 @@ UNREACHABLE = "slurm_load_partitions: Unable to contact slurm controller (connec
 class _NoPyslurm(importlib.abc.MetaPathFinder):
     """A machine without pyslurm, whatever this one has installed."""
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname.partition(".")[0] == "pyslurm":
             raise ModuleNotFoundError("pyslurm hidden by the test", name="pyslurm")
         return None
@@ -62,14 +63,16 @@ def _bin(tmp_path: Path, *, slurm: bool) -> Path:
 
 
 def test_slurm_installed_but_the_controller_silent_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None
+) -> None:
     monkeypatch.setenv("PATH", str(_bin(tmp_path, slurm=True)))
     with pytest.raises(BackendUnavailable) as caught:
         choose_backend("auto")
     message = str(caught.value)
     assert caught.value.exit_code == 2 and "\n" not in message
-    assert message.startswith("--backend auto: Slurm is installed here (sbatch on PATH) but its controller "
-                              "did not answer"), message
+    assert message.startswith(
+        "--backend auto: Slurm is installed here (sbatch on PATH) but its controller did not answer"
+    ), message
     assert message.endswith("--backend local runs it on this machine"), message
 
 
@@ -84,13 +87,17 @@ def test_pyslurm_alone_counts_as_slurm_installed(tmp_path: Path, monkeypatch: py
     monkeypatch.syspath_prepend(str(stub.parent))
     monkeypatch.setenv("PATH", str(_bin(tmp_path, slurm=False)))
     assert slurm_installed() == ["pyslurm installed"]
-    with pytest.raises(BackendUnavailable, match=r"^--backend auto: Slurm is installed here \(pyslurm "
-                                                 r"installed\) but its controller did not answer"):
+    with pytest.raises(
+        BackendUnavailable,
+        match=r"^--backend auto: Slurm is installed here \(pyslurm "
+        r"installed\) but its controller did not answer",
+    ):
         choose_backend("auto")
 
 
-def test_no_slurm_client_at_all_chooses_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              no_pyslurm: None) -> None:
+def test_no_slurm_client_at_all_chooses_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None
+) -> None:
     monkeypatch.setenv("PATH", str(_bin(tmp_path, slurm=False)))
     assert slurm_installed() == []  # bash alone is no Slurm client
     name, why = choose_backend("auto")
@@ -103,15 +110,15 @@ def test_an_explicit_backend_is_never_second_guessed(tmp_path: Path, monkeypatch
     assert choose_backend("local") == ("local", "--backend local")
 
 
-def test_submit_refuses_in_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       no_pyslurm: None) -> None:
+def test_submit_refuses_in_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None
+) -> None:
     """`chain submit` (auto, the default) beside a silent controller: exit 2,
     one line, no chain directory, nothing queued anywhere."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CHAIN_BACKEND", raising=False)
     fake = _bin(tmp_path, slurm=True)
-    result = CliRunner().invoke(app, ["submit", "--app-cmd", "true", "--max-iter", "1"],
-                                env={"PATH": str(fake)})
+    result = CliRunner().invoke(app, ["submit", "--app-cmd", "true", "--max-iter", "1"], env={"PATH": str(fake)})
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr + result.stdout
     assert "its controller did not answer" in result.stderr and "--backend local runs it" in result.stderr
@@ -119,7 +126,8 @@ def test_submit_refuses_in_one_line_and_leaves_nothing(tmp_path: Path, monkeypat
 
 
 def test_new_beside_a_silent_controller_leaves_the_ended_chain_in_place(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pyslurm: None
+) -> None:
     """`chain submit --new` is refused before it moves the ended chain aside
     (it was kept as .chain.<id> and then nothing was submitted: `chain status`
     found no chain)."""
@@ -131,8 +139,9 @@ def test_new_beside_a_silent_controller_leaves_the_ended_chain_in_place(
     ended = ChainDir(tmp_path / ".chain")
     ended.create()
     ended.save_status(ChainStatus(chain_id="chain-old001", workdir=str(tmp_path), state=ChainState.COMPLETED))
-    result = CliRunner().invoke(app, ["submit", "--new", "--app-cmd", "true", "--max-iter", "1"],
-                                env={"PATH": str(_bin(tmp_path, slurm=True))})
+    result = CliRunner().invoke(
+        app, ["submit", "--new", "--app-cmd", "true", "--max-iter", "1"], env={"PATH": str(_bin(tmp_path, slurm=True))}
+    )
     assert result.exit_code == 2 and "its controller did not answer" in result.stderr, result.stderr
     status = ended.load_status()
     assert status is not None and status.chain_id == "chain-old001"

@@ -14,8 +14,9 @@ from chain.errors import ChainDirError, ConfigError
 
 def test_submit_open_status_wait_resume(tmp_path: Path) -> None:
     fake = FakeBackend()
-    run = Chain.submit(tmp_path / "lr1", app_cmd="true", max_iter=10, runner_time="10:00", backend=fake,
-                       hooks=["echo done"])
+    run = Chain.submit(
+        tmp_path / "lr1", app_cmd="true", max_iter=10, runner_time="10:00", backend=fake, hooks=["echo done"]
+    )
     assert run.chain_dir == (tmp_path / "lr1" / ".chain").resolve() and run.chain_id.startswith("chain-")
     assert [name.rsplit(".", 1)[1] for name, _ in fake.submitted] == ["r1", "s0"]
     assert Chain.open(tmp_path / "lr1", backend=fake).chain_id == run.chain_id  # a working directory

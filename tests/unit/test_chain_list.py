@@ -20,8 +20,7 @@ def _chain(path: Path, chain_id: str, state: ChainState) -> Path:
     chain = ChainDir(path)
     chain.create()
     write_json_atomic(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50"}, {}, {}).to_json())
-    chain.save_status(ChainStatus(chain_id=chain_id, state=state, workdir=str(path.parent), reason="r",
-                                  iteration=10))
+    chain.save_status(ChainStatus(chain_id=chain_id, state=state, workdir=str(path.parent), reason="r", iteration=10))
     (path.parent / "state_iter.txt").write_text("10\n")  # the app's counter, which status reads
     return chain.root
 
@@ -34,7 +33,9 @@ def test_chains_are_found_to_a_bounded_depth(tmp_path: Path) -> None:
     assert listing.find_chains([tmp_path]) == sorted([a.resolve(), b.resolve()])
     rows = listing.list_rows(listing.find_chains([tmp_path]))
     assert {(r.chain_id, r.state, r.iteration, r.max_iter) for r in rows} == {
-        ("chain-aaaaaa", "running", 10, 50), ("chain-bbbbbb", "completed", 10, 50)}
+        ("chain-aaaaaa", "running", 10, 50),
+        ("chain-bbbbbb", "completed", 10, 50),
+    }
 
 
 def test_the_registry_is_pruned_of_what_is_gone(tmp_path: Path) -> None:
@@ -75,8 +76,9 @@ def test_a_row_reads_the_live_counter_file_but_never_runs_a_counter_command(tmp_
     plain = _chain(tmp_path / "plain" / ".chain", "chain-plain0", ChainState.RUNNING)
     (tmp_path / "plain" / "state_iter.txt").write_text("17\n")
     marker = tmp_path / "ran"
-    command = _with(_chain(tmp_path / "cmd" / ".chain", "chain-cmd000", ChainState.RUNNING),
-                    counter_cmd=f"touch {marker}; echo 33")
+    command = _with(
+        _chain(tmp_path / "cmd" / ".chain", "chain-cmd000", ChainState.RUNNING), counter_cmd=f"touch {marker}; echo 33"
+    )
     ended = _chain(tmp_path / "ended" / ".chain", "chain-ended0", ChainState.COMPLETED)
     (tmp_path / "ended" / "state_iter.txt").write_text("40\n")  # an ended chain keeps its final record
     rows = {r.chain_id: r.iteration for r in listing.list_rows([plain, command, ended])}
@@ -88,8 +90,16 @@ def test_the_rate_is_chain_status_s_from_the_last_runners_alone(tmp_path: Path) 
     chain_dir = _chain(tmp_path / "r" / ".chain", "chain-rate00", ChainState.RUNNING)
     chain = ChainDir(chain_dir)
     for i in range(30):  # one iteration a runner: 360 s each for 25 runners, then 36 s
-        chain.append_runner(JudgedRunner(job_id=str(i), seq=i + 1, iter_before=i, iter_after=i + 1,
-                                         start=3600.0 * i, end=3600.0 * i + (360.0 if i < 25 else 36.0)))
+        chain.append_runner(
+            JudgedRunner(
+                job_id=str(i),
+                seq=i + 1,
+                iter_before=i,
+                iter_after=i + 1,
+                start=3600.0 * i,
+                end=3600.0 * i + (360.0 if i < 25 else 36.0),
+            )
+        )
     [row] = listing.list_rows([chain_dir], now=3600.0 * 30)
     # the last 5 runners: from runner 25's predecessor's end to runner 30's end
     window = (3600.0 * 29 + 36.0) - (3600.0 * 24 + 360.0)

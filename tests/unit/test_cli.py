@@ -30,9 +30,25 @@ def test_help_lists_the_commands() -> None:
 
 def test_submit_help_has_the_required_flags() -> None:
     out = runner.invoke(app, ["submit", "--help"], env={"COLUMNS": "200"}).stdout
-    for flag in ("--max-iter", "--app-cmd", "--ckpt-path", "--checkpoint-every", "--runner-time",
-                 "--runner-margin", "--submitter-time", "--submitter-margin", "--launch-mode", "--srun-args",
-                 "--modules", "--stop-signal", "--partition", "--chain-dir", "--config", "--backend", "--resume"):
+    for flag in (
+        "--max-iter",
+        "--app-cmd",
+        "--ckpt-path",
+        "--checkpoint-every",
+        "--runner-time",
+        "--runner-margin",
+        "--submitter-time",
+        "--submitter-margin",
+        "--launch-mode",
+        "--srun-args",
+        "--modules",
+        "--stop-signal",
+        "--partition",
+        "--chain-dir",
+        "--config",
+        "--backend",
+        "--resume",
+    ):
         assert flag in out, flag
 
 
@@ -72,13 +88,31 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
     result = runner.invoke(app, ["status", "--json"])
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    for key in ("chain_id", "state", "iteration", "max_iter", "submitter_cycle", "submitter_job_id", "reason",
-                "runners"):
+    for key in (
+        "chain_id",
+        "state",
+        "iteration",
+        "max_iter",
+        "submitter_cycle",
+        "submitter_job_id",
+        "reason",
+        "runners",
+    ):
         assert key in data
     assert data["state"] == "completed" and data["iteration"] == 30 and len(data["runners"]) == 3
     # the runners table's keys, in order, as before the judged line was one type (not its lost-work facts)
-    assert list(data["runners"][0]) == ["job_id", "seq", "state", "exit_code", "iter_before", "iter_after",
-                                        "verdict", "reason", "start", "end"]
+    assert list(data["runners"][0]) == [
+        "job_id",
+        "seq",
+        "state",
+        "exit_code",
+        "iter_before",
+        "iter_after",
+        "verdict",
+        "reason",
+        "start",
+        "end",
+    ]
     # an ended chain shows no rate or ETA (issue 13); a running one does
     assert data["metrics"]["rate_per_hour"] is None and data["metrics"]["eta_seconds"] is None
     assert data["metrics"]["efficiency"] is not None
@@ -126,8 +160,17 @@ def test_status_says_when_nothing_drives_the_chain() -> None:
     from chain.api.status import StatusReport
     from chain.cli.status_view import print_status
 
-    report = StatusReport(chain_id="c-1", state=ChainState.RUNNING, backend="slurm", iteration=5, max_iter=10,
-                          submitter_cycle=2, submitter_job_id="41", submitter_state="FAILED", log="x")
+    report = StatusReport(
+        chain_id="c-1",
+        state=ChainState.RUNNING,
+        backend="slurm",
+        iteration=5,
+        max_iter=10,
+        submitter_cycle=2,
+        submitter_job_id="41",
+        submitter_state="FAILED",
+        log="x",
+    )
     assert report.submitter_lost
     assert not dataclasses.replace(report, submitter_state="RUNNING").submitter_lost
     assert not dataclasses.replace(report, submitter_state="PENDING").submitter_lost
@@ -146,11 +189,29 @@ def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[s
 
     reason = "app exited 3: [bold]oops[/] :smile: [/bad]"
     report = StatusReport(
-        chain_id="c-[x]:smile:", state=ChainState.FAILED, backend="slurm", iteration=5, max_iter=10,
-        reason=reason, submitter_cycle=1, submitter_job_id="41", log="/d/[log]/chain.log",
-        runners=[JudgedRunner(seq=1, job_id="42", state="FAILED", exit_code=3, iter_before=0, iter_after=5,
-                              verdict="fail", reason="[red]no[/red]")],
-        hooks=[{"name": "[h]", "rc": 1, "log": "l"}])
+        chain_id="c-[x]:smile:",
+        state=ChainState.FAILED,
+        backend="slurm",
+        iteration=5,
+        max_iter=10,
+        reason=reason,
+        submitter_cycle=1,
+        submitter_job_id="41",
+        log="/d/[log]/chain.log",
+        runners=[
+            JudgedRunner(
+                seq=1,
+                job_id="42",
+                state="FAILED",
+                exit_code=3,
+                iter_before=0,
+                iter_after=5,
+                verdict="fail",
+                reason="[red]no[/red]",
+            )
+        ],
+        hooks=[{"name": "[h]", "rc": 1, "log": "l"}],
+    )
     print_status(report)  # its own console, as chain status makes it
     text = capsys.readouterr().out
     assert f"reason: {reason}" in text
@@ -158,10 +219,10 @@ def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[s
     assert "fail: [red]no[/red]" in text and "hook [h]: failed (exit 1)" in text
 
 
-@pytest.mark.parametrize("state", [ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED,
-                                   ChainState.CANCELLED])
-def test_watch_exits_with_the_final_states_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                state: ChainState) -> None:
+@pytest.mark.parametrize("state", [ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED])
+def test_watch_exits_with_the_final_states_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: ChainState
+) -> None:
     """0 only for a completed chain; each other end state its own code (README)."""
     monkeypatch.chdir(tmp_path)
     _chain_dir(tmp_path, 2, state)
@@ -170,8 +231,9 @@ def test_watch_exits_with_the_final_states_code(tmp_path: Path, monkeypatch: pyt
     assert state.value in result.stdout
 
 
-def test_status_of_a_failed_chain_shows_the_failing_runners_output(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_of_a_failed_chain_shows_the_failing_runners_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     chain_dir = _chain_dir(tmp_path, 2, ChainState.FAILED)
     out = ChainDir(chain_dir).runner_output("11")
@@ -185,7 +247,8 @@ def test_status_of_a_failed_chain_shows_the_failing_runners_output(tmp_path: Pat
 
 
 def test_status_says_nothing_drives_a_chain_whose_submitter_the_scheduler_lost(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A running chain whose submitter job id the backend does not know."""
     monkeypatch.chdir(tmp_path)
     chain_dir = _chain_dir(tmp_path, 2, ChainState.RUNNING)
@@ -223,8 +286,14 @@ def test_every_setting_is_an_option_with_its_type_default_and_environment(comman
 def test_shell_completion_is_offered() -> None:
     out = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).stdout
     assert "--install-completion" in out
-    script = subprocess.run([sys.executable, "-m", "chain", "--show-completion", "bash"], check=False,
-                            capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "SHELL": "/bin/bash"}, timeout=60)
+    script = subprocess.run(
+        [sys.executable, "-m", "chain", "--show-completion", "bash"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "SHELL": "/bin/bash"},
+        timeout=60,
+    )
     assert script.returncode == 0 and "complete" in script.stdout and "_CHAIN_COMPLETE" in script.stdout
 
 
@@ -250,8 +319,15 @@ def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> Non
     from chain.cli.status_view import progress_line
     from chain.store.records import JudgedRunner, RunnerPhase, RunnerRecord
 
-    report = StatusReport(chain_id="c", state=ChainState.RUNNING, iteration=490, max_iter=1000, runner_job_id="77",
-                          runners=[JudgedRunner(job_id=str(i)) for i in range(10)], runner_count=49)
+    report = StatusReport(
+        chain_id="c",
+        state=ChainState.RUNNING,
+        iteration=490,
+        max_iter=1000,
+        runner_job_id="77",
+        runners=[JudgedRunner(job_id=str(i)) for i in range(10)],
+        runner_count=49,
+    )
     assert "runner 50 (job 77) submitted" in progress_line(report)
     report.current_runner = RunnerRecord("77", seq=50, status=RunnerPhase.RUNNING)
     assert "runner 50 (job 77) running" in progress_line(report)

@@ -35,11 +35,15 @@ CHAIN = [sys.executable, "-m", "chain"]
 
 def _commands() -> list[str]:
     group = typer.main.get_command(app)
-    return sorted(name for name, cmd in group.commands.items()  # type: ignore[attr-defined]
-                  if not cmd.hidden)
+    return sorted(
+        name
+        for name, cmd in group.commands.items()  # type: ignore[attr-defined]
+        if not cmd.hidden
+    )
 
 
 # --- item 5: -h, and the error family ----------------------------------------------
+
 
 @pytest.mark.parametrize("name", [None, *_commands()])
 def test_dash_h_is_help(name: str | None) -> None:
@@ -55,8 +59,9 @@ def test_the_error_family_is_exported_from_chain() -> None:
     from chain import ChainError, CheckpointError, ConfigError  # the README's names
 
     assert issubclass(ConfigError, ChainError) and CheckpointError.exit_code == 3
-    family = {name for name, value in vars(errors).items()
-              if isinstance(value, type) and issubclass(value, errors.ChainError)}
+    family = {
+        name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, errors.ChainError)
+    }
     assert family <= set(chain.__all__)
     assert all(getattr(chain, name) is getattr(errors, name) for name in family)
     # still cheap: `import chain` loads no API (chain --help stays fast), only the errors and their codes
@@ -67,6 +72,7 @@ def test_the_error_family_is_exported_from_chain() -> None:
 
 # --- item 4: a closed stdout ends quietly with 0 -----------------------------------
 
+
 def _closed_reader(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``argv`` writing into a pipe whose reader has gone (as after ``head``)."""
     proc = subprocess.Popen([*CHAIN, *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -76,8 +82,18 @@ def _closed_reader(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     return subprocess.CompletedProcess(argv, proc.wait(timeout=60), "", err)
 
 
-@pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["--help"], ["submit", "--help"], ["logs"],
-                                  ["list", "."], ["render", "--app-cmd", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["status", "--json"],
+        ["--help"],
+        ["submit", "--help"],
+        ["logs"],
+        ["list", "."],
+        ["render", "--app-cmd", "x"],
+    ],
+)
 def test_a_closed_stdout_ends_any_command_quietly(tmp_path: Path, argv: list[str]) -> None:
     chain_dir = make_chain(tmp_path, 3, ChainState.COMPLETED)
     ChainDir(chain_dir).runner_output("12").write_text("a line of output\n" * 20_000)  # more than a pipe holds
@@ -90,12 +106,15 @@ def test_a_pipefail_script_goes_on_after_head(tmp_path: Path) -> None:
     chain_dir = make_chain(tmp_path, 3, ChainState.COMPLETED)
     ChainDir(chain_dir).runner_output("12").write_text("a line of output\n" * 20_000)
     chain_cmd = " ".join(CHAIN)
-    script = (f"set -o pipefail; {chain_cmd} status | head -n 1 && {chain_cmd} logs 2>/dev/null | head -n 1"
-              " && echo went-on")
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          check=False)
+    script = (
+        f"set -o pipefail; {chain_cmd} status | head -n 1 && {chain_cmd} logs 2>/dev/null | head -n 1 && echo went-on"
+    )
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.splitlines() == [
-        "chain chain-abcdef  completed  (local backend)", "a line of output", "went-on"], done.stderr
+        "chain chain-abcdef  completed  (local backend)",
+        "a line of output",
+        "went-on",
+    ], done.stderr
     assert "Traceback" not in done.stderr and "error" not in done.stderr
 
 
@@ -125,6 +144,7 @@ def test_the_rich_view_raises_a_broken_pipe_for_the_one_handler() -> None:
 
 # --- item 8: one number per runner ---------------------------------------------------
 
+
 def test_a_failed_runner_is_named_by_its_number_and_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     chain_dir = make_chain(tmp_path, 3, ChainState.FAILED, job_base=40)  # runner 3 is job 42
@@ -146,6 +166,7 @@ def test_a_runner_line_without_a_number_is_not_runner_none(tmp_path: Path) -> No
 
 
 # --- item 11: Ctrl-C while watching --------------------------------------------------
+
 
 def _interrupted(_: float) -> None:
     raise KeyboardInterrupt
@@ -172,8 +193,10 @@ def test_ctrl_c_in_submit_wait_says_the_chain_goes_on(tmp_path: Path, monkeypatc
     monkeypatch.setattr(commands, "_sleep", _interrupted)
     result = runner.invoke(app, ["submit", "--app-cmd", "x", "--wait"])
     assert result.exit_code == 130 and "chain chain-abcdef: submitter job 5" in result.stdout
-    assert f"the chain goes on (its jobs keep running). Watch it again with: chain status --watch " \
-           f"--chain-dir {chain_dir}" in result.stderr
+    assert (
+        f"the chain goes on (its jobs keep running). Watch it again with: chain status --watch "
+        f"--chain-dir {chain_dir}" in result.stderr
+    )
 
 
 def test_ctrl_c_in_logs_follow_says_the_chain_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,9 +211,14 @@ def test_sigint_to_a_watching_process(tmp_path: Path) -> None:
     """A real ^C: the process prints its first refresh, gets SIGINT, and
     ends with the one line and 130."""
     make_chain(tmp_path, 2, ChainState.RUNNING)
-    proc = subprocess.Popen([*CHAIN, "status", "--watch"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=sigint_default)  # noqa: PLW1509 (no threads yet)
+    proc = subprocess.Popen(
+        [*CHAIN, "status", "--watch"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,  # noqa: PLW1509 - no threads in the test process here
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert "running" in first, first
@@ -201,6 +229,7 @@ def test_sigint_to_a_watching_process(tmp_path: Path) -> None:
 
 
 # --- item 14: INT in the help; submit points to the app contract -----------------------
+
 
 @pytest.mark.parametrize("name", _commands())
 def test_integer_options_say_int(name: str) -> None:
@@ -228,11 +257,14 @@ def test_submit_help_points_to_the_app_contract() -> None:
 
 # --- start-up: plain text off a terminal, rich on one ------------------------------------
 
+
 def test_status_off_a_terminal_does_not_import_rich(tmp_path: Path) -> None:
     make_chain(tmp_path, 3, ChainState.COMPLETED)
-    probe = ("import sys\nfrom chain.cli import main\nsys.argv = ['chain', 'status']\ntry:\n    main()\n"
-             "except SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'),"
-             " file=sys.stderr)")
+    probe = (
+        "import sys\nfrom chain.cli import main\nsys.argv = ['chain', 'status']\ntry:\n    main()\n"
+        "except SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'),"
+        " file=sys.stderr)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "[]"
     assert "runners (last 3 of 3)" in done.stdout and "99020->99030" in done.stdout

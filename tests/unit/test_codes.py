@@ -33,8 +33,9 @@ def test_the_apps_codes_hand_over_and_the_runner_job_completes() -> None:
 
 
 def test_every_error_and_end_state_exits_with_a_command_code() -> None:
-    family = [value for value in vars(errors).values()
-              if isinstance(value, type) and issubclass(value, errors.ChainError)]
+    family = [
+        value for value in vars(errors).values() if isinstance(value, type) and issubclass(value, errors.ChainError)
+    ]
     assert {cls.exit_code for cls in family} <= set(CliExit)
     ends = {state: state.exit_code for state in ChainState if state.ended}
     assert ends[ChainState.COMPLETED] == CliExit.OK

@@ -55,16 +55,21 @@ def test_json_key_paths(tmp_path: Path) -> None:
     assert read_counter_state(s, tmp_path) == CounterReading(500, True, path)
     assert read_chain_counter_cheap(s, tmp_path) == 500
     assert counter_source(s) == "out/trainer_state.json (--counter-cmd json:out/trainer_state.json:state.log.1.step)"
-    assert counter_source(_settings("glob:out/checkpoint-*")) == "out/checkpoint-* (--counter-cmd glob:out/checkpoint-*)"
+    assert (
+        counter_source(_settings("glob:out/checkpoint-*")) == "out/checkpoint-* (--counter-cmd glob:out/checkpoint-*)"
+    )
     assert counter_source(_settings("cat n")) == "(--counter-cmd 'cat n' exited 100: none yet)"
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ({"state": {}}, "out.json has no key state.log"),
-    ({"state": {"log": [{"step": 1}]}}, "out.json has no key state.log.1"),
-    ({"state": {"log": [{}, {"step": "500"}]}}, "key state.log.1.step of .*out.json is '500', not a non-negative"),
-    ({"state": {"log": [{}, {"step": -3}]}}, "not a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ({"state": {}}, "out.json has no key state.log"),
+        ({"state": {"log": [{"step": 1}]}}, "out.json has no key state.log.1"),
+        ({"state": {"log": [{}, {"step": "500"}]}}, "key state.log.1.step of .*out.json is '500', not a non-negative"),
+        ({"state": {"log": [{}, {"step": -3}]}}, "not a non-negative integer"),
+    ],
+)
 def test_json_errors_name_the_file_and_the_key(tmp_path: Path, content: object, message: str) -> None:
     (tmp_path / "out.json").write_text(json.dumps(content))
     with pytest.raises(CheckpointError, match=message) as err:
@@ -105,8 +110,9 @@ def test_exit_100_means_no_checkpoint_yet(tmp_path: Path) -> None:
 def test_another_exit_status_is_an_error_with_the_last_stderr_line(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as err:
         read_cmd("echo first >&2; echo 'no such file' >&2; exit 1", tmp_path)
-    assert str(err.value) == ("--counter-cmd \"echo first >&2; echo 'no such file' >&2; exit 1\" exited 1: "
-                              "no such file")
+    assert str(err.value) == (
+        "--counter-cmd \"echo first >&2; echo 'no such file' >&2; exit 1\" exited 1: no such file"
+    )
 
 
 @pytest.mark.parametrize("output", ["", "12 13", "12.5", "-3", "step 12"])
@@ -136,8 +142,7 @@ def test_saved_at_is_the_files_mtime(tmp_path: Path) -> None:
     assert saved_at(CounterReading(0, False, tmp_path / "absent")) is None
 
 
-def test_torch_missing_file_is_zero_without_starting_python(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_missing_file_is_zero_without_starting_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess, "Popen", None)  # would fail if called
     assert read_counter_state(_settings("torch:out/ckpt.pt:iter_num"), tmp_path).value == 0
     assert read_chain_counter_cheap(_settings("torch:out/ckpt.pt:iter_num"), tmp_path) is None
@@ -149,23 +154,32 @@ def test_torch_not_importable_is_a_clear_error(tmp_path: Path) -> None:
     hide.mkdir()
     (hide / "torch.py").write_text("raise ImportError('no torch here')\n")
     env = {**os.environ, "PYTHONPATH": str(hide)}
-    proc = subprocess.run([sys.executable, "-m", "chain.store.torch_counter", str(tmp_path / "ckpt.pt"), "k"],
-                          capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "chain.store.torch_counter", str(tmp_path / "ckpt.pt"), "k"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == f"torch is not importable by {sys.executable}: no torch here"
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_torch_reads_a_key_of_a_saved_dict(tmp_path: Path) -> None:
-    save = ("import sys, torch; torch.save({'iter_num': int(sys.argv[2]), 'step': torch.tensor([7]), "
-            "'vec': torch.zeros(3), 'name': 'x', 'model': {'w': torch.ones(2)}}, sys.argv[1])")
+    save = (
+        "import sys, torch; torch.save({'iter_num': int(sys.argv[2]), 'step': torch.tensor([7]), "
+        "'vec': torch.zeros(3), 'name': 'x', 'model': {'w': torch.ones(2)}}, sys.argv[1])"
+    )
     subprocess.run([sys.executable, "-c", save, str(tmp_path / "ckpt.pt"), "250"], check=True)
     reading = read_counter_state(_settings("torch:ckpt.pt:iter_num"), tmp_path)
     assert reading == CounterReading(250, True, tmp_path / "ckpt.pt")
     assert read_chain_counter(_settings("torch:ckpt.pt:step"), tmp_path) == 7  # a one-element tensor
-    for key, message in (("vec", "key 'vec' of .* is .*not a non-negative integer"),
-                         ("name", "key 'name' .* not a non-negative integer"),
-                         ("absent", "has no key 'absent'")):
+    for key, message in (
+        ("vec", "key 'vec' of .* is .*not a non-negative integer"),
+        ("name", "key 'name' .* not a non-negative integer"),
+        ("absent", "has no key 'absent'"),
+    ):
         with pytest.raises(CheckpointError, match=message) as err:
             read_chain_counter(_settings(f"torch:ckpt.pt:{key}"), tmp_path)
         assert str(err.value).startswith(f"--counter-cmd torch:ckpt.pt:{key} exited 2: ")
@@ -174,9 +188,11 @@ def test_torch_reads_a_key_of_a_saved_dict(tmp_path: Path) -> None:
 def test_the_runner_side_never_imports_torch(tmp_path: Path) -> None:
     """The torch: reader loads the checkpoint in a subprocess: reading the
     counter leaves torch out of the reading process."""
-    probe = ("import sys; from pathlib import Path; from chain.core.settings import resolve; "
-             "from chain.store.counter import read_chain_counter; "
-             "s = resolve({'app_cmd': 'x', 'counter_cmd': 'torch:absent.pt:k'}, {}, {}); "
-             "print(read_chain_counter(s, Path(sys.argv[1])), 'torch' in sys.modules)")
+    probe = (
+        "import sys; from pathlib import Path; from chain.core.settings import resolve; "
+        "from chain.store.counter import read_chain_counter; "
+        "s = resolve({'app_cmd': 'x', 'counter_cmd': 'torch:absent.pt:k'}, {}, {}); "
+        "print(read_chain_counter(s, Path(sys.argv[1])), 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "False"]

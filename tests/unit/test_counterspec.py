@@ -17,42 +17,86 @@ from chain.core.counterspec import (
 )
 
 
-@pytest.mark.parametrize(("text", "spec"), [
-    ("", CounterSpec(CounterKind.FILE)),
-    ("  ", CounterSpec(CounterKind.FILE)),
-    ("json:out/trainer_state.json:global_step",
-     CounterSpec(CounterKind.JSON, path="out/trainer_state.json", key=("global_step",),
-                 text="json:out/trainer_state.json:global_step")),
-    ("json:s.json:log_history.0.step",
-     CounterSpec(CounterKind.JSON, path="s.json", key=("log_history", "0", "step"), text="json:s.json:log_history.0.step")),
-    ("json:c:/x.json:k", CounterSpec(CounterKind.JSON, path="c:/x.json", key=("k",), text="json:c:/x.json:k")),
-    ("glob:out/checkpoint-*", CounterSpec(CounterKind.GLOB, path="out/checkpoint-*", text="glob:out/checkpoint-*")),
-    ("torch:out/ckpt.pt:iter_num",
-     CounterSpec(CounterKind.TORCH, path="out/ckpt.pt", key=("iter_num",), text="torch:out/ckpt.pt:iter_num")),
-    ("python3 read.py", CounterSpec(CounterKind.CMD, command="python3 read.py", text="python3 read.py")),
-    ("jq .step out/s.json", CounterSpec(CounterKind.CMD, command="jq .step out/s.json", text="jq .step out/s.json")),
-    ("JSON:x:y", CounterSpec(CounterKind.CMD, command="JSON:x:y", text="JSON:x:y")),  # prefixes are lower case
-])
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [
+        ("", CounterSpec(CounterKind.FILE)),
+        ("  ", CounterSpec(CounterKind.FILE)),
+        (
+            "json:out/trainer_state.json:global_step",
+            CounterSpec(
+                CounterKind.JSON,
+                path="out/trainer_state.json",
+                key=("global_step",),
+                text="json:out/trainer_state.json:global_step",
+            ),
+        ),
+        (
+            "json:s.json:log_history.0.step",
+            CounterSpec(
+                CounterKind.JSON, path="s.json", key=("log_history", "0", "step"), text="json:s.json:log_history.0.step"
+            ),
+        ),
+        ("json:c:/x.json:k", CounterSpec(CounterKind.JSON, path="c:/x.json", key=("k",), text="json:c:/x.json:k")),
+        ("glob:out/checkpoint-*", CounterSpec(CounterKind.GLOB, path="out/checkpoint-*", text="glob:out/checkpoint-*")),
+        (
+            "torch:out/ckpt.pt:iter_num",
+            CounterSpec(CounterKind.TORCH, path="out/ckpt.pt", key=("iter_num",), text="torch:out/ckpt.pt:iter_num"),
+        ),
+        ("python3 read.py", CounterSpec(CounterKind.CMD, command="python3 read.py", text="python3 read.py")),
+        (
+            "jq .step out/s.json",
+            CounterSpec(CounterKind.CMD, command="jq .step out/s.json", text="jq .step out/s.json"),
+        ),
+        ("JSON:x:y", CounterSpec(CounterKind.CMD, command="JSON:x:y", text="JSON:x:y")),  # prefixes are lower case
+    ],
+)
 def test_specs_parse(text: str, spec: CounterSpec) -> None:
     assert parse_counter_spec(text) == spec
 
 
-@pytest.mark.parametrize("text", ["json:", "json:x.json", "json::k", "json:x.json:", "json:x.json:a.",
-                                  "torch:ckpt.pt", "torch::k", "glob:", "glob:  "])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "json:",
+        "json:x.json",
+        "json::k",
+        "json:x.json:",
+        "json:x.json:a.",
+        "torch:ckpt.pt",
+        "torch::k",
+        "glob:",
+        "glob:  ",
+    ],
+)
 def test_built_in_readers_without_their_parts_are_refused(text: str) -> None:
     with pytest.raises(SpecError):
         parse_counter_spec(text)
 
 
 def test_only_a_shell_command_or_torch_runs_code() -> None:
-    assert [parse_counter_spec(t).runs_code for t in ("", "json:a:b", "glob:c-*", "torch:a:b", "cat n")] == \
-        [False, False, False, True, True]
+    assert [parse_counter_spec(t).runs_code for t in ("", "json:a:b", "glob:c-*", "torch:a:b", "cat n")] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
 
 
-@pytest.mark.parametrize(("name", "number"), [
-    ("out/checkpoint-500", 500), ("checkpoint-500/", 500), ("ckpt_12.pt", 12), ("ckpt-3.tar.gz", 3),
-    ("checkpoint-best", None), ("model.v2.bin", None), ("run7/checkpoint", None), ("007", 7),
-])
+@pytest.mark.parametrize(
+    ("name", "number"),
+    [
+        ("out/checkpoint-500", 500),
+        ("checkpoint-500/", 500),
+        ("ckpt_12.pt", 12),
+        ("ckpt-3.tar.gz", 3),
+        ("checkpoint-best", None),
+        ("model.v2.bin", None),
+        ("run7/checkpoint", None),
+        ("007", 7),
+    ],
+)
 def test_trailing_integers(name: str, number: int | None) -> None:
     assert trailing_integer(name) == number
 
@@ -62,15 +106,21 @@ def test_key_paths_index_dicts_by_name_and_lists_by_number() -> None:
     assert key_path_value(data, ("a", "b", "1", "c")) == 7
     assert key_path_value(data, ("a", "b", "-1", "c")) == 7
     assert key_path_value(data, ("0",)) == "zero"
-    for key, missing in ((("a", "x"), "a.x"), (("a", "b", "5"), "a.b.5"), (("a", "b", "k"), "a.b.k"),
-                         (("a", "b", "0", "z"), "a.b.0.z")):
+    for key, missing in (
+        (("a", "x"), "a.x"),
+        (("a", "b", "5"), "a.b.5"),
+        (("a", "b", "k"), "a.b.k"),
+        (("a", "b", "0", "z"), "a.b.0.z"),
+    ):
         with pytest.raises(KeyError) as err:
             key_path_value(data, key)
         assert err.value.args[0] == missing
 
 
-@pytest.mark.parametrize(("value", "counter"), [(5, 5), (0, 0), (500.0, 500), (-1, None), (True, None),
-                                                (2.5, None), ("5", None), (None, None), ([5], None)])
+@pytest.mark.parametrize(
+    ("value", "counter"),
+    [(5, 5), (0, 0), (500.0, 500), (-1, None), (True, None), (2.5, None), ("5", None), (None, None), ([5], None)],
+)
 def test_counter_values(value: object, counter: int | None) -> None:
     assert as_counter(value) == counter
 

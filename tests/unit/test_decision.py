@@ -12,8 +12,7 @@ from chain.errors import CheckpointError
 POLICY = Policy(max_iter=100)
 
 
-def outcome(code: int | None, before: int = 10, after: int = 20, state: JobState | None = None,
-            **kw: Any) -> Outcome:
+def outcome(code: int | None, before: int = 10, after: int = 20, state: JobState | None = None, **kw: Any) -> Outcome:
     return Outcome(exit_code=code, slurm_state=state, iter_before=before, iter_after=after, **kw)
 
 
@@ -46,22 +45,24 @@ def test_a_preempted_runner_never_counts_as_stalled_or_as_a_retry(recorded: bool
     goes on from its checkpoint."""
     progress = Tally(no_progress=1, retries_used=2)
     for _ in range(3):
-        d = decide(outcome(None, 20, 20, state=JobState.PREEMPTED, recorded=recorded), Policy(100, retries=2),
-                   progress)
+        d = decide(outcome(None, 20, 20, state=JobState.PREEMPTED, recorded=recorded), Policy(100, retries=2), progress)
         assert d.verdict is Verdict.CONTINUE and d.progress == progress
         assert d.reason == "runner preempted: counter 20->20"
     advanced = decide(outcome(None, 20, 25, state=JobState.PREEMPTED), POLICY, progress)
     assert advanced.progress == Tally(no_progress=0, retries_used=2)
 
 
-@pytest.mark.parametrize(("facts", "reason"), [
-    ({"preempted": True, "nodes_down": ("n2",)}, "runner lost node n2 (Slurm requeued it): counter 20->20"),
-    ({"requeued": True, "nodes_down": ("n1", "n3")}, "runner lost node n1,n3 (Slurm requeued it): counter 20->20"),
-    ({"requeued": True}, "runner requeued by Slurm (preempted, or its node failed): counter 20->20"),
-    ({"preempted": True}, "runner preempted: counter 20->20"),
-    # ended PREEMPTED (PreemptMode=CANCEL) while a node was down or drained: a preemption all the same
-    ({"slurm_state": JobState.PREEMPTED, "nodes_down": ("n2",)}, "runner preempted (node n2 down): counter 20->20"),
-])
+@pytest.mark.parametrize(
+    ("facts", "reason"),
+    [
+        ({"preempted": True, "nodes_down": ("n2",)}, "runner lost node n2 (Slurm requeued it): counter 20->20"),
+        ({"requeued": True, "nodes_down": ("n1", "n3")}, "runner lost node n1,n3 (Slurm requeued it): counter 20->20"),
+        ({"requeued": True}, "runner requeued by Slurm (preempted, or its node failed): counter 20->20"),
+        ({"preempted": True}, "runner preempted: counter 20->20"),
+        # ended PREEMPTED (PreemptMode=CANCEL) while a node was down or drained: a preemption all the same
+        ({"slurm_state": JobState.PREEMPTED, "nodes_down": ("n2",)}, "runner preempted (node n2 down): counter 20->20"),
+    ],
+)
 def test_a_runner_taken_back_says_whether_it_lost_a_node(facts: dict[str, object], reason: str) -> None:
     """Slurm answers a node failure with a requeue, as a preemption: a node of the runner's shown
     down names the loss; either way the chain goes on, nothing counted against it."""
@@ -141,8 +142,11 @@ def test_counter_rejects_anything_else(text: Any) -> None:
 def test_an_app_that_exits_1_before_the_stop_signal_is_not_a_deadline_stop() -> None:
     """Runner exit 1 means "stopped at the deadline without advance" only
     when the runner sent the stop signal; otherwise the app failed on its own."""
-    early = decide(outcome(1, 0, 0, stop_signalled=False,
-                           detail="app exited 1 after 0.4 s, before the stop signal"), POLICY, Tally())
+    early = decide(
+        outcome(1, 0, 0, stop_signalled=False, detail="app exited 1 after 0.4 s, before the stop signal"),
+        POLICY,
+        Tally(),
+    )
     assert early.state is ChainState.FAILED
     assert early.reason.startswith("app exited 1 after 0.4 s, before the stop signal")
     assert "deadline" not in early.reason
@@ -166,8 +170,10 @@ def test_a_checkpoint_without_advance_says_both_facts_and_how_far_from_the_stop(
     app did, what the counter did, and how many such runners the chain takes."""
     d = decide(outcome(99, 0, 0), POLICY, Tally())
     assert d.verdict is Verdict.CONTINUE and d.progress.no_progress == 1
-    assert d.reason == ("app exited 99 (checkpointed) but the counter did not advance (0->0); "
-                        "runner 1 in a row without progress, the chain stops at 2")
+    assert d.reason == (
+        "app exited 99 (checkpointed) but the counter did not advance (0->0); "
+        "runner 1 in a row without progress, the chain stops at 2"
+    )
     assert decide(outcome(99, 0, 7), POLICY, Tally()).reason == "app exited 99 (checkpointed): counter 0->7"
 
 
@@ -179,15 +185,18 @@ def test_a_counter_that_went_back_is_called_out_and_is_no_progress(code: int | N
     assert f"but {back}; runner 1 in a row without progress" in first.reason
     second = decide(outcome(code, 93, 50, state=state, recorded=state is None), POLICY, first.progress)
     assert second.verdict is Verdict.STOP and second.state is ChainState.STOPPED
-    assert second.reason == ("no progress in 2 runners in a row: the counter went back from 93 to 50 "
-                             "(the app started from scratch? does it resume from its checkpoint?)")
+    assert second.reason == (
+        "no progress in 2 runners in a row: the counter went back from 93 to 50 "
+        "(the app started from scratch? does it resume from its checkpoint?)"
+    )
 
 
 def test_a_counter_that_went_back_at_the_deadline_is_called_out() -> None:
     d = decide(outcome(1, 129, 93, state=JobState.FAILED), POLICY, Tally())
     assert d.state is ChainState.FAILED and d.reason == (
         "the app was stopped at the deadline but the counter went back from 129 to 93 "
-        "(the app started from scratch? does it resume from its checkpoint?)")
+        "(the app started from scratch? does it resume from its checkpoint?)"
+    )
 
 
 def test_a_counter_file_never_written_is_named() -> None:
@@ -204,7 +213,8 @@ def test_a_counter_file_never_written_is_named() -> None:
     done = decide(outcome(0, 0, 0, missing_counter_file="out/ckpt.txt"), POLICY, Tally())
     assert done.state is ChainState.FAILED and done.reason == (
         "app exited 0 but the app never wrote its counter file out/ckpt.txt (CKPT_PATH): the chain completes "
-        "when the counter reaches MAX_ITER 100")
+        "when the counter reaches MAX_ITER 100"
+    )
 
 
 def test_a_counter_file_that_is_gone_says_what_it_held() -> None:
@@ -226,6 +236,7 @@ def test_an_app_that_exited_0_on_the_signal_is_said_to_have_stopped_on_it() -> N
     decision = decide(outcome, Policy(max_iter=150), Tally())
     assert decision.verdict is Verdict.CONTINUE
     assert decision.reason == "app stopped on the signal (exit 0) after SIGTERM: counter 0->75"
-    plain = decide(Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=75), Policy(max_iter=150),
-                   Tally())
+    plain = decide(
+        Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=75), Policy(max_iter=150), Tally()
+    )
     assert plain.reason == "runner stopped the app at the deadline (124): counter 0->75"

@@ -37,7 +37,9 @@ def test_the_leading_block_as_sbatch_reads_it() -> None:
 
 def test_a_shebang_only_on_the_first_line_and_nothing_after_a_command() -> None:
     assert list(sbatch_lines("#SBATCH -t 5\n#!/bin/sh\n#SBATCH -J a\n")) == [
-        ("#SBATCH -t 5", ["-t", "5"]), ("#SBATCH -J a", ["-J", "a"])]
+        ("#SBATCH -t 5", ["-t", "5"]),
+        ("#SBATCH -J a", ["-J", "a"]),
+    ]
     assert list(sbatch_lines("true\n#SBATCH -t 5\n")) == []
     assert list(sbatch_lines("")) == []
 
@@ -55,8 +57,11 @@ def test_each_backend_keeps_its_own_message() -> None:
     bad = "#!/bin/bash\n#SBATCH -J 'open\n"
     with pytest.raises(SchedulerError, match=r"^cannot parse directive \"#SBATCH -J 'open\": No closing quotation$"):
         parse_directives(bad)
-    with pytest.raises(SchedulerError, match=r"^cannot read the #SBATCH line \"#SBATCH -J 'open\" of job.sh: "
-                                             r"No closing quotation$"):
+    with pytest.raises(
+        SchedulerError,
+        match=r"^cannot read the #SBATCH line \"#SBATCH -J 'open\" of job.sh: "
+        r"No closing quotation$",
+    ):
         sbatch_directives(bad, Path("job.sh"))
 
 

@@ -70,8 +70,10 @@ def test_exclude_after_is_the_chains_setting() -> None:
     status = ChainStatus(chain_id="c", runner_live=True)
     once, _ = transition(status, Judged(10, 1, 0, blamed=("n2",), exclude_after=1))
     assert once.excluded_nodes == ["n2"]
-    never, _ = transition(ChainStatus(chain_id="c", runner_live=True, node_strikes={"n2": 5}),
-                          Judged(10, 1, 0, blamed=("n2",), exclude_after=0))
+    never, _ = transition(
+        ChainStatus(chain_id="c", runner_live=True, node_strikes={"n2": 5}),
+        Judged(10, 1, 0, blamed=("n2",), exclude_after=0),
+    )
     assert never.node_strikes == {"n2": 6} and never.excluded_nodes == []
 
 
@@ -84,21 +86,45 @@ def test_resume_resets_strikes_only_when_asked() -> None:
 
 
 def _chain(tmp_path: Path, fake: FakeBackend) -> tuple[ChainDir, Any, ChainStatus]:
-    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=tmp_path / ".chain",
-               workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10},
+        {},
+        config=None,
+        chain_dir=tmp_path / ".chain",
+        workdir=tmp_path,
+        backend=fake,
+    )
     chain = ChainDir(tmp_path / ".chain")
     status = chain.load_status()
     assert status is not None
     return chain, api.stored_settings(chain), status
 
 
-def _judge(chain: ChainDir, settings: Any, status: ChainStatus, fake: FakeBackend, nodes: list[str], *,
-           slurm_state: JobState | None = None, requeued: bool = False, stalled: float | None = None,
-           preempted: bool = False) -> str:
+def _judge(
+    chain: ChainDir,
+    settings: Any,
+    status: ChainStatus,
+    fake: FakeBackend,
+    nodes: list[str],
+    *,
+    slurm_state: JobState | None = None,
+    requeued: bool = False,
+    stalled: float | None = None,
+    preempted: bool = False,
+) -> str:
     """Judge the current runner as the jobs do: its facts gathered (the fake's down nodes), decided,
     recorded. Its reason."""
-    record = RunnerRecord(status.runner_job_id, seq=status.runner_seq, status=RunnerPhase.ENDED, exit_code=1,
-                          nodes=nodes, iter_before=0, iter_after=0, stalled=stalled, preempted=preempted)
+    record = RunnerRecord(
+        status.runner_job_id,
+        seq=status.runner_seq,
+        status=RunnerPhase.ENDED,
+        exit_code=1,
+        nodes=nodes,
+        iter_before=0,
+        iter_after=0,
+        stalled=stalled,
+        preempted=preempted,
+    )
     chain.write_runner_record(record)
     state = JobState.REQUEUED if requeued else slurm_state
     info = JobInfo(status.runner_job_id, state) if state is not None else None
@@ -139,9 +165,17 @@ def test_a_requeue_with_a_node_down_is_that_nodes_failure(tmp_path: Path) -> Non
     assert reason == "runner lost node n2 (Slurm requeued it): counter 0->0"  # not "preempted"
 
 
-@pytest.mark.parametrize("outcome", [{"slurm_state": JobState.FAILED}, {"slurm_state": None},
-                                     {"slurm_state": JobState.PREEMPTED}, {"slurm_state": JobState.TIMEOUT},
-                                     {"preempted": True}, {"requeued": True}])
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        {"slurm_state": JobState.FAILED},
+        {"slurm_state": None},
+        {"slurm_state": JobState.PREEMPTED},
+        {"slurm_state": JobState.TIMEOUT},
+        {"preempted": True},
+        {"requeued": True},
+    ],
+)
 def test_an_apps_own_failure_or_a_preemption_blames_no_node(tmp_path: Path, outcome: dict[str, Any]) -> None:
     fake = FakeBackend()
     chain, settings, status = _chain(tmp_path, fake)
@@ -184,5 +218,6 @@ def test_a_scheduler_that_cannot_say_blames_no_node_and_the_chain_goes_on(tmp_pa
     reason = _judge(chain, settings, status, fake, ["n1", "n2"], preempted=True)
     assert reason == "runner preempted: counter 0->0"
     assert chain.load_status().node_strikes == {}  # type: ignore[union-attr]
-    assert "could not ask which of the nodes n1,n2 are down: sinfo: slurmctld not responding" \
-        in chain.log_file.read_text()
+    assert (
+        "could not ask which of the nodes n1,n2 are down: sinfo: slurmctld not responding" in chain.log_file.read_text()
+    )

@@ -47,8 +47,12 @@ def test_an_obeying_app_is_only_signalled() -> None:
 def test_the_guard_acts_when_the_pipe_closes_and_ignores_sigterm() -> None:
     app = _group("trap '' TERM; sleep 300 & wait")
     read_end, write_end = os.pipe()
-    guard = subprocess.Popen([sys.executable, "-m", "chain.jobs.guard", str(app.pid), "0.5", str(int(signal.SIGTERM))],
-                             stdin=read_end, stderr=subprocess.PIPE, start_new_session=True)
+    guard = subprocess.Popen(
+        [sys.executable, "-m", "chain.jobs.guard", str(app.pid), "0.5", str(int(signal.SIGTERM))],
+        stdin=read_end,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     os.close(read_end)
     time.sleep(0.5)
     guard.send_signal(signal.SIGTERM)  # as a scancel signals every process of the job

@@ -33,8 +33,18 @@ def _chain(tmp_path: Path, **flags: object) -> tuple[ChainDir, ChainStatus]:
 def test_past_its_margin_the_submitter_hands_the_hooks_to_a_successor(tmp_path: Path) -> None:
     chain, _ = _chain(tmp_path)
     marker = tmp_path / "hook.ran"
-    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "hooks": [f"touch {marker}"],
-                                  "submitter_time": "5:00", "submitter_margin": "60"}, {}, None, tmp_path)
+    settings = api.load_settings(
+        {
+            "app_cmd": "true",
+            "max_iter": 10,
+            "hooks": [f"touch {marker}"],
+            "submitter_time": "5:00",
+            "submitter_margin": "60",
+        },
+        {},
+        None,
+        tmp_path,
+    )
     backend = FakeBackend()
     now = [1000.0]
     sub = Submitter(chain, settings, backend, tmp_path, "5", clock=lambda: now[0], sleep=lambda s: None)
@@ -50,8 +60,9 @@ def test_past_its_margin_the_submitter_hands_the_hooks_to_a_successor(tmp_path: 
 def test_a_hook_past_its_time_is_stopped_with_its_children_and_never_rerun(tmp_path: Path) -> None:
     chain, status = _chain(tmp_path)
     pidfile = tmp_path / "child.pid"
-    settings = api.load_settings({"app_cmd": "true", "max_iter": 10,
-                                  "hooks": [f"sleep 300 & echo $! > {pidfile}; wait"]}, {}, None, tmp_path)
+    settings = api.load_settings(
+        {"app_cmd": "true", "max_iter": 10, "hooks": [f"sleep 300 & echo $! > {pidfile}; wait"]}, {}, None, tmp_path
+    )
     started = time.monotonic()
     run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=2.0, only=("hook-1",))
     assert time.monotonic() - started < 15
@@ -76,10 +87,16 @@ def test_the_hooks_share_the_time_left_rather_than_each_getting_all_of_it(tmp_pa
     """Found by the relay benchmark: three long hooks each got the whole
     remaining time, and the job was killed by its limit mid-hook."""
     chain, status = _chain(tmp_path)
-    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "hooks": ["sleep 100"] * 3}, {}, None,
-                                 tmp_path)
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "hooks": ["sleep 100"] * 3}, {}, None, tmp_path)
     started = time.monotonic()
-    run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=3.0,
-              only=("hook-1", "hook-2", "hook-3"))
+    run_hooks(
+        chain,
+        status,
+        settings,
+        tmp_path,
+        record=Executor(chain).recorder(status),
+        timeout=3.0,
+        only=("hook-1", "hook-2", "hook-3"),
+    )
     assert time.monotonic() - started < 12, "each hook was given the whole budget"
     assert [h["rc"] for h in status.hooks] == [124, 124, 124]

@@ -35,14 +35,17 @@ def test_written_lines_arrive_whole_and_in_order() -> None:
 def test_a_job_process_survives_stdout_and_stderr_on_a_full_disk() -> None:
     """The entry's effect in a real process: print and an uncaught error's
     report both go to /dev/full; the process ends with its own exit code."""
-    code = ("from chain.primitives.output import keep_job_output\n"
-            "keep_job_output()\n"
-            "print('runner: stop signal', flush=True)\n"
-            "print('warning', file=__import__('sys').stderr)\n"
-            "raise SystemExit(99)\n")
+    code = (
+        "from chain.primitives.output import keep_job_output\n"
+        "keep_job_output()\n"
+        "print('runner: stop signal', flush=True)\n"
+        "print('warning', file=__import__('sys').stderr)\n"
+        "raise SystemExit(99)\n"
+    )
     with open("/dev/full", "wb") as full:
         kept = subprocess.run([sys.executable, "-c", code], stdout=full, stderr=full, check=False)
-        bare = subprocess.run([sys.executable, "-c", code.replace("keep_job_output()\n", "")],
-                              stdout=full, stderr=full, check=False)
+        bare = subprocess.run(
+            [sys.executable, "-c", code.replace("keep_job_output()\n", "")], stdout=full, stderr=full, check=False
+        )
     assert kept.returncode == 99
     assert bare.returncode != 99  # without it, the first print ends the process

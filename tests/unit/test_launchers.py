@@ -16,8 +16,16 @@ from chain.api import submission
 from chain.cli.commands import app
 from chain.core.launchers import torch_launcher, torchrun_signal_warning
 
-CLEAN_ENV = {"CHAIN_BACKEND": "local", "MAX_ITER": None, "APP_CMD": None, "RUNNER_TIME_LIMIT": None,
-             "RUNNER_MARGIN_SEC": None, "CHAIN_DIR": None, "CKPT_PATH": None, "CHAIN_STOP_SIGNAL": None}
+CLEAN_ENV = {
+    "CHAIN_BACKEND": "local",
+    "MAX_ITER": None,
+    "APP_CMD": None,
+    "RUNNER_TIME_LIMIT": None,
+    "RUNNER_MARGIN_SEC": None,
+    "CHAIN_DIR": None,
+    "CKPT_PATH": None,
+    "CHAIN_STOP_SIGNAL": None,
+}
 
 LAUNCHED = {
     "torchrun --nproc-per-node 2 train.py": "torchrun",
@@ -86,10 +94,13 @@ def test_render_warns_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     argv = ["render", "--app-cmd", "srun torchrun --nproc-per-node 2 train.py", "--stop-signal", "USR1"]
     result = _cli(argv, tmp_path, monkeypatch)
     assert result.exit_code == 0, result.stderr
-    assert result.stderr.splitlines() == [(
-        "chain: --stop-signal USR1 with torchrun in --app-cmd: torchrun forwards only INT, TERM, HUP "
-        "and QUIT to its workers, so they would never get USR1 and checkpoint; "
-        "use --stop-signal TERM (or INT)")]
+    assert result.stderr.splitlines() == [
+        (
+            "chain: --stop-signal USR1 with torchrun in --app-cmd: torchrun forwards only INT, TERM, HUP "
+            "and QUIT to its workers, so they would never get USR1 and checkpoint; "
+            "use --stop-signal TERM (or INT)"
+        )
+    ]
     assert "# ---- runner.sbatch ----" in result.stdout
     quiet = _cli(argv[:3], tmp_path, monkeypatch)  # the default TERM
     assert quiet.exit_code == 0 and quiet.stderr == ""
@@ -98,8 +109,17 @@ def test_render_warns_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_submit_warns_and_still_submits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeBackend()
     monkeypatch.setattr(submission, "make_backend", lambda name, chain_dir: fake)
-    argv = ["submit", "--app-cmd", "python3 -m torch.distributed.run --nproc-per-node 1 train.py",
-            "--stop-signal", "USR2", "--max-iter", "10", "--runner-time", "10:00"]
+    argv = [
+        "submit",
+        "--app-cmd",
+        "python3 -m torch.distributed.run --nproc-per-node 1 train.py",
+        "--stop-signal",
+        "USR2",
+        "--max-iter",
+        "10",
+        "--runner-time",
+        "10:00",
+    ]
     result = _cli(argv, tmp_path, monkeypatch)
     assert result.exit_code == 0, result.stderr
     [line] = [x for x in result.stderr.splitlines() if "forwards only" in x]

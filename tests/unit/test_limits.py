@@ -21,8 +21,10 @@ RUNNING = "QOS normal MaxJobsPerUser"
 
 
 def _limits(queued: int | None = None, running: int | None = None) -> JobLimits:
-    return JobLimits(queued=Limit(queued, QUEUED) if queued is not None else None,
-                     running=Limit(running, RUNNING) if running is not None else None)
+    return JobLimits(
+        queued=Limit(queued, QUEUED) if queued is not None else None,
+        running=Limit(running, RUNNING) if running is not None else None,
+    )
 
 
 def test_what_each_mode_needs_at_its_busiest() -> None:
@@ -77,8 +79,14 @@ def test_the_queued_limit_is_judged_before_the_running_one() -> None:
 
 # --- chain submit ------------------------------------------------------------------
 
-BASE: dict[str, Any] = {"app_cmd": "true", "max_iter": 10, "runner_time": "10:00", "partition": "debug",
-                        "account": "lab", "qos": "long"}
+BASE: dict[str, Any] = {
+    "app_cmd": "true",
+    "max_iter": 10,
+    "runner_time": "10:00",
+    "partition": "debug",
+    "account": "lab",
+    "qos": "long",
+}
 
 
 def test_submit_refuses_before_writing_anything(tmp_path: Path) -> None:
@@ -105,7 +113,14 @@ def test_submit_says_when_the_limits_only_slow_the_chain(tmp_path: Path) -> None
 
     workdir = tmp_path / "w"
     workdir.mkdir()
-    submit({k: v for k, v in BASE.items()}, {}, config=None, chain_dir=workdir / ".chain", workdir=workdir,
-           notify=lines.append, backend=fake)
+    submit(
+        {k: v for k, v in BASE.items()},
+        {},
+        config=None,
+        chain_dir=workdir / ".chain",
+        workdir=workdir,
+        notify=lines.append,
+        backend=fake,
+    )
     assert any("take turns" in line and "--mode relay" in line for line in lines), lines
     assert fake.submitted  # submitted all the same

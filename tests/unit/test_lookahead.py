@@ -26,8 +26,14 @@ def fake() -> FakeBackend:
 
 
 def _submit(tmp_path: Path, fake: FakeBackend, **flags: Any) -> ChainDir:
-    api.submit({"app_cmd": "true", "max_iter": 10, "lookahead": True, **flags}, {}, config=None,
-               chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10, "lookahead": True, **flags},
+        {},
+        config=None,
+        chain_dir=tmp_path / ".chain",
+        workdir=tmp_path,
+        backend=fake,
+    )
     return ChainDir(tmp_path / ".chain")
 
 
@@ -42,8 +48,14 @@ def test_submit_with_lookahead_queues_runner_2_behind_runner_1(tmp_path: Path, f
     assert status.runner_job_id == "101" and status.next_job_id == "102" and status.runner_seq == 1
 
     fake.submitted.clear()
-    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=tmp_path / "plain",
-               workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10},
+        {},
+        config=None,
+        chain_dir=tmp_path / "plain",
+        workdir=tmp_path,
+        backend=fake,
+    )
     assert [d for _, d in fake.submitted] == [None, None]  # no lookahead: runner 1 and the submitter only
 
 
@@ -67,16 +79,20 @@ def test_resume_cancels_a_stale_prequeued_runner(tmp_path: Path, fake: FakeBacke
     assert "102" in fake.cancelled
     resumed = chain.load_status()
     assert resumed is not None and resumed.next_job_id == "105"  # the new runner's own pre-queued successor
-    assert fake.submitted[-3:] == [(f"{resumed.chain_id}.r2", None),
-                                   (f"{resumed.chain_id}.r3", "afterany:104"), (f"{resumed.chain_id}.s1", None)]
+    assert fake.submitted[-3:] == [
+        (f"{resumed.chain_id}.r2", None),
+        (f"{resumed.chain_id}.r3", "afterany:104"),
+        (f"{resumed.chain_id}.s1", None),
+    ]
 
 
 def test_every_stop_of_the_submitter_drops_the_prequeued_runner(tmp_path: Path) -> None:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "lookahead": True}, {}, None, tmp_path)
-    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
-                                  next_job_id="8"))
+    chain.save_status(
+        ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7", next_job_id="8")
+    )
     backend = FakeBackend()
     sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)
     status = chain.load_status()
@@ -94,15 +110,35 @@ def test_a_stale_prequeued_runner_never_runs_the_app(tmp_path: Path, change: str
     marker = tmp_path / "ran"
     settings = api.load_settings({"app_cmd": f"touch {marker}", "max_iter": 10}, {}, None, tmp_path)
     if change == "ended":  # cancelled while job 102 was queued as runner 2
-        status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.CANCELLED,
-                             runner_seq=1, runner_job_id="101", next_job_id="102")
+        status = ChainStatus(
+            chain_id="c-1",
+            workdir=str(tmp_path),
+            state=ChainState.CANCELLED,
+            runner_seq=1,
+            runner_job_id="101",
+            next_job_id="102",
+        )
     else:  # resumed: runner 2 is now job 104, and 102 is nobody's
-        status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.RUNNING, runner_seq=2,
-                             runner_job_id="104", runner_live=True, next_job_id="105")
+        status = ChainStatus(
+            chain_id="c-1",
+            workdir=str(tmp_path),
+            state=ChainState.RUNNING,
+            runner_seq=2,
+            runner_job_id="104",
+            runner_live=True,
+            next_job_id="105",
+        )
     chain.save_status(status)
     ticks = iter(range(10**6))
-    code = runner.run(chain, settings, FakeBackend(), job_id="102", job_name="c-1.r2",
-                      workdir=tmp_path, clock=lambda: float(next(ticks)))
+    code = runner.run(
+        chain,
+        settings,
+        FakeBackend(),
+        job_id="102",
+        job_name="c-1.r2",
+        workdir=tmp_path,
+        clock=lambda: float(next(ticks)),
+    )
     assert code == 0 and not marker.exists()
     assert next(ticks) < 20, "it waited out its promotion patience instead of leaving at once"
     record = chain.read_record("102")

@@ -69,8 +69,9 @@ def test_a_kill_counts_the_time_given_as_a_lower_bound() -> None:
 def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die() -> None:
     """A hung app that took 30 s to die after the kill was given 3.75 s:
     that, not 30 s, is what it is known to need."""
-    stop = measured_stop(stop_sent=1000.0, kill_at=1003.75, stop_to_exit=30.0, external_signal=None,
-                         killed=True, timed_out=False)
+    stop = measured_stop(
+        stop_sent=1000.0, kill_at=1003.75, stop_to_exit=30.0, external_signal=None, killed=True, timed_out=False
+    )
     assert stop == StopTimes(exited=3.75, killed=True)
     step = next_margin(MarginState(5), floor=5, runner_seconds=60, stop=stop)
     assert step.state.margin == 13 and step.state.worst_stop_to_exit == 3.75
@@ -79,22 +80,37 @@ def test_the_submitter_counts_a_killed_apps_grace_not_its_time_to_die() -> None:
 def test_only_the_runners_own_stop_measures_the_app() -> None:
     """A stop from outside (scancel, preemption) says nothing about the
     checkpoint time; Slurm's TIMEOUT counts as a kill."""
-    assert measured_stop(stop_sent=10.0, kill_at=20.0, stop_to_exit=4.0, external_signal="SIGTERM",
-                         killed=False, timed_out=False) == StopTimes()
-    assert measured_stop(stop_sent=None, kill_at=None, stop_to_exit=None, external_signal=None,
-                         killed=False, timed_out=True) == StopTimes(killed=True)
-    assert measured_stop(stop_sent=10.0, kill_at=20.0, stop_to_exit=4.0, external_signal=None,
-                         killed=False, timed_out=False) == StopTimes(exited=4.0)
+    assert (
+        measured_stop(
+            stop_sent=10.0, kill_at=20.0, stop_to_exit=4.0, external_signal="SIGTERM", killed=False, timed_out=False
+        )
+        == StopTimes()
+    )
+    assert measured_stop(
+        stop_sent=None, kill_at=None, stop_to_exit=None, external_signal=None, killed=False, timed_out=True
+    ) == StopTimes(killed=True)
+    assert measured_stop(
+        stop_sent=10.0, kill_at=20.0, stop_to_exit=4.0, external_signal=None, killed=False, timed_out=False
+    ) == StopTimes(exited=4.0)
 
 
 # --- a complete save, then a slow exit ----------------------------------------------------------
 
 
-def _stop(*, saved_at: float | None, advanced: bool = True, killed: bool = False,
-          stop_to_exit: float = 9.8) -> StopTimes:
+def _stop(
+    *, saved_at: float | None, advanced: bool = True, killed: bool = False, stop_to_exit: float = 9.8
+) -> StopTimes:
     """The runner sent its stop at 1000.0 and would kill the app at 1007.5."""
-    return measured_stop(stop_sent=1000.0, kill_at=1007.5, stop_to_exit=stop_to_exit, external_signal=None,
-                         killed=killed, timed_out=False, saved_at=saved_at, advanced=advanced)
+    return measured_stop(
+        stop_sent=1000.0,
+        kill_at=1007.5,
+        stop_to_exit=stop_to_exit,
+        external_signal=None,
+        killed=killed,
+        timed_out=False,
+        saved_at=saved_at,
+        advanced=advanced,
+    )
 
 
 def test_the_save_is_the_counter_files_mtime_between_the_stop_and_the_exit() -> None:
@@ -118,8 +134,7 @@ def test_a_slow_exit_after_a_complete_save_is_covered_once_and_said() -> None:
     assert step.why == "the app saved 2.1s after the stop but exited 9.8s after it: a slow exit, not a slow save"
     assert not step.warning
     # without the save's time, the exit is all chain knows: twice over
-    assert next_margin(MarginState(10), floor=10, runner_seconds=3600,
-                       stop=StopTimes(exited=9.8)).state.margin == 25
+    assert next_margin(MarginState(10), floor=10, runner_seconds=3600, stop=StopTimes(exited=9.8)).state.margin == 25
 
 
 def test_a_kill_after_a_complete_save_is_not_a_kill_before_the_checkpoint() -> None:
@@ -131,8 +146,10 @@ def test_a_kill_after_a_complete_save_is_not_a_kill_before_the_checkpoint() -> N
     assert stop.killed and not stop.killed_mid_save and stop.exited == 7.5
     step = next_margin(MarginState(10), floor=10, runner_seconds=3600, stop=stop)
     assert step.state.margin == 20
-    assert step.why == ("the app saved 2.5s after the stop and was killed 7.5s after it, still exiting: "
-                        "its checkpoint was complete, nothing was lost")
+    assert step.why == (
+        "the app saved 2.5s after the stop and was killed 7.5s after it, still exiting: "
+        "its checkpoint was complete, nothing was lost"
+    )
     # the same kill with no save after the stop: before its checkpoint, doubled
     step = next_margin(MarginState(10), floor=10, runner_seconds=3600, stop=_stop(saved_at=998.0, killed=True))
     assert step.state.margin == 20 and step.why == "the app was killed before it finished its checkpoint"
@@ -150,8 +167,9 @@ def test_the_cap_counts_the_runners_start_up() -> None:
     assert margin_cap(5, 40, 30.0) == 5  # never below the configured margin
     step = next_margin(MarginState(5), floor=5, runner_seconds=40, stop=StopTimes(exited=6.0), startup=6.5)
     assert step.state.margin == 13
-    assert step.why == ("worst stop-to-checkpoint 6.0s; capped at 13s: start-up 6.5s + margin leave half the "
-                        "40s runner for work")
+    assert step.why == (
+        "worst stop-to-checkpoint 6.0s; capped at 13s: start-up 6.5s + margin leave half the 40s runner for work"
+    )
     # a margin raised before this start-up was seen is never taken back: a slow start-up
     # (a take-over riding out an outage) must not shrink it
     assert next_margin(MarginState(20), floor=5, runner_seconds=40, stop=StopTimes(), startup=6.5).state.margin == 20
@@ -177,12 +195,14 @@ def test_a_stop_that_does_not_fit_in_the_largest_margin_is_a_warning() -> None:
         "the app needs 15.0s after the stop signal to checkpoint but a 40s runner can give it 14.2s "
         "(margin 19s: start-up 1.0s + margin leave half the runner for work): it may be killed before its "
         "checkpoint at every runner; use --runner-time 0:01:12 or longer (a 35s margin), a faster checkpoint, "
-        "or --fixed-margin with a --runner-margin of your choice")
+        "or --fixed-margin with a --runner-margin of your choice"
+    )
     step = next_margin(MarginState(5), floor=5, runner_seconds=40, stop=StopTimes(exited=15.0), startup=1.0)
     assert step.state.margin == 19 and step.warning == warning
     # said again at the next runner, with nothing new measured
-    assert next_margin(step.state, floor=5, runner_seconds=40, stop=StopTimes(exited=3.0),
-                       startup=1.0).warning == warning
+    assert (
+        next_margin(step.state, floor=5, runner_seconds=40, stop=StopTimes(exited=3.0), startup=1.0).warning == warning
+    )
 
 
 def test_a_margin_held_below_twice_the_stop_is_no_warning() -> None:
@@ -195,15 +215,19 @@ def test_a_margin_held_below_twice_the_stop_is_no_warning() -> None:
 def test_a_kill_before_the_checkpoint_at_the_largest_margin_is_a_warning() -> None:
     """Already at the cap (19 s), the app is killed 14.25 s after the stop
     with no save after it: the runner cannot give more."""
-    step = next_margin(MarginState(19, 8.0), floor=5, runner_seconds=40,
-                       stop=StopTimes(exited=14.25, killed=True), startup=1.0)
+    step = next_margin(
+        MarginState(19, 8.0), floor=5, runner_seconds=40, stop=StopTimes(exited=14.25, killed=True), startup=1.0
+    )
     assert step.state.margin == 19
-    assert step.warning.startswith("the app was killed 14.2s after the stop signal, before its checkpoint was "
-                                   "complete, with the largest margin a 40s runner can give (margin 19s")
+    assert step.warning.startswith(
+        "the app was killed 14.2s after the stop signal, before its checkpoint was "
+        "complete, with the largest margin a 40s runner can give (margin 19s"
+    )
     assert "--runner-time 0:01:18 or longer (a 38s margin)" in step.warning
     # killed below the cap: the margin is raised instead, no warning
-    step = next_margin(MarginState(10), floor=5, runner_seconds=40, stop=StopTimes(exited=7.5, killed=True),
-                       startup=1.0)
+    step = next_margin(
+        MarginState(10), floor=5, runner_seconds=40, stop=StopTimes(exited=7.5, killed=True), startup=1.0
+    )
     assert step.state.margin == 19 and not step.warning
 
 
@@ -214,14 +238,26 @@ def _judge(tmp_path: Path, record: RunnerRecord, *, runner_time: str, margin: in
     """Runner 1 (job 7) ended with ``record``; judged as both modes do."""
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
-    settings = api.load_settings({"app_cmd": "true", "max_iter": 100, "backend": "local",
-                                  "runner_time": runner_time, "runner_margin": margin}, {}, None, tmp_path)
-    status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), backend="local", state=ChainState.RUNNING,
-                         runner_seq=1, runner_job_id="7", runner_live=True)
+    settings = api.load_settings(
+        {"app_cmd": "true", "max_iter": 100, "backend": "local", "runner_time": runner_time, "runner_margin": margin},
+        {},
+        None,
+        tmp_path,
+    )
+    status = ChainStatus(
+        chain_id="c-1",
+        workdir=str(tmp_path),
+        backend="local",
+        state=ChainState.RUNNING,
+        runner_seq=1,
+        runner_job_id="7",
+        runner_live=True,
+    )
     record.status, record.exit_code, record.end = RunnerPhase.ENDED, 124, (record.stop_sent or 0.0) + 20
     chain.write_runner_record(record)
-    outcome = Outcome(exit_code=124, slurm_state=None, iter_before=record.iter_before or 0,
-                      iter_after=record.iter_after or 0)
+    outcome = Outcome(
+        exit_code=124, slurm_state=None, iter_before=record.iter_before or 0, iter_after=record.iter_after or 0
+    )
     decision = decide(outcome, Policy(100), Tally())
     assert decision.verdict is Verdict.CONTINUE
     record_judgment(chain, settings, status, outcome, decision)
@@ -229,18 +265,30 @@ def _judge(tmp_path: Path, record: RunnerRecord, *, runner_time: str, margin: in
 
 
 def test_the_judgment_logs_a_slow_exit_as_such(tmp_path: Path) -> None:
-    record = RunnerRecord("7", start=1000.0, app_start=1000.5, stop_sent=1020.0, stop_to_exit=9.8,
-                          saved_at=1022.5, iter_before=3, iter_after=9, margin=10)
+    record = RunnerRecord(
+        "7",
+        start=1000.0,
+        app_start=1000.5,
+        stop_sent=1020.0,
+        stop_to_exit=9.8,
+        saved_at=1022.5,
+        iter_before=3,
+        iter_after=9,
+        margin=10,
+    )
     chain, status = _judge(tmp_path, record, runner_time="1:00:00", margin=10)
     assert status.margin == 15 and status.reason == ""
-    assert ("runner margin 10s -> 15s (the app saved 2.5s after the stop but exited 9.8s after it: "
-            "a slow exit, not a slow save)") in chain.log_file.read_text()
+    assert (
+        "runner margin 10s -> 15s (the app saved 2.5s after the stop but exited 9.8s after it: "
+        "a slow exit, not a slow save)"
+    ) in chain.log_file.read_text()
 
 
 def test_the_judgment_says_when_the_stop_does_not_fit_and_status_shows_it(tmp_path: Path) -> None:
     """A 40 s runner whose app took 15 s to checkpoint after the stop."""
-    record = RunnerRecord("7", start=1000.0, app_start=1001.0, stop_sent=1021.0, stop_to_exit=15.0,
-                          iter_before=3, iter_after=4, margin=5)
+    record = RunnerRecord(
+        "7", start=1000.0, app_start=1001.0, stop_sent=1021.0, stop_to_exit=15.0, iter_before=3, iter_after=4, margin=5
+    )
     chain, status = _judge(tmp_path, record, runner_time="0:40", margin=5)
     assert status.margin == 19 and status.worst_startup == 1.0 and status.state is ChainState.RUNNING
     assert status.reason.startswith("margin does not fit: the app needs 15.0s after the stop signal")

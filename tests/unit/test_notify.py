@@ -20,12 +20,18 @@ from chain.effects.notify import announce_end
 from chain.errors import ConfigError
 from chain.store import ChainDir, ChainStatus
 
-ENV_DUMP = "echo \"$CHAIN_ID|$CHAIN_STATE|$CHAIN_REASON|$CHAIN_DIR|$CHAIN_ITERATION|$MAX_ITER\" >> {out}"
+ENV_DUMP = 'echo "$CHAIN_ID|$CHAIN_STATE|$CHAIN_REASON|$CHAIN_DIR|$CHAIN_ITERATION|$MAX_ITER" >> {out}'
 
 
 def _chain(tmp_path: Path, fake: FakeBackend, **flags: object) -> tuple[ChainDir, ChainStatus]:
-    api.submit({"app_cmd": "true", "max_iter": 10, **flags}, {}, config=None, chain_dir=tmp_path / ".chain",
-               workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10, **flags},
+        {},
+        config=None,
+        chain_dir=tmp_path / ".chain",
+        workdir=tmp_path,
+        backend=fake,
+    )
     chain = ChainDir(tmp_path / ".chain")
     status = chain.load_status()
     assert status is not None
@@ -44,8 +50,7 @@ def test_each_notify_command_runs_once_per_end_with_the_final_facts(tmp_path: Pa
     again = chain.load_status()
     assert again is not None
     announce_end(chain, fake, again, settings, tmp_path)
-    assert out.read_text().splitlines() == [
-        f"{status.chain_id}|failed|app exited 3|{chain.root}|4|10", "second"]
+    assert out.read_text().splitlines() == [f"{status.chain_id}|failed|app exited 3|{chain.root}|4|10", "second"]
 
 
 def test_a_running_chain_is_not_announced(tmp_path: Path) -> None:

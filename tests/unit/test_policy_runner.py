@@ -41,14 +41,26 @@ def test_schedule_uses_the_earlier_end() -> None:
     assert plan_schedule(1000, 3600, 60, slurm_end=1500).stop_at == 1440
 
 
-@pytest.mark.parametrize("app_rc, we_stopped, advanced, expected", [
-    (0, False, True, 0), (0, False, False, 0),
-    (99, False, True, 99), (75, False, False, 75), (3, False, False, 3),
-    (99, True, True, 124), (143, True, True, 124), (137, True, False, 1), (99, True, False, 1),
-    # issue 27: an app that exits 0 after the runner's own stop signal stopped
-    # because it was asked to: its counter judges it, as for any other code
-    (0, True, True, 124), (0, True, False, 1), (1, True, True, 124), (1, True, False, 1),
-])
+@pytest.mark.parametrize(
+    "app_rc, we_stopped, advanced, expected",
+    [
+        (0, False, True, 0),
+        (0, False, False, 0),
+        (99, False, True, 99),
+        (75, False, False, 75),
+        (3, False, False, 3),
+        (99, True, True, 124),
+        (143, True, True, 124),
+        (137, True, False, 1),
+        (99, True, False, 1),
+        # issue 27: an app that exits 0 after the runner's own stop signal stopped
+        # because it was asked to: its counter judges it, as for any other code
+        (0, True, True, 124),
+        (0, True, False, 1),
+        (1, True, True, 124),
+        (1, True, False, 1),
+    ],
+)
 def test_exit_contract(app_rc: Any, we_stopped: Any, advanced: Any, expected: Any) -> None:
     assert classify_exit(app_rc, we_stopped, advanced) == expected
 
@@ -78,10 +90,14 @@ def test_runner_job_exits_0_for_the_contracts_handover_codes() -> None:
 def test_describe_exit_says_whether_the_stop_signal_came_first() -> None:
     from chain.core.runner_rules import describe_exit
 
-    assert describe_exit("app exited 1", 0.42, "TERM", False, None, False) == \
-        "app exited 1 after 0.4 s, before the stop signal"
-    assert describe_exit("app exited 0", 3.0, "TERM", True, "SIGTERM", True) == \
-        "app exited 0 after SIGTERM (runner got SIGTERM) (killed after the grace period)"
+    assert (
+        describe_exit("app exited 1", 0.42, "TERM", False, None, False)
+        == "app exited 1 after 0.4 s, before the stop signal"
+    )
+    assert (
+        describe_exit("app exited 0", 3.0, "TERM", True, "SIGTERM", True)
+        == "app exited 0 after SIGTERM (runner got SIGTERM) (killed after the grace period)"
+    )
 
 
 def test_describe_exit_words_success_as_success() -> None:
@@ -89,10 +105,14 @@ def test_describe_exit_words_success_as_success() -> None:
     read like a failure."""
     from chain.core.runner_rules import describe_exit
 
-    assert describe_exit("app exited 0", 2.34, "TERM", False, None, False, exit_code=0) == \
-        "app finished (exit 0) after 2.3 s"
-    assert describe_exit("app exited 2", 2.34, "TERM", False, None, False, exit_code=2) == \
-        "app exited 2 after 2.3 s, before the stop signal"
+    assert (
+        describe_exit("app exited 0", 2.34, "TERM", False, None, False, exit_code=0)
+        == "app finished (exit 0) after 2.3 s"
+    )
+    assert (
+        describe_exit("app exited 2", 2.34, "TERM", False, None, False, exit_code=2)
+        == "app exited 2 after 2.3 s, before the stop signal"
+    )
 
 
 def test_describe_exit_of_an_app_that_stopped_on_the_signal() -> None:
@@ -100,12 +120,18 @@ def test_describe_exit_of_an_app_that_stopped_on_the_signal() -> None:
     the signal, whatever its code; a kill or a signal from outside is said."""
     from chain.core.runner_rules import describe_exit
 
-    assert describe_exit("app exited 0", 9.0, "TERM", True, None, False, exit_code=0) == \
-        "app stopped on the signal (exit 0) after SIGTERM"
-    assert describe_exit("app killed by SIGTERM (exit 143)", 9.0, "TERM", True, None, False) == \
-        "app killed by SIGTERM (exit 143) after SIGTERM"
-    assert describe_exit("app exited 0", 9.0, "USR1", True, "SIGTERM", False, exit_code=0) == \
-        "app exited 0 after SIGUSR1 (runner got SIGTERM)"
+    assert (
+        describe_exit("app exited 0", 9.0, "TERM", True, None, False, exit_code=0)
+        == "app stopped on the signal (exit 0) after SIGTERM"
+    )
+    assert (
+        describe_exit("app killed by SIGTERM (exit 143)", 9.0, "TERM", True, None, False)
+        == "app killed by SIGTERM (exit 143) after SIGTERM"
+    )
+    assert (
+        describe_exit("app exited 0", 9.0, "USR1", True, "SIGTERM", False, exit_code=0)
+        == "app exited 0 after SIGUSR1 (runner got SIGTERM)"
+    )
 
 
 def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> None:
@@ -123,8 +149,7 @@ def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> 
     try:
         now = [0.0]
         second = AppLock(str(tmp_path / "app.lock"))
-        assert not second.acquire(until=10, clock=lambda: now[0],
-                                  sleep=lambda s: now.__setitem__(0, now[0] + s))
+        assert not second.acquire(until=10, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
         assert now[0] >= 10
     finally:
         app.kill()

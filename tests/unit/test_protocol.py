@@ -25,73 +25,154 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _running(**changes: Any) -> ChainStatus:
     """A chain mid-way: runner 3 (job 103) live, runner 4 queued as job 104."""
-    base = ChainStatus(chain_id="demo-abc123", state=ChainState.RUNNING, submitter_cycle=2, submitter_job_id="50",
-                       runner_seq=3, runner_job_id="103", runner_live=True, iter_before=20, iteration=20,
-                       next_job_id="104", no_progress=1, retries_used=1, hooks=[{"name": "report", "rc": 0}])
+    base = ChainStatus(
+        chain_id="demo-abc123",
+        state=ChainState.RUNNING,
+        submitter_cycle=2,
+        submitter_job_id="50",
+        runner_seq=3,
+        runner_job_id="103",
+        runner_live=True,
+        iter_before=20,
+        iteration=20,
+        next_job_id="104",
+        no_progress=1,
+        retries_used=1,
+        hooks=[{"name": "report", "rc": 0}],
+    )
     return replace(base, **changes)
 
 
 def _changed(before: ChainStatus, after: ChainStatus) -> dict[str, Any]:
-    return {f.name: getattr(after, f.name) for f in fields(before)
-            if getattr(after, f.name) != getattr(before, f.name)}
+    return {f.name: getattr(after, f.name) for f in fields(before) if getattr(after, f.name) != getattr(before, f.name)}
 
 
 S = ev.Save()
 ROWS: list[tuple[ev.Event, ChainStatus, dict[str, Any], tuple[ev.Effect, ...]]] = [
     (ev.Prepared("slurm", "/w"), _running(), {"backend": "slurm", "workdir": "/w"}, (S,)),
-    (ev.Resumed(), _running(), {"submitter_cycle": 3, "state": ChainState.PENDING, "no_progress": 0,
-                               "retries_used": 0}, ()),
-    (ev.Resumed(), _running(state=ChainState.FAILED, reason="app exited 3", end_announced=True),
-     {"submitter_cycle": 3, "state": ChainState.PENDING, "reason": "", "no_progress": 0, "retries_used": 0,
-      "hooks": [], "end_announced": False}, ()),
-    (ev.RelayStarted(), _running(relay_broken="x"), {"submitter_job_id": "", "relay_broken": "",
-                                                     "submitter_cycle": 0}, ()),
+    (
+        ev.Resumed(),
+        _running(),
+        {"submitter_cycle": 3, "state": ChainState.PENDING, "no_progress": 0, "retries_used": 0},
+        (),
+    ),
+    (
+        ev.Resumed(),
+        _running(state=ChainState.FAILED, reason="app exited 3", end_announced=True),
+        {
+            "submitter_cycle": 3,
+            "state": ChainState.PENDING,
+            "reason": "",
+            "no_progress": 0,
+            "retries_used": 0,
+            "hooks": [],
+            "end_announced": False,
+        },
+        (),
+    ),
+    (
+        ev.RelayStarted(),
+        _running(relay_broken="x"),
+        {"submitter_job_id": "", "relay_broken": "", "submitter_cycle": 0},
+        (),
+    ),
     (ev.SubmitterQueued("51"), _running(), {"submitter_job_id": "51"}, (S, ev.RecordSubmitter("51"))),
-    (ev.SubmitterStarted("51"), _running(state=ChainState.PENDING),
-     {"state": ChainState.RUNNING, "submitter_job_id": "51"}, (S,)),
+    (
+        ev.SubmitterStarted("51"),
+        _running(state=ChainState.PENDING),
+        {"state": ChainState.RUNNING, "submitter_job_id": "51"},
+        (S,),
+    ),
     (ev.HandingOver(), _running(), {"submitter_cycle": 3}, (S,)),
     (ev.CounterRead(42), _running(), {"iteration": 42}, ()),
-    (ev.RunnerIntended(30, 1000.0), _running(runner_live=False),
-     {"runner_seq": 4, "runner_job_id": "", "runner_live": True, "iter_before": 30, "runner_submitted": 1000.0},
-     (S,)),
-    (ev.RunnerSubmitted("105", 500), _running(runner_job_id=""), {"runner_job_id": "105"},
-     (S, ev.RecordWorker("105"), ev.Log("submitted runner 3: job 105 (counter 20/500)"))),
+    (
+        ev.RunnerIntended(30, 1000.0),
+        _running(runner_live=False),
+        {"runner_seq": 4, "runner_job_id": "", "runner_live": True, "iter_before": 30, "runner_submitted": 1000.0},
+        (S,),
+    ),
+    (
+        ev.RunnerSubmitted("105", 500),
+        _running(runner_job_id=""),
+        {"runner_job_id": "105"},
+        (S, ev.RecordWorker("105"), ev.Log("submitted runner 3: job 105 (counter 20/500)")),
+    ),
     (ev.RunnerFound("105"), _running(runner_job_id=""), {"runner_job_id": "105"}, (S, ev.RecordWorker("105"))),
     (ev.RunnerLost(), _running(runner_job_id=""), {"runner_live": False, "runner_seq": 2}, ()),
-    (ev.SuccessorQueued("106", "queued"), _running(next_job_id="", relay_broken="x"),
-     {"next_job_id": "106", "relay_broken": ""}, (S, ev.Log("queued"))),
+    (
+        ev.SuccessorQueued("106", "queued"),
+        _running(next_job_id="", relay_broken="x"),
+        {"next_job_id": "106", "relay_broken": ""},
+        (S, ev.Log("queued")),
+    ),
     (ev.SuccessorQueued("106"), _running(next_job_id=""), {"next_job_id": "106"}, (S,)),
     (ev.SuccessorTaken(), _running(), {"next_job_id": ""}, ()),
     (ev.SuccessorForgotten(), _running(), {"next_job_id": ""}, (S,)),
     (ev.SuccessorDropped(), _running(), {"next_job_id": ""}, (S, ev.Cancel("104"))),
     (ev.SuccessorDropped(), _running(next_job_id=""), {}, ()),
-    (ev.RelayBroken("could not queue runner 4: down"), _running(next_job_id=""),
-     {"relay_broken": "could not queue runner 4: down"},
-     (S, ev.Log("relay: could not queue runner 4: down; the app runs, then the chain stalls (chain submit --resume)"))),
+    (
+        ev.RelayBroken("could not queue runner 4: down"),
+        _running(next_job_id=""),
+        {"relay_broken": "could not queue runner 4: down"},
+        (
+            S,
+            ev.Log(
+                "relay: could not queue runner 4: down; the app runs, then the chain stalls (chain submit --resume)"
+            ),
+        ),
+    ),
     (ev.RelayTookOver(), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
     (ev.Judged(30, 0, 1), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
-    (ev.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"), _running(),
-     {"runner_live": False, "iteration": 30, "no_progress": 0, "margin": 40, "worst_stop_to_exit": 12.5,
-      "worst_startup": 3.0, "reason": "margin does not fit: x"}, (S,)),
-    (ev.CancelledUnjudged(), _running(), {"runner_live": False, "next_job_id": ""},
-     (ev.Log("cancelled the queued runner job 104", echo=False),)),
-    (ev.HookRan({"name": "plot", "rc": 0}), _running(),
-     {"hooks": [{"name": "report", "rc": 0}, {"name": "plot", "rc": 0}]}, (S,)),
+    (
+        ev.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"),
+        _running(),
+        {
+            "runner_live": False,
+            "iteration": 30,
+            "no_progress": 0,
+            "margin": 40,
+            "worst_stop_to_exit": 12.5,
+            "worst_startup": 3.0,
+            "reason": "margin does not fit: x",
+        },
+        (S,),
+    ),
+    (
+        ev.CancelledUnjudged(),
+        _running(),
+        {"runner_live": False, "next_job_id": ""},
+        (ev.Log("cancelled the queued runner job 104", echo=False),),
+    ),
+    (
+        ev.HookRan({"name": "plot", "rc": 0}),
+        _running(),
+        {"hooks": [{"name": "report", "rc": 0}, {"name": "plot", "rc": 0}]},
+        (S,),
+    ),
     (ev.Announced(), _running(), {"end_announced": True}, (S,)),
     (ev.Ending(), _running(), {"runner_live": False, "next_job_id": ""}, (S, ev.Cancel("104"))),
     (ev.Ending(), _running(next_job_id=""), {"runner_live": False}, ()),
-    (ev.Ended(ChainState.COMPLETED, "reached MAX_ITER=500", completed_at=9.0), _running(),
-     {"state": ChainState.COMPLETED, "reason": "reached MAX_ITER=500", "runner_live": False, "completed_at": 9.0},
-     (S,)),
-    (ev.Ended(ChainState.FAILED, "app exited 3"), _running(),
-     {"state": ChainState.FAILED, "reason": "app exited 3", "runner_live": False}, (S,)),
+    (
+        ev.Ended(ChainState.COMPLETED, "reached MAX_ITER=500", completed_at=9.0),
+        _running(),
+        {"state": ChainState.COMPLETED, "reason": "reached MAX_ITER=500", "runner_live": False, "completed_at": 9.0},
+        (S,),
+    ),
+    (
+        ev.Ended(ChainState.FAILED, "app exited 3"),
+        _running(),
+        {"state": ChainState.FAILED, "reason": "app exited 3", "runner_live": False},
+        (S,),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("event", "before", "changes", "effects"), ROWS,
-                         ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(ROWS)])
+@pytest.mark.parametrize(
+    ("event", "before", "changes", "effects"), ROWS, ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(ROWS)]
+)
 def test_each_row_changes_what_it_says_and_asks_for_its_effects(
-        event: ev.Event, before: ChainStatus, changes: dict[str, Any], effects: tuple[ev.Effect, ...]) -> None:
+    event: ev.Event, before: ChainStatus, changes: dict[str, Any], effects: tuple[ev.Effect, ...]
+) -> None:
     snapshot = replace(before, hooks=list(before.hooks))
     after, asked = p.transition(before, event)
     assert _changed(before, after) == changes

@@ -27,15 +27,19 @@ def test_one_rank_is_its_own_decision() -> None:
     assert SINGLE.main and SINGLE.gather("x") == ["x"]
 
 
-@pytest.mark.parametrize("wishes, decided", [
-    ([(False, None), (False, None)], (False, None)),
-    ([(True, None), (False, None)], (True, None)),  # one rank's checkpoint interval: all save
-    ([(False, None), (True, 99)], (True, 99)),  # the stop signal reached rank 1 alone
-    ([(True, 75), (True, 99), (False, None)], (True, 99)),  # a stop signal over a warning
-    ([(False, None), (False, None), (True, 75)], (True, 75)),
-])
-def test_every_rank_takes_the_same_decision(wishes: list[tuple[bool, int | None]],
-                                            decided: tuple[bool, int | None]) -> None:
+@pytest.mark.parametrize(
+    "wishes, decided",
+    [
+        ([(False, None), (False, None)], (False, None)),
+        ([(True, None), (False, None)], (True, None)),  # one rank's checkpoint interval: all save
+        ([(False, None), (True, 99)], (True, 99)),  # the stop signal reached rank 1 alone
+        ([(True, 75), (True, 99), (False, None)], (True, 99)),  # a stop signal over a warning
+        ([(False, None), (False, None), (True, 75)], (True, 75)),
+    ],
+)
+def test_every_rank_takes_the_same_decision(
+    wishes: list[tuple[bool, int | None]], decided: tuple[bool, int | None]
+) -> None:
     assert _world(wishes) == [decided] * len(wishes)
 
 

@@ -36,8 +36,18 @@ def _relay(tmp_path: Path, chain: ChainDir, fake: FakeBackend, job_id: str, seq:
 
 
 def _ended(chain: ChainDir, job_id: str, seq: int, code: int, before: int, after: int, **extra: Any) -> RunnerRecord:
-    record = RunnerRecord(job_id, f"x.r{seq}", seq=seq, status=RunnerPhase.ENDED, exit_code=code,
-                          iter_before=before, iter_after=after, start=1.0, end=2.0, **extra)
+    record = RunnerRecord(
+        job_id,
+        f"x.r{seq}",
+        seq=seq,
+        status=RunnerPhase.ENDED,
+        exit_code=code,
+        iter_before=before,
+        iter_after=after,
+        start=1.0,
+        end=2.0,
+        **extra,
+    )
     chain.write_runner_record(record)
     return record
 
@@ -45,8 +55,10 @@ def _ended(chain: ChainDir, job_id: str, seq: int, code: int, before: int, after
 def test_submit_queues_runner_one_and_its_successor_and_no_submitter(tmp_path: Path) -> None:
     fake = FakeBackend()
     _, status = _relay_chain(tmp_path, fake)
-    assert [name for name, _ in fake.submitted] == [runner_job_name(status.chain_id, 1),
-                                                    runner_job_name(status.chain_id, 2)]
+    assert [name for name, _ in fake.submitted] == [
+        runner_job_name(status.chain_id, 1),
+        runner_job_name(status.chain_id, 2),
+    ]
     assert fake.submitted[1][1] == f"afterany:{status.runner_job_id}"
     assert status.submitter_job_id == "" and status.next_job_id == "102" and status.runner_live
 
@@ -180,7 +192,8 @@ def test_resume_refuses_while_a_relay_job_is_queued(tmp_path: Path) -> None:
 
 
 def test_a_runner_reaching_max_iter_completes_the_chain_and_cancels_its_successor(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ran: list[tuple[str, ...] | None] = []
     monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
     fake = FakeBackend()
@@ -209,8 +222,9 @@ def test_a_failing_app_ends_the_chain_in_its_own_runner(tmp_path: Path, monkeypa
 
 
 @pytest.mark.parametrize("code, external", [(99, None), (124, "TERM")])
-def test_a_handoff_or_an_outside_signal_is_left_to_the_successor(tmp_path: Path, code: int,
-                                                                 external: str | None) -> None:
+def test_a_handoff_or_an_outside_signal_is_left_to_the_successor(
+    tmp_path: Path, code: int, external: str | None
+) -> None:
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)

@@ -7,30 +7,63 @@ from typing import Any
 
 import pytest
 
+from chain.api.templating import Scripts, render_scripts
 from chain.core.settings import resolve
 from chain.errors import ConfigError
-from chain.api.templating import Scripts, render_scripts
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES: dict[str, dict[str, Any]] = {
     "default": {"app_cmd": "python3 app.py"},
-    "full": {"app_cmd": "python3 app.py", "modules": "gcc/12 openmpi", "partition": "gpu", "qos": "long",
-             "account": "proj1", "runner_mem": "4G", "cpus_per_task": "4", "ntasks": "2",
-             "runner_sbatch_args": "--gres=gpu:1 --constraint 'a100|h100'", "submitter_sbatch_args": "--nice=10",
-             "runner_time": "1-00:00:00", "runner_margin": "300", "submitter_time": "2-00:00:00",
-             "submitter_margin": "600", "stop_signal": "INT"},
-    "resources": {"app_cmd": "python3 train.py", "gpus": "a100:2", "gpus_per_task": "1", "nodes": "2",
-                  "ntasks_per_node": "2", "constraint": "ib&(a100|h100)", "runner_time": "1-00:00:00",
-                  "time_min": "12:00:00", "exclusive": "true", "launch_mode": "srun"},
-    "mail": {"app_cmd": "python3 app.py", "mail_user": "ada@example.org", "partition": "gpu", "account": "proj1",
-             "mode": "relay", "notify": ["echo done"]},
+    "full": {
+        "app_cmd": "python3 app.py",
+        "modules": "gcc/12 openmpi",
+        "partition": "gpu",
+        "qos": "long",
+        "account": "proj1",
+        "runner_mem": "4G",
+        "cpus_per_task": "4",
+        "ntasks": "2",
+        "runner_sbatch_args": "--gres=gpu:1 --constraint 'a100|h100'",
+        "submitter_sbatch_args": "--nice=10",
+        "runner_time": "1-00:00:00",
+        "runner_margin": "300",
+        "submitter_time": "2-00:00:00",
+        "submitter_margin": "600",
+        "stop_signal": "INT",
+    },
+    "resources": {
+        "app_cmd": "python3 train.py",
+        "gpus": "a100:2",
+        "gpus_per_task": "1",
+        "nodes": "2",
+        "ntasks_per_node": "2",
+        "constraint": "ib&(a100|h100)",
+        "runner_time": "1-00:00:00",
+        "time_min": "12:00:00",
+        "exclusive": "true",
+        "launch_mode": "srun",
+    },
+    "mail": {
+        "app_cmd": "python3 app.py",
+        "mail_user": "ada@example.org",
+        "partition": "gpu",
+        "account": "proj1",
+        "mode": "relay",
+        "notify": ["echo done"],
+    },
 }
 
 
-def _render(flags: dict[str, Any], chain_dir: str = "/scratch/u/run/.chain",
-            workdir: str = "/scratch/u/run") -> Scripts:
-    return render_scripts(resolve(flags, {}, {}), chain_id="chain-abc123", chain_dir=Path(chain_dir),
-                          workdir=Path(workdir), python="/opt/venv/bin/python3")
+def _render(
+    flags: dict[str, Any], chain_dir: str = "/scratch/u/run/.chain", workdir: str = "/scratch/u/run"
+) -> Scripts:
+    return render_scripts(
+        resolve(flags, {}, {}),
+        chain_id="chain-abc123",
+        chain_dir=Path(chain_dir),
+        workdir=Path(workdir),
+        python="/opt/venv/bin/python3",
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -55,56 +88,81 @@ def test_scripts_pass_bash_n_and_sbatch_lines_come_first(case: Any, tmp_path: Pa
             continue
         script = tmp_path / "s.sh"
         script.write_text(text)
-        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
         lines = text.splitlines()
         first_command = next(i for i, l in enumerate(lines[1:], 1) if l.strip() and not l.startswith("#"))
         assert all(i < first_command for i, l in enumerate(lines) if l.startswith("#SBATCH"))
 
 
 def test_runner_time_is_rounded_up_to_minutes() -> None:
-    scripts = _render({"app_cmd": "x", "runner_time": "0:30", "runner_margin": "10", "submitter_time": "1:30",
-                       "submitter_margin": "20"})
+    scripts = _render(
+        {
+            "app_cmd": "x",
+            "runner_time": "0:30",
+            "runner_margin": "10",
+            "submitter_time": "1:30",
+            "submitter_margin": "20",
+        }
+    )
     assert "#SBATCH --time=00:01:00" in scripts.runner
     assert "#SBATCH --time=00:02:00" in scripts.submitter
 
 
-HOSTILE = "it's \"$(touch /tmp/pwned)\" `id` ; rm -rf ~ $HOME"
+HOSTILE = 'it\'s "$(touch /tmp/pwned)" `id` ; rm -rf ~ $HOME'
 
 
 def test_hostile_values_stay_literal(tmp_path: Path) -> None:
     chain_dir = tmp_path / f"we ird {HOSTILE[:12]}"
-    scripts = _render({"app_cmd": "x", "partition": HOSTILE, "modules": HOSTILE[:20]},
-                      chain_dir=str(chain_dir), workdir=str(tmp_path))
+    scripts = _render(
+        {"app_cmd": "x", "partition": HOSTILE, "modules": HOSTILE[:20]}, chain_dir=str(chain_dir), workdir=str(tmp_path)
+    )
     # Evaluate every quoted word the way bash would, without running anything:
     # each #SBATCH value and the module names must come back literally.
     runner = scripts.runner
     line = next(l for l in runner.splitlines() if l.startswith("#SBATCH --partition="))
     word = line.removeprefix("#SBATCH --partition=")
-    echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True).stdout
+    echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=False).stdout
     assert echoed == HOSTILE
     assert not Path("/tmp/pwned").exists()
 
 
 def test_user_template_dir_overrides(tmp_path: Path) -> None:
-    (tmp_path / "runner.sbatch.j2").write_text("#!/bin/bash\n#SBATCH --time={{ sbatch_time }}\necho {{ s.app_cmd | q }}\n")
-    scripts = render_scripts(resolve({"app_cmd": "a b", "template_dir": str(tmp_path)}, {}, {}),
-                             chain_id="c-1", chain_dir=tmp_path / ".chain", workdir=tmp_path)
+    (tmp_path / "runner.sbatch.j2").write_text(
+        "#!/bin/bash\n#SBATCH --time={{ sbatch_time }}\necho {{ s.app_cmd | q }}\n"
+    )
+    scripts = render_scripts(
+        resolve({"app_cmd": "a b", "template_dir": str(tmp_path)}, {}, {}),
+        chain_id="c-1",
+        chain_dir=tmp_path / ".chain",
+        workdir=tmp_path,
+    )
     assert scripts.runner == "#!/bin/bash\n#SBATCH --time=00:03:00\necho 'a b'\n"
     assert "_submitter" in scripts.submitter  # the built-in one still serves the other
 
 
-@pytest.mark.parametrize("body, message", [
-    ("{% if %}", r"template .*/runner.sbatch.j2:1: Expected an expression"),
-    ("{{ no_such_value }}", "no_such_value"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("{% if %}", r"template .*/runner.sbatch.j2:1: Expected an expression"),
+        ("{{ no_such_value }}", "no_such_value"),
+    ],
+)
 def test_broken_user_template_is_a_config_error(tmp_path: Path, body: Any, message: Any) -> None:
     (tmp_path / "runner.sbatch.j2").write_text(body)
     with pytest.raises(ConfigError, match=message):
-        render_scripts(resolve({"app_cmd": "x", "template_dir": str(tmp_path)}, {}, {}),
-                       chain_id="c-1", chain_dir=tmp_path / ".chain", workdir=tmp_path)
+        render_scripts(
+            resolve({"app_cmd": "x", "template_dir": str(tmp_path)}, {}, {}),
+            chain_id="c-1",
+            chain_dir=tmp_path / ".chain",
+            workdir=tmp_path,
+        )
 
 
 def test_missing_template_dir(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
-        render_scripts(resolve({"app_cmd": "x", "template_dir": str(tmp_path / "nope")}, {}, {}),
-                       chain_id="c-1", chain_dir=tmp_path, workdir=tmp_path)
+        render_scripts(
+            resolve({"app_cmd": "x", "template_dir": str(tmp_path / "nope")}, {}, {}),
+            chain_id="c-1",
+            chain_dir=tmp_path,
+            workdir=tmp_path,
+        )

@@ -22,8 +22,9 @@ def _chain(tmp_path: Path) -> tuple[ChainDir, Any]:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10}, {}, None, tmp_path)
-    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
-                                  runner_live=True))
+    chain.save_status(
+        ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7", runner_live=True)
+    )
     return chain, settings
 
 
@@ -46,8 +47,7 @@ def test_requeued_runner_with_an_ended_record_does_not_run_the_app(tmp_path: Pat
     write_json_atomic(chain.record_file("7"), record)
     marker = tmp_path / "ran"
     settings = api.load_settings({"app_cmd": f"touch {marker}", "max_iter": 10}, {}, None, tmp_path)
-    code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1",
-                      workdir=tmp_path)
+    code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1", workdir=tmp_path)
     assert code == 0
     assert not marker.exists(), "the app ran a second time"
     assert chain.read_record("7") == record, "the outcome the submitter judges was overwritten"
@@ -58,8 +58,17 @@ def test_a_runner_requeued_after_its_end_record_is_judged_preempted_not_stalled(
     ~120 s BeginTime hold). The chain cancels it and goes on at once, and the runner counts
     neither as a retry nor as one without progress, even when the app had no time to save."""
     chain, settings = _chain(tmp_path)
-    write_json_atomic(chain.record_file("7"), {"job_id": "7", "status": "ended", "exit_code": 124,
-                                               "iter_before": 0, "iter_after": 0, "external_signal": "SIGTERM"})
+    write_json_atomic(
+        chain.record_file("7"),
+        {
+            "job_id": "7",
+            "status": "ended",
+            "exit_code": 124,
+            "iter_before": 0,
+            "iter_after": 0,
+            "external_signal": "SIGTERM",
+        },
+    )
     backend = FakeBackend()
     backend.set_state("7", JobState.PENDING)
     status = chain.load_status()
@@ -76,9 +85,18 @@ def test_a_runner_that_recorded_its_preemption_is_judged_preempted(tmp_path: Pat
     """Relay mode with PreemptMode=REQUEUE: the successor judges its predecessor after the requeued
     copy left; Slurm's last word (COMPLETED) says nothing, the runner's record does."""
     chain, settings = _chain(tmp_path)
-    write_json_atomic(chain.record_file("7"), {"job_id": "7", "status": "ended", "exit_code": 124,
-                                               "iter_before": 0, "iter_after": 0, "external_signal": "SIGTERM",
-                                               "preempted": True})
+    write_json_atomic(
+        chain.record_file("7"),
+        {
+            "job_id": "7",
+            "status": "ended",
+            "exit_code": 124,
+            "iter_before": 0,
+            "iter_after": 0,
+            "external_signal": "SIGTERM",
+            "preempted": True,
+        },
+    )
     backend = FakeBackend()
     backend.set_state("7", JobState.COMPLETED)
     status = chain.load_status()
@@ -91,9 +109,18 @@ def test_a_runner_that_recorded_its_preemption_is_judged_preempted(tmp_path: Pat
 
 def test_a_runner_that_recorded_its_preemption_has_its_requeued_copy_cancelled_at_once(tmp_path: Path) -> None:
     chain, settings = _chain(tmp_path)
-    write_json_atomic(chain.record_file("7"), {"job_id": "7", "status": "ended", "exit_code": 124,
-                                               "iter_before": 0, "iter_after": 3, "external_signal": "SIGTERM",
-                                               "preempted": True})
+    write_json_atomic(
+        chain.record_file("7"),
+        {
+            "job_id": "7",
+            "status": "ended",
+            "exit_code": 124,
+            "iter_before": 0,
+            "iter_after": 3,
+            "external_signal": "SIGTERM",
+            "preempted": True,
+        },
+    )
     backend = FakeBackend()
     backend.set_state("7", JobState.PENDING)  # back in the queue, held ~2 min by Slurm
     slept: list[float] = []

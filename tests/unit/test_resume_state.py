@@ -18,8 +18,7 @@ from chain.store import ChainDir
 
 
 @pytest.mark.parametrize("ended", ["failed", "stopped", "cancelled"])
-def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path,
-                                                 ended: str) -> None:
+def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path, ended: str) -> None:
     fake = FakeBackend()
     flags = {"app_cmd": "true", "max_iter": 10}
     chain_dir = tmp_path / ".chain"
@@ -44,7 +43,9 @@ def test_resume_of_ended_chain_forgets_its_hooks(tmp_path: Path,
 def test_resume_after_crashed_submitter_keeps_hooks_run(tmp_path: Path) -> None:
     fake = FakeBackend()
     chain_dir = tmp_path / ".chain"
-    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, backend=fake
+    )
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None
@@ -80,35 +81,42 @@ def _ended_status(state: ChainState) -> Any:
 
 def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> None:
     backend, clock, said = FinishingBackend(polls=3), SteppingClock(), list[str]()
-    api.refuse_live_submitter(backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append,
-                               sleep=clock.sleep, clock=clock)
+    api.refuse_live_submitter(
+        backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append, sleep=clock.sleep, clock=clock
+    )
     assert backend.queries == 4 and clock.slept == [2.0, 2.0, 2.0]
     assert said == ["waiting for submitter job 41 to finish the failed chain's report"]
 
 
 def test_resume_gives_up_waiting_with_a_clear_error() -> None:
     backend, clock = FinishingBackend(polls=10**6), SteppingClock()
-    with pytest.raises(ChainDirError, match=r"is stopped but its submitter \(job 41\) is still finishing "
-                                                r"its report after 120s"):
-        api.refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep,
-                                   clock=clock)
+    with pytest.raises(
+        ChainDirError,
+        match=r"is stopped but its submitter \(job 41\) is still finishing "
+        r"its report after 120s",
+    ):
+        api.refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep, clock=clock)
     assert clock.now == pytest.approx(120)
 
 
 def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
     backend, clock = FinishingBackend(polls=1), SteppingClock()
     with pytest.raises(ChainDirError, match=r"still has an active submitter \(job 41\)"):
-        api.refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep,
-                                   clock=clock)
+        api.refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep, clock=clock)
     assert clock.slept == []
 
 
-def _ended_chain(tmp_path: Path, state: str = "stopped",
-                 **flags: Any) -> tuple[ChainDir, FakeBackend]:
+def _ended_chain(tmp_path: Path, state: str = "stopped", **flags: Any) -> tuple[ChainDir, FakeBackend]:
     fake = FakeBackend()
     chain_dir = tmp_path / ".chain"
-    api.submit({"app_cmd": "true", "max_iter": 10, "runner_time": "10:00", **flags}, {}, config=None,
-               chain_dir=chain_dir, workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10, "runner_time": "10:00", **flags},
+        {},
+        config=None,
+        chain_dir=chain_dir,
+        workdir=tmp_path,
+        backend=fake,
+    )
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None
@@ -118,15 +126,22 @@ def _ended_chain(tmp_path: Path, state: str = "stopped",
     return chain, fake
 
 
-def test_resume_keeps_stored_settings_against_a_changed_toml_and_environment(
-        tmp_path: Path) -> None:
+def test_resume_keeps_stored_settings_against_a_changed_toml_and_environment(tmp_path: Path) -> None:
     """Only flags change a resumed chain; a differing chain.toml key or
     environment variable is listed, one line each, and not applied."""
     chain, fake = _ended_chain(tmp_path, partition="short")
     (tmp_path / "chain.toml").write_text('runner_time = "2:00:00"\ncheckpoint_every = 20\n')
     lines: list[str] = []
-    api.submit({"max_iter": "40"}, {"MAX_ITER": "99", "CHAIN_PARTITION": "long", "CHAIN_RETRIES": "0"},
-               config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, notify=lines.append, backend=fake)
+    api.submit(
+        {"max_iter": "40"},
+        {"MAX_ITER": "99", "CHAIN_PARTITION": "long", "CHAIN_RETRIES": "0"},
+        config=None,
+        chain_dir=chain.root,
+        workdir=tmp_path,
+        resume=True,
+        notify=lines.append,
+        backend=fake,
+    )
     stored = api.stored_settings(chain)
     assert stored.max_iter == 40  # the flag
     assert stored.partition == "short" and stored.runner_time == "10:00"  # not the env, not the file
@@ -143,11 +158,21 @@ def test_a_completed_chain_says_how_to_extend_or_start_anew(tmp_path: Path) -> N
         api.submit({"app_cmd": "true"}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, backend=fake)
     assert "--resume --max-iter" in str(plain.value) and "--new" in str(plain.value)
     with pytest.raises(ChainDirError, match="--resume --max-iter"):  # the environment does not extend it
-        api.submit({}, {"MAX_ITER": "50"}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, backend=fake)
+        api.submit(
+            {}, {"MAX_ITER": "50"}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, backend=fake
+        )
     old_id = chain.load_status().chain_id  # type: ignore[union-attr]
     lines: list[str] = []
-    new = api.submit({"app_cmd": "true", "max_iter": 5}, {}, config=None, chain_dir=chain.root,
-                     workdir=tmp_path, new=True, notify=lines.append, backend=fake)
+    new = api.submit(
+        {"app_cmd": "true", "max_iter": 5},
+        {},
+        config=None,
+        chain_dir=chain.root,
+        workdir=tmp_path,
+        new=True,
+        notify=lines.append,
+        backend=fake,
+    )
     kept = tmp_path / f".chain.{old_id}"
     assert new.chain_id != old_id and (kept / "state.json").is_file()
     assert ChainDir(kept).load_status().state is ChainState.COMPLETED  # type: ignore[union-attr]
@@ -175,8 +200,9 @@ def test_a_resume_while_chain_cancel_waits_for_the_jobs_is_refused(tmp_path: Pat
     that the cancel then marked cancelled: both said yes, the chain ended."""
     fake = SlowToEnd()
     chain_dir = tmp_path / ".chain"
-    api.submit({"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path,
-               backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10}, {}, config=None, chain_dir=chain_dir, workdir=tmp_path, backend=fake
+    )
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None

@@ -24,8 +24,7 @@ from chain.store.records import RunnerRecord
 
 # the app's trap is set before it says it is ready, so the stop signal never
 # comes before the app can handle it
-SAVES_ON_TERM = ("trap 'echo {saved} > state_iter.txt; exit {code}' TERM; touch ready; "
-                 "while :; do sleep 0.05; done")
+SAVES_ON_TERM = "trap 'echo {saved} > state_iter.txt; exit {code}' TERM; touch ready; while :; do sleep 0.05; done"
 
 
 def _chain(tmp_path: Path, app_cmd: str, counter: int | None = 0, **flags: Any) -> tuple[ChainDir, Any]:
@@ -34,8 +33,16 @@ def _chain(tmp_path: Path, app_cmd: str, counter: int | None = 0, **flags: Any) 
     settings = api.load_settings({"app_cmd": app_cmd, "max_iter": 150, **flags}, {}, None, tmp_path)
     if counter is not None:
         (tmp_path / "state_iter.txt").write_text(f"{counter}\n")
-    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
-                                  runner_live=True, iter_before=counter or 0))
+    chain.save_status(
+        ChainStatus(
+            chain_id="c-1",
+            workdir=str(tmp_path),
+            runner_seq=1,
+            runner_job_id="7",
+            runner_live=True,
+            iter_before=counter or 0,
+        )
+    )
     return chain, settings
 
 
@@ -47,10 +54,21 @@ def _stop_when_ready(tmp_path: Path) -> Callable[[], float]:
     return lambda: time.time() + (130.0 if ready.exists() else 0.0)
 
 
-def _run(tmp_path: Path, chain: ChainDir, settings: Any, clock: Callable[[], float] | None = None,
-         ) -> tuple[int, RunnerRecord]:
-    code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1", workdir=tmp_path,
-                      clock=clock or _stop_when_ready(tmp_path))
+def _run(
+    tmp_path: Path,
+    chain: ChainDir,
+    settings: Any,
+    clock: Callable[[], float] | None = None,
+) -> tuple[int, RunnerRecord]:
+    code = runner.run(
+        chain,
+        settings,
+        FakeBackend(),
+        job_id="7",
+        job_name="c-1.r1",
+        workdir=tmp_path,
+        clock=clock or _stop_when_ready(tmp_path),
+    )
     record = chain.runner_record("7")
     assert record is not None
     return code, record
@@ -99,8 +117,9 @@ def test_a_successful_app_is_described_as_a_success(tmp_path: Path) -> None:
     assert "before the stop signal" not in record.detail
 
 
-@pytest.mark.parametrize("app_cmd", ["exit 0", SAVES_ON_TERM.format(saved=0, code=0).replace(
-    "echo 0 > state_iter.txt; ", "")])
+@pytest.mark.parametrize(
+    "app_cmd", ["exit 0", SAVES_ON_TERM.format(saved=0, code=0).replace("echo 0 > state_iter.txt; ", "")]
+)
 def test_a_counter_file_the_app_never_wrote_is_named(tmp_path: Path, app_cmd: str) -> None:
     """Read as 0, a missing counter file looked like a stall ("stopped at the
     deadline without checkpoint advance (0->0)"): the runner's account names
@@ -128,29 +147,30 @@ def test_the_runner_names_itself_by_its_number_and_job(tmp_path: Path, capsys: p
 
 def _app_sees(tmp_path: Path, counter: int | None) -> str:
     """What the app's shell expands ``${CHAIN_RESUMING:+--resume}`` to."""
-    chain, settings = _chain(tmp_path, "echo \"[${CHAIN_RESUMING:+--resume}]\" > seen; echo 150 > state_iter.txt",
-                             counter=counter)
+    chain, settings = _chain(
+        tmp_path, 'echo "[${CHAIN_RESUMING:+--resume}]" > seen; echo 150 > state_iter.txt', counter=counter
+    )
     _run(tmp_path, chain, settings, clock=time.time)
     return (tmp_path / "seen").read_text().strip()
 
 
 @pytest.mark.parametrize("counter, expected", [(None, "[]"), (0, "[]"), (40, "[--resume]")])
-def test_chain_resuming_is_set_when_there_is_a_checkpoint(tmp_path: Path, counter: int | None,
-                                                          expected: str) -> None:
+def test_chain_resuming_is_set_when_there_is_a_checkpoint(tmp_path: Path, counter: int | None, expected: str) -> None:
     """The app command runs in a shell: ``${CHAIN_RESUMING:+...}`` works with
     no wrapper. A counter at 0 (or no file) is nothing to resume from."""
     assert _app_sees(tmp_path, counter) == expected
 
 
-def test_chain_resuming_from_the_submitting_shell_is_not_passed_on(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chain_resuming_from_the_submitting_shell_is_not_passed_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CHAIN_RESUMING", "1")
     assert _app_sees(tmp_path, 0) == "[]"
 
 
 def test_the_apps_python_is_unbuffered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
-    chain, settings = _chain(tmp_path, "echo \"$PYTHONUNBUFFERED\" > seen; echo 150 > state_iter.txt")
+    chain, settings = _chain(tmp_path, 'echo "$PYTHONUNBUFFERED" > seen; echo 150 > state_iter.txt')
     _run(tmp_path, chain, settings, clock=time.time)
     assert (tmp_path / "seen").read_text().strip() == "1"
 

@@ -33,20 +33,28 @@ WRITE_150 = "mkdir -p out; echo '{\"iter_num\": 150}' > out/ckpt.json"
 def _chain(tmp_path: Path, app_cmd: str, iter_num: int | None, **flags: Any) -> tuple[ChainDir, Any]:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
-    settings = api.load_settings({"app_cmd": app_cmd, "max_iter": 150, "counter_cmd": JSON_SPEC, **flags}, {},
-                                 None, tmp_path)
+    settings = api.load_settings(
+        {"app_cmd": app_cmd, "max_iter": 150, "counter_cmd": JSON_SPEC, **flags}, {}, None, tmp_path
+    )
     (tmp_path / "state_iter.txt").write_text("40\n")  # CKPT_PATH: never read with a counter spec
     if iter_num is not None:
         (tmp_path / "out").mkdir()
         (tmp_path / "out/ckpt.json").write_text(json.dumps({"iter_num": iter_num, "model": [1, 2]}))
-    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), runner_seq=1, runner_job_id="7",
-                                  runner_live=True, iter_before=iter_num or 0))
+    chain.save_status(
+        ChainStatus(
+            chain_id="c-1",
+            workdir=str(tmp_path),
+            runner_seq=1,
+            runner_job_id="7",
+            runner_live=True,
+            iter_before=iter_num or 0,
+        )
+    )
     return chain, settings
 
 
 def _run(tmp_path: Path, chain: ChainDir, settings: Any) -> tuple[int, RunnerRecord]:
-    code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1", workdir=tmp_path,
-                      clock=time.time)
+    code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1", workdir=tmp_path, clock=time.time)
     record = chain.runner_record("7")
     assert record is not None
     return code, record
@@ -54,7 +62,7 @@ def _run(tmp_path: Path, chain: ChainDir, settings: Any) -> tuple[int, RunnerRec
 
 @pytest.mark.parametrize(("iter_num", "expected"), [(None, "[]"), (0, "[]"), (60, "[--resume]")])
 def test_chain_resuming_follows_the_apps_checkpoint(tmp_path: Path, iter_num: int | None, expected: str) -> None:
-    chain, settings = _chain(tmp_path, f"echo \"[${{CHAIN_RESUMING:+--resume}}]\" > seen; {WRITE_150}", iter_num)
+    chain, settings = _chain(tmp_path, f'echo "[${{CHAIN_RESUMING:+--resume}}]" > seen; {WRITE_150}', iter_num)
     code, record = _run(tmp_path, chain, settings)
     assert (tmp_path / "seen").read_text().strip() == expected
     assert (code, record.iter_before, record.iter_after) == (0, iter_num or 0, 150)
@@ -73,8 +81,13 @@ def test_a_checkpoint_never_written_is_named_by_its_spec(tmp_path: Path) -> None
     assert "CKPT_PATH" not in record.detail and "state_iter.txt" not in record.detail
     status = chain.load_status()
     assert status is not None
-    watch = RunnerWatch(chain, FakeBackend(), tmp_path / settings.ckpt_path, ckpt_path=counter_source(settings),
-                        read=lambda: read_counter_state(settings, tmp_path))
+    watch = RunnerWatch(
+        chain,
+        FakeBackend(),
+        tmp_path / settings.ckpt_path,
+        ckpt_path=counter_source(settings),
+        read=lambda: read_counter_state(settings, tmp_path),
+    )
     outcome = watch.outcome(status, record, None)
     assert outcome.missing_counter_file == NAMED
     no_record = watch.outcome(status, None, None)  # a runner that died: the checkpoint is read as it is
@@ -108,7 +121,7 @@ def stdout_to_file(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_the_progress_pattern_records_how_far_the_app_got(tmp_path: Path) -> None:
-    app = f"for i in 61 62 63; do echo \"iter $i: loss 1.0\"; done; {WRITE_150}"
+    app = f'for i in 61 62 63; do echo "iter $i: loss 1.0"; done; {WRITE_150}'
     chain, settings = _chain(tmp_path, app, 60, progress_pattern=r"^iter (\d+):")
     with stdout_to_file(tmp_path) as log:
         _, record = _run(tmp_path, chain, settings)

@@ -38,16 +38,37 @@ class EndingBackend(FakeBackend):
         return self.end
 
 
-def _chain(tmp_path: Path, *, margin: int = 0, runner_time: str = "1:30",
-           runner_margin: int = 10) -> tuple[ChainDir, Settings]:
+def _chain(
+    tmp_path: Path, *, margin: int = 0, runner_time: str = "1:30", runner_margin: int = 10
+) -> tuple[ChainDir, Settings]:
     """Runner 1 (job 101) computes; runner 2 (job 102) is queued behind it."""
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
-    settings = api.load_settings({"app_cmd": f"touch {tmp_path / 'ran'}", "max_iter": 10, "lookahead": True,
-                                  "runner_time": runner_time, "runner_margin": runner_margin}, {}, None, tmp_path)
-    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.RUNNING, runner_seq=1,
-                                  runner_job_id="101", runner_live=True, next_job_id="102", iter_before=0,
-                                  margin=margin))
+    settings = api.load_settings(
+        {
+            "app_cmd": f"touch {tmp_path / 'ran'}",
+            "max_iter": 10,
+            "lookahead": True,
+            "runner_time": runner_time,
+            "runner_margin": runner_margin,
+        },
+        {},
+        None,
+        tmp_path,
+    )
+    chain.save_status(
+        ChainStatus(
+            chain_id="c-1",
+            workdir=str(tmp_path),
+            state=ChainState.RUNNING,
+            runner_seq=1,
+            runner_job_id="101",
+            runner_live=True,
+            next_job_id="102",
+            iter_before=0,
+            margin=margin,
+        )
+    )
     (tmp_path / "state_iter.txt").write_text("4\n")
     return chain, settings
 
@@ -55,8 +76,16 @@ def _chain(tmp_path: Path, *, margin: int = 0, runner_time: str = "1:30",
 def _wait_unpromoted(tmp_path: Path, chain: ChainDir, settings: Settings, end: float | None) -> float:
     """Runner 2 starts at T0 and is never promoted: how long it waited."""
     fake = SteppingClock(T0, min_step=1.0)  # by whole seconds: its 0.1 s polls
-    code = runner.run(chain, settings, EndingBackend(end), job_id="102", job_name="c-1.r2", workdir=tmp_path,
-                      clock=fake.clock, sleep=fake.sleep)
+    code = runner.run(
+        chain,
+        settings,
+        EndingBackend(end),
+        job_id="102",
+        job_name="c-1.r2",
+        workdir=tmp_path,
+        clock=fake.clock,
+        sleep=fake.sleep,
+    )
     assert code == 0 and not (tmp_path / "ran").exists(), "it ran the app without being promoted"
     record = chain.runner_record("102")
     assert record is not None and record.ended and record.superseded and "not promoted" in record.detail
@@ -69,13 +98,17 @@ def test_the_give_up_time_is_the_patience_or_the_own_end_less_the_margin() -> No
     assert promotion_give_up(100.0, 120.0, 100.0 + 5, 10) == 95.0  # past already: leave at once
 
 
-@pytest.mark.parametrize(("end", "waited"), [
-    (T0 + 90, 80),  # a 1:30 runner, margin 10 s: it leaves 10 s before Slurm would kill it
-    (T0 + 3600, PROMOTION_PATIENCE),  # a long runner: the patience
-    (None, 80),  # the scheduler did not tell: the configured 1:30 from its start
-])
+@pytest.mark.parametrize(
+    ("end", "waited"),
+    [
+        (T0 + 90, 80),  # a 1:30 runner, margin 10 s: it leaves 10 s before Slurm would kill it
+        (T0 + 3600, PROMOTION_PATIENCE),  # a long runner: the patience
+        (None, 80),  # the scheduler did not tell: the configured 1:30 from its start
+    ],
+)
 def test_a_prequeued_runner_waits_at_most_min_of_patience_and_own_end_less_margin(
-        tmp_path: Path, end: float | None, waited: float) -> None:
+    tmp_path: Path, end: float | None, waited: float
+) -> None:
     chain, settings = _chain(tmp_path)
     assert _wait_unpromoted(tmp_path, chain, settings, end) == pytest.approx(waited, abs=1)
 
@@ -104,8 +137,9 @@ def test_the_submitter_submits_afresh_for_a_runner_that_gave_up(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("slurm_state", [JobState.COMPLETED, JobState.TIMEOUT])
-def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(tmp_path: Path,
-                                                                          slurm_state: JobState) -> None:
+def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(
+    tmp_path: Path, slurm_state: JobState
+) -> None:
     """The race: the submitter promotes runner 2 just after it gave up. Its
     record says it ran no app: the chain goes on from the same counter, with
     the same margin and no runner without progress counted; also when its
@@ -123,8 +157,9 @@ def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(tmp_pa
     watch = RunnerWatch(chain, backend, tmp_path / "state_iter.txt", sleep=lambda s: None)
     outcome = watch.outcome_of(status)
     assert not outcome.app_ran and outcome.slurm_state is slurm_state
-    decision = decide(outcome, Policy(settings.max_iter, settings.retries),
-                      Tally(status.no_progress, status.retries_used))
+    decision = decide(
+        outcome, Policy(settings.max_iter, settings.retries), Tally(status.no_progress, status.retries_used)
+    )
     assert decision.verdict is Verdict.CONTINUE, decision
     assert "without running the app" in decision.reason
     assert decision.progress == Tally(no_progress=1)  # not counted as a stall

@@ -41,8 +41,7 @@ def test_engine_never_evaluates_or_unpickles() -> None:
                 for kw in node.keywords:
                     if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
                         found.append(f"{where}: shell=...")
-                if name == "system" and getattr(fn, "value", None) is not None \
-                        and getattr(fn.value, "id", "") == "os":  # type: ignore[attr-defined]
+                if name == "system" and getattr(fn, "value", None) is not None and getattr(fn.value, "id", "") == "os":  # type: ignore[attr-defined]
                     found.append(f"{where}: os.system")
             elif isinstance(node, ast.Import):
                 found += [f"{where}: import {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES]
@@ -66,18 +65,32 @@ def _chain(*args: str, cwd: Path, umask: int | None = None) -> subprocess.Comple
         if umask is not None:
             os.umask(umask)
 
-    return subprocess.run([sys.executable, "-m", "chain", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, check=False, preexec_fn=preexec,
-                          env={**os.environ, "CHAIN_BACKEND": "local"})
+    return subprocess.run(
+        [sys.executable, "-m", "chain", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=preexec,
+        env={**os.environ, "CHAIN_BACKEND": "local"},
+    )
 
 
 def _good_state(tmp_path: Path) -> dict[str, Any]:
-    return {"chain_id": "chain-abc123", "state": "stopped", "reason": "x", "workdir": str(tmp_path),
-            "backend": "local", "runner_seq": 1, "hooks": []}
+    return {
+        "chain_id": "chain-abc123",
+        "state": "stopped",
+        "reason": "x",
+        "workdir": str(tmp_path),
+        "backend": "local",
+        "runner_seq": 1,
+        "hooks": [],
+    }
 
 
 CORRUPT = {
-    "not json": "{\"chain_id\": ",
+    "not json": '{"chain_id": ',
     "empty": "",
     "a list": "[1, 2]",
     "no chain_id": json.dumps({"state": "running"}),
@@ -99,8 +112,12 @@ def test_corrupt_state_gives_one_line_error(tmp_path: Path, case: str, command: 
     (chain_dir / "settings.json").write_text(json.dumps({}))
     text = CORRUPT[case]
     good = _good_state(tmp_path)
-    mutations: dict[str, dict[str, Any]] = {"RUNNER_SEQ": {"runner_seq": "3"}, "RUNNER_LIVE": {"runner_live": "yes"},
-                 "HOOKS_STR": {"hooks": "report"}, "HOOKS_INTS": {"hooks": [1, 2]}}
+    mutations: dict[str, dict[str, Any]] = {
+        "RUNNER_SEQ": {"runner_seq": "3"},
+        "RUNNER_LIVE": {"runner_live": "yes"},
+        "HOOKS_STR": {"hooks": "report"},
+        "HOOKS_INTS": {"hooks": [1, 2]},
+    }
     if text in mutations:
         text = json.dumps({**good, **mutations[text]})
     (chain_dir / "state.json").write_text(text, encoding="latin-1")
@@ -143,10 +160,17 @@ def test_chain_files_respect_the_umask(tmp_path: Path, umask: int) -> None:
     assert not bad, f"umask {oct(umask)}: {bad}"
 
 
-@pytest.mark.parametrize("field, value", [
-    ("chain_id", "c-1\ntouch pwned"), ("chain_id", "c 1"), ("chain_id", "x" * 81),
-    ("runner_job_id", "--user=alice"), ("submitter_job_id", "12; rm -rf ~"), ("next_job_id", "-1"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("chain_id", "c-1\ntouch pwned"),
+        ("chain_id", "c 1"),
+        ("chain_id", "x" * 81),
+        ("runner_job_id", "--user=alice"),
+        ("submitter_job_id", "12; rm -rf ~"),
+        ("next_job_id", "-1"),
+    ],
+)
 def test_tampered_ids_in_state_json_are_refused(tmp_path: Path, field: str, value: str) -> None:
     """A chain id that would leave its line of a script, or a job id that
     would be an option to scancel/squeue, never gets past loading."""

@@ -38,9 +38,19 @@ def test_precedence_flag_env_file_default() -> None:
 
 
 def test_seed_environment_names() -> None:
-    env = {"APP_CMD": "x", "MAX_ITER": "7", "CKPT_PATH": "c", "CHECKPOINT_EVERY": "2",
-           "RUNNER_TIME_LIMIT": "0:30", "RUNNER_MARGIN_SEC": "10", "SUBMITTER_TIME_LIMIT": "2",
-           "SUBMITTER_MARGIN_SEC": "20", "LAUNCH_MODE": "srun", "SRUN_ARGS": "-n 2", "MODULE_LIST": "a b"}
+    env = {
+        "APP_CMD": "x",
+        "MAX_ITER": "7",
+        "CKPT_PATH": "c",
+        "CHECKPOINT_EVERY": "2",
+        "RUNNER_TIME_LIMIT": "0:30",
+        "RUNNER_MARGIN_SEC": "10",
+        "SUBMITTER_TIME_LIMIT": "2",
+        "SUBMITTER_MARGIN_SEC": "20",
+        "LAUNCH_MODE": "srun",
+        "SRUN_ARGS": "-n 2",
+        "MODULE_LIST": "a b",
+    }
     s = resolve({}, env, {})
     assert s.runner_seconds == 30 and s.submitter_seconds == 120
     assert s.launch_mode is LaunchMode.SRUN and s.srun_argv == ["-n", "2"] and s.module_list == ["a", "b"]
@@ -75,7 +85,7 @@ def test_bad_values_are_one_line_errors(flags: Any, message: Any) -> None:
 
 def test_config_file_unknown_key(tmp_path: Path) -> None:
     cfg = tmp_path / "chain.toml"
-    cfg.write_text('max_iter = 5\nmax_iters = 6\n')
+    cfg.write_text("max_iter = 5\nmax_iters = 6\n")
     with pytest.raises(ConfigError, match="unknown key 'max_iters'"):
         read_config_file(cfg)
 
@@ -89,7 +99,7 @@ def test_config_file_wrong_type(tmp_path: Path) -> None:
 
 def test_config_file_syntax_error(tmp_path: Path) -> None:
     cfg = tmp_path / "chain.toml"
-    cfg.write_text('max_iter = \n')
+    cfg.write_text("max_iter = \n")
     with pytest.raises(ConfigError, match="chain.toml"):
         read_config_file(cfg)
 
@@ -117,31 +127,42 @@ def test_srun_mode_passes_the_task_layout_on() -> None:
     assert resolve(APP, {}, {}).srun_argv == ["-n", "1"]
 
 
-@pytest.mark.parametrize("flags, message", [
-    ({"gpus": "two"}, "must be a count"), ({"gpus_per_task": "a100:0"}, "must be a count"),
-    ({"nodes": "-1"}, "at least 0"), ({"time_min": "2:00:00", "runner_time": "1:00:00"}, "at most the runner time"),
-    ({"time_min": "0:30", "runner_margin": "60"}, "above the runner margin"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"gpus": "two"}, "must be a count"),
+        ({"gpus_per_task": "a100:0"}, "must be a count"),
+        ({"nodes": "-1"}, "at least 0"),
+        ({"time_min": "2:00:00", "runner_time": "1:00:00"}, "at most the runner time"),
+        ({"time_min": "0:30", "runner_margin": "60"}, "above the runner margin"),
+    ],
+)
 def test_resource_settings_are_checked(flags: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve({**APP, **flags}, {}, {})
 
 
 # --- memory (issue 26 item 12) --------------------------------------------------------------------
-MEM_SETTINGS = [("runner_mem", "--runner-mem", "CHAIN_RUNNER_MEM"),
-                ("submitter_mem", "--submitter-mem", "CHAIN_SUBMITTER_MEM")]
+MEM_SETTINGS = [
+    ("runner_mem", "--runner-mem", "CHAIN_RUNNER_MEM"),
+    ("submitter_mem", "--submitter-mem", "CHAIN_SUBMITTER_MEM"),
+]
 
 
 @pytest.mark.parametrize("name, flag, env", MEM_SETTINGS)
 @pytest.mark.parametrize("value", ["2GB", "4096MB", "1.5G", "-1", "G", "2 G", "two", "4Gi", "1P", "1e3"])
 def test_a_memory_size_not_in_slurms_form_is_refused_naming_the_setting(
-        name: str, flag: str, env: str, value: str, tmp_path: Path) -> None:
+    name: str, flag: str, env: str, value: str, tmp_path: Path
+) -> None:
     """sbatch --mem is a whole number with an optional unit K, M, G or T:
     every layer names the setting it came from, the value and the form."""
     cfg = tmp_path / "chain.toml"
     cfg.write_text(f'{name} = "{value}"\n')
-    for flags, environ, file_values, where in (({name: value}, {}, {}, flag), ({}, {env: value}, {}, env),
-                                               ({}, {}, read_config_file(cfg), f"config file: {name}")):
+    for flags, environ, file_values, where in (
+        ({name: value}, {}, {}, flag),
+        ({}, {env: value}, {}, env),
+        ({}, {}, read_config_file(cfg), f"config file: {name}"),
+    ):
         with pytest.raises(ConfigError) as err:
             resolve({**APP, **flags}, environ, file_values)
         message = str(err.value)
@@ -150,9 +171,22 @@ def test_a_memory_size_not_in_slurms_form_is_refused_naming_the_setting(
 
 
 @pytest.mark.parametrize("name, flag, env", MEM_SETTINGS)
-@pytest.mark.parametrize("value, kept", [("512M", "512M"), ("4G", "4G"), ("4g", "4G"), ("2048", "2048"),
-                                         ("0", "0"), ("100K", "100K"), ("1T", "1T"), (" 8G ", "8G"),
-                                         ("", ""), (4096, "4096"), (0, "0")])
+@pytest.mark.parametrize(
+    "value, kept",
+    [
+        ("512M", "512M"),
+        ("4G", "4G"),
+        ("4g", "4G"),
+        ("2048", "2048"),
+        ("0", "0"),
+        ("100K", "100K"),
+        ("1T", "1T"),
+        (" 8G ", "8G"),
+        ("", ""),
+        (4096, "4096"),
+        (0, "0"),
+    ],
+)
 def test_memory_sizes_in_slurms_form_are_kept(name: str, flag: str, env: str, value: object, kept: str) -> None:
     """As sbatch takes them (0 is all of a node's memory; empty leaves --mem
     out), the unit in capitals (pyslurm reads only those); a TOML integer is
@@ -174,13 +208,13 @@ def test_render_refuses_a_bad_memory_size_in_one_line(tmp_path: Path, monkeypatc
     from chain.cli.commands import app
 
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2GB"],
-                                env={"CHAIN_BACKEND": "local"})
+    result = CliRunner().invoke(
+        app, ["render", "--app-cmd", "true", "--runner-mem", "2GB"], env={"CHAIN_BACKEND": "local"}
+    )
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr + result.stdout
     assert "--runner-mem '2GB' is not a Slurm memory size" in result.stderr, result.stderr
-    ok = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2G"],
-                            env={"CHAIN_BACKEND": "local"})
+    ok = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2G"], env={"CHAIN_BACKEND": "local"})
     assert ok.exit_code == 0, (ok.stdout, ok.stderr)
     assert "#SBATCH --mem=2G" in ok.stdout, ok.stdout
 

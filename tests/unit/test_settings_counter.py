@@ -20,22 +20,26 @@ def test_the_counter_spec_comes_from_flag_environment_or_file(tmp_path: Path) ->
     assert flag.counter_spec.kind is CounterKind.JSON and flag.counter_spec.key == ("global_step",)
     env = resolve(APP, {"CHAIN_COUNTER_CMD": "glob:out/checkpoint-*"}, {})
     assert env.counter_spec.kind is CounterKind.GLOB
-    (tmp_path / "chain.toml").write_text("counter_cmd = 'torch:out/ckpt.pt:iter_num'\n"
-                                         "progress_pattern = '^iter (\\d+):'\n")
+    (tmp_path / "chain.toml").write_text(
+        "counter_cmd = 'torch:out/ckpt.pt:iter_num'\nprogress_pattern = '^iter (\\d+):'\n"
+    )
     filed = resolve(APP, {}, read_config_file(tmp_path / "chain.toml"))
     assert filed.counter_spec.kind is CounterKind.TORCH and filed.progress_pattern == r"^iter (\d+):"
     assert from_json(filed.to_json()) == filed
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    ({"counter_cmd": "json:out/state.json"}, "--counter-cmd 'json:out/state.json': json: needs a file and a key"),
-    ({"counter_cmd": "json:out/state.json:"}, "json: needs a file and a key"),
-    ({"counter_cmd": "json:out/s.json:a..b"}, "has an empty part"),
-    ({"counter_cmd": "torch:out/ckpt.pt"}, "torch: needs a file and a key, as torch:PATH:KEY"),
-    ({"counter_cmd": "glob:"}, "glob: needs a pattern"),
-    ({"progress_pattern": "iter (\\d+"}, "--progress-pattern 'iter (\\\\d+': not a valid regular expression"),
-    ({"progress_pattern": "^iter \\d+"}, "has no group"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"counter_cmd": "json:out/state.json"}, "--counter-cmd 'json:out/state.json': json: needs a file and a key"),
+        ({"counter_cmd": "json:out/state.json:"}, "json: needs a file and a key"),
+        ({"counter_cmd": "json:out/s.json:a..b"}, "has an empty part"),
+        ({"counter_cmd": "torch:out/ckpt.pt"}, "torch: needs a file and a key, as torch:PATH:KEY"),
+        ({"counter_cmd": "glob:"}, "glob: needs a pattern"),
+        ({"progress_pattern": "iter (\\d+"}, "--progress-pattern 'iter (\\\\d+': not a valid regular expression"),
+        ({"progress_pattern": "^iter \\d+"}, "has no group"),
+    ],
+)
 def test_a_bad_spec_or_pattern_is_a_one_line_error(flags: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         resolve({**APP, **flags}, {}, {})

@@ -10,10 +10,19 @@ from chain.core.settings import Settings
 from chain.primitives.signals import signal_name, signal_named, spelled
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("TERM", signal.SIGTERM), (" sigint ", signal.SIGINT), ("SIGUSR1", signal.SIGUSR1), ("usr2", signal.SIGUSR2),
-    ("", None), ("BOGUS", None), ("SIG", None), ("15", None),  # a number is not a name
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("TERM", signal.SIGTERM),
+        (" sigint ", signal.SIGINT),
+        ("SIGUSR1", signal.SIGUSR1),
+        ("usr2", signal.SIGUSR2),
+        ("", None),
+        ("BOGUS", None),
+        ("SIG", None),
+        ("15", None),  # a number is not a name
+    ],
+)
 def test_names_as_users_write_them(text: str, expected: signal.Signals | None) -> None:
     assert signal_named(text) is expected
 

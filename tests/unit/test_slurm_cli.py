@@ -16,9 +16,11 @@ from chain.core.model import JobState
 from chain.core.retry import RetryPolicy
 from chain.errors import SchedulerError
 
-DBD_DOWN = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
-            "host:localhost:6819: Connection refused\nsacct: error: Problem talking to the database: "
-            "Connection refused")
+DBD_DOWN = (
+    "sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
+    "host:localhost:6819: Connection refused\nsacct: error: Problem talking to the database: "
+    "Connection refused"
+)
 CTLD_DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
 
 
@@ -27,8 +29,9 @@ class Fake:
         self.answers = answers
         self.calls: list[str] = []
 
-    def __call__(self, argv: Sequence[str], env: Mapping[str, str] | None,
-                 cwd: Path | None) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
+    ) -> subprocess.CompletedProcess[str]:
         self.calls.append(argv[0])
         rc, out, err = self.answers[argv[0]]
         return subprocess.CompletedProcess(list(argv), rc, out, err)
@@ -42,8 +45,12 @@ SQUEUE_ENDED = "42|TIMEOUT|TimeLimit|chain-x.r1|2026-01-01T00:00:00|2026-01-01T0
 
 
 def test_an_ended_job_squeue_still_shows_needs_no_sacct_without_exit_codes() -> None:
-    fake = Fake({"squeue": (0, SQUEUE_ENDED, ""),
-                 "sacct": (0, "42|TIMEOUT|0:15|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", "")})
+    fake = Fake(
+        {
+            "squeue": (0, SQUEUE_ENDED, ""),
+            "sacct": (0, "42|TIMEOUT|0:15|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
+        }
+    )
     assert backend(fake).query(["42"], exit_codes=False)["42"].state is JobState.TIMEOUT
     assert fake.calls == ["squeue"]
     assert backend(fake).query(["42"])["42"].state is JobState.TIMEOUT
@@ -51,27 +58,37 @@ def test_an_ended_job_squeue_still_shows_needs_no_sacct_without_exit_codes() -> 
 
 
 def test_a_job_squeue_no_longer_shows_is_looked_up_in_accounting_even_without_exit_codes() -> None:
-    fake = Fake({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
-                 "sacct": (0, "42|COMPLETED|0:0|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", "")})
+    fake = Fake(
+        {
+            "squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+            "sacct": (0, "42|COMPLETED|0:0|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
+        }
+    )
     assert backend(fake).query(["42"], exit_codes=False)["42"].state is JobState.COMPLETED
     assert fake.calls == ["squeue", "sacct"]
 
 
 def test_slurmdbd_down_one_sacct_try_then_scontrol() -> None:
-    fake = Fake({
-        "squeue": (0, "42|COMPLETED|None|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
-        "sacct": (1, "", DBD_DOWN),
-        "scontrol": (0, "JobId=42 JobName=chain-x.r1\n   JobState=COMPLETED Reason=None ExitCode=0:0\n", ""),
-    })
+    fake = Fake(
+        {
+            "squeue": (0, "42|COMPLETED|None|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
+            "sacct": (1, "", DBD_DOWN),
+            "scontrol": (0, "JobId=42 JobName=chain-x.r1\n   JobState=COMPLETED Reason=None ExitCode=0:0\n", ""),
+        }
+    )
     info = backend(fake).query(["42"])["42"]
     assert info.state is JobState.COMPLETED
     assert fake.calls == ["squeue", "sacct", "scontrol"]
 
 
 def test_job_only_accounting_knows_still_gets_the_retry_budget() -> None:
-    fake = Fake({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
-                 "sacct": (1, "", DBD_DOWN),
-                 "scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified")})
+    fake = Fake(
+        {
+            "squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+            "sacct": (1, "", DBD_DOWN),
+            "scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+        }
+    )
     assert backend(fake).query(["42"]) == {}
     assert fake.calls.count("sacct") == 1 + 8
 

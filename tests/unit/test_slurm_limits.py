@@ -24,20 +24,23 @@ from chain.errors import SchedulerError
 # sacctmgr -n -P show user root withassoc format=user,defaultaccount,account,partition,maxjobs,maxsubmit,qos,defaultqos
 # with MaxJobs=3 MaxSubmitJobs=5 set on the account root (the user's row shows them inherited)
 ASSOC = "root|root|root||3|5|normal|\n"
-ASSOC_MANY = ("ana|lab|lab||4||normal,long|long\n"
-              "ana|lab|lab|gpu|1|2|normal|\n"
-              "ana|lab|other|||||normal\n")
+ASSOC_MANY = "ana|lab|lab||4||normal,long|long\nana|lab|lab|gpu|1|2|normal|\nana|lab|other|||||normal\n"
 QOS = "normal|7|9\nlong||3\n"
-CONFIG = ("AccountingStorageBackupHost = (null)\n"
-          "AccountingStorageEnforce = associations,limits\n"
-          "AccountingStorageHost   = localhost\n")
+CONFIG = (
+    "AccountingStorageBackupHost = (null)\n"
+    "AccountingStorageEnforce = associations,limits\n"
+    "AccountingStorageHost   = localhost\n"
+)
 
 
 def test_associations_parse() -> None:
     assert parse_associations(ASSOC) == [Association("root", "root", "", 3, 5, ("normal",), "")]
     rows = parse_associations(ASSOC_MANY)
     assert [(r.account, r.partition, r.max_jobs, r.max_submit) for r in rows] == [
-        ("lab", "", 4, None), ("lab", "gpu", 1, 2), ("other", "", None, None)]
+        ("lab", "", 4, None),
+        ("lab", "gpu", 1, 2),
+        ("other", "", None, None),
+    ]
     assert rows[0].qos == ("normal", "long") and rows[0].default_qos == "long"
     assert parse_associations("") == [] and parse_associations("garbage\n") == []
 
@@ -71,10 +74,12 @@ def test_qos_limits_and_enforcement_parse() -> None:
 def test_the_tightest_limit_wins_and_says_where_it_comes_from() -> None:
     row = parse_associations(ASSOC)[0]
     assert combine(row, "normal", parse_qos_limits(QOS)) == JobLimits(
-        queued=Limit(5, "association MaxSubmitJobs"), running=Limit(3, "association MaxJobs"))
+        queued=Limit(5, "association MaxSubmitJobs"), running=Limit(3, "association MaxJobs")
+    )
     lab = parse_associations(ASSOC_MANY)[0]
     assert combine(lab, "long", parse_qos_limits(QOS)) == JobLimits(
-        queued=Limit(3, "QOS long MaxSubmitJobsPerUser"), running=Limit(4, "association MaxJobs"))
+        queued=Limit(3, "QOS long MaxSubmitJobsPerUser"), running=Limit(4, "association MaxJobs")
+    )
     assert combine(lab, "none", {}) == JobLimits(queued=None, running=Limit(4, "association MaxJobs"))
 
 
@@ -100,13 +105,15 @@ def test_site_limits_asks_slurmctld_only_when_a_limit_is_set() -> None:
 
 def test_site_limits_found_and_enforced() -> None:
     clients = Clients({"sacctmgr user": ASSOC, "sacctmgr qos": QOS, "scontrol": CONFIG})
-    assert site_limits(clients, "root") == JobLimits(Limit(5, "association MaxSubmitJobs"),
-                                                     Limit(3, "association MaxJobs"))
+    assert site_limits(clients, "root") == JobLimits(
+        Limit(5, "association MaxSubmitJobs"), Limit(3, "association MaxJobs")
+    )
 
 
 def test_limits_not_enforced_are_no_limits() -> None:
-    clients = Clients({"sacctmgr user": ASSOC, "sacctmgr qos": QOS,
-                       "scontrol": "AccountingStorageEnforce = associations\n"})
+    clients = Clients(
+        {"sacctmgr user": ASSOC, "sacctmgr qos": QOS, "scontrol": "AccountingStorageEnforce = associations\n"}
+    )
     assert site_limits(clients, "root") is None
 
 

@@ -60,8 +60,7 @@ SCENARIOS = {
 }
 # What differs between releases: the reason of a job killed by a signal, and sacct's
 # exit status of 128 and more (26.05 no longer subtracts 128).
-KILLED_REASON = {"22.05": "JobLaunchFailure", "24.11": "RaisedSignal:9(Killed)",
-                 "26.05": "RaisedSignal:9(Killed)"}
+KILLED_REASON = {"22.05": "JobLaunchFailure", "24.11": "RaisedSignal:9(Killed)", "26.05": "RaisedSignal:9(Killed)"}
 SACCT_EXIT_137 = {"22.05": (9, None), "24.11": (9, None), "26.05": (137, None)}
 
 

@@ -49,8 +49,9 @@ def test_any_change_starts_the_wait_again() -> None:
 
 
 def _outcome(before: int, after: int, stalled: float | None = 600.0) -> Outcome:
-    return Outcome(exit_code=124 if after > before else 1, slurm_state=None, iter_before=before,
-                   iter_after=after, stalled=stalled)
+    return Outcome(
+        exit_code=124 if after > before else 1, slurm_state=None, iter_before=before, iter_after=after, stalled=stalled
+    )
 
 
 def test_a_stalled_runner_is_a_runner_without_progress_even_if_its_counter_moved() -> None:
@@ -81,12 +82,13 @@ def test_the_runner_stops_an_app_that_hangs(tmp_path: Path) -> None:
 
 
 def test_an_app_that_touches_its_heartbeat_is_not_stalled(tmp_path: Path) -> None:
-    app = ("trap 'echo 7 > state_iter.txt; exit 99' TERM; touch ready; "
-           "while :; do touch \"$CHAIN_HEARTBEAT\"; sleep 0.2; done")
+    app = (
+        "trap 'echo 7 > state_iter.txt; exit 99' TERM; touch ready; "
+        'while :; do touch "$CHAIN_HEARTBEAT"; sleep 0.2; done'
+    )
     chain, settings = _chain(tmp_path, app, counter=5, stall_timeout=1)
     # real time for 3 s (three stall timeouts), then past the planned stop time
     t0 = time.time()
-    code, record = _run(tmp_path, chain, settings,
-                        clock=lambda: time.time() + (130.0 if time.time() - t0 > 3 else 0.0))
+    code, record = _run(tmp_path, chain, settings, clock=lambda: time.time() + (130.0 if time.time() - t0 > 3 else 0.0))
     assert record.stalled is None and "stalled" not in record.detail
     assert code == 124 and record.iter_after == 7  # stopped at its planned time, counter advanced

@@ -20,8 +20,15 @@ def _modules_after(code: str) -> set[str]:
 
 def test_the_status_path_imports_no_submission_templates_or_jobs() -> None:
     loaded = _modules_after("import chain.cli.commands, chain.cli.status_view, chain.api.status")
-    heavy = {"chain.api.submission", "chain.api.cancelling", "chain.api.handle", "chain.api.templating", "jinja2",
-             "logging", "hashlib"}  # stdlib, 4-7 ms each, used only by apps and saves
+    heavy = {
+        "chain.api.submission",
+        "chain.api.cancelling",
+        "chain.api.handle",
+        "chain.api.templating",
+        "jinja2",
+        "logging",
+        "hashlib",
+    }  # stdlib, 4-7 ms each, used only by apps and saves
     assert not heavy & loaded, sorted(heavy & loaded)
 
 
@@ -45,8 +52,15 @@ def test_the_type_checking_imports_are_the_lazy_names() -> None:
     from pathlib import Path
 
     tree = ast.parse(Path(api.__file__).read_text())
-    guarded = next(node for node in tree.body if isinstance(node, ast.If)
-                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-    imported = {alias.name: node.module.removeprefix("chain.api.") for node in guarded.body
-                if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+    guarded = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    )
+    imported = {
+        alias.name: node.module.removeprefix("chain.api.")
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
     assert imported == api._HOMES

@@ -72,17 +72,25 @@ def test_a_scancelled_relay_is_reported_not_settled(tmp_path: Path) -> None:
     _scancelled(tmp_path, fake)
     report = api.status_report(tmp_path / ".chain", backend=fake)
     assert report.state is ChainState.RUNNING and report.cancelled_outside == (
-        "runner job 102 was cancelled outside chain (scancel)")
+        "runner job 102 was cancelled outside chain (scancel)"
+    )
     with pytest.raises(ChainError, match="cancelled outside chain.*chain cancel closes it"):
         Chain.open(tmp_path, backend=fake).wait(sleep=lambda s: pytest.fail("waited on a chain nothing drives"))
 
 
 def test_the_watch_ends_on_a_scancelled_relay_and_chain_cancel_closes_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = FakeBackend()
     _scancelled(tmp_path, fake)
-    monkeypatch.setattr("chain.api.status._ask_scheduler", lambda status, chain_dir, backend: (
-        fake.query([j for j in (status.runner_job_id, status.next_job_id) if j]), "", fake))
+    monkeypatch.setattr(
+        "chain.api.status._ask_scheduler",
+        lambda status, chain_dir, backend: (
+            fake.query([j for j in (status.runner_job_id, status.next_job_id) if j]),
+            "",
+            fake,
+        ),
+    )
     result = CliRunner().invoke(app, ["status", "--watch", "--chain-dir", str(tmp_path / ".chain")])
     assert result.exit_code == ChainState.CANCELLED.exit_code, result.output
     assert "cancelled outside chain: runner job 102" in result.output and "chain cancel" in result.output

@@ -23,6 +23,7 @@ def _failing(errors: list[OSError]) -> object:
         if errors:
             raise errors.pop(0)
         return "written"
+
     return write
 
 

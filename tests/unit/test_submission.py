@@ -24,8 +24,15 @@ from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.store import ChainDir
 
 BASE: dict[str, Any] = {"app_cmd": "true", "max_iter": 10, "runner_time": "10:00"}
-CLEAN_ENV = {"CHAIN_BACKEND": "local", "MAX_ITER": None, "APP_CMD": None, "RUNNER_TIME_LIMIT": None,
-             "RUNNER_MARGIN_SEC": None, "CHAIN_DIR": None, "CKPT_PATH": None}
+CLEAN_ENV = {
+    "CHAIN_BACKEND": "local",
+    "MAX_ITER": None,
+    "APP_CMD": None,
+    "RUNNER_TIME_LIMIT": None,
+    "RUNNER_MARGIN_SEC": None,
+    "CHAIN_DIR": None,
+    "CKPT_PATH": None,
+}
 
 
 def _ended(run: Chain, fake: FakeBackend, state: ChainState) -> None:
@@ -43,6 +50,7 @@ def _cli(argv: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, **env: str
 
 
 # --- item 1: notify is the setting ------------------------------------------------
+
 
 @pytest.mark.parametrize("method", [Chain.submit, Chain.resume, Chain.open, Chain.wait, Chain.__init__])
 def test_no_keyword_of_the_api_shadows_a_setting(method: Any) -> None:
@@ -78,12 +86,14 @@ def test_notify_keyword_is_the_setting_and_on_message_gets_the_lines(tmp_path: P
 
 # --- item 2: a working directory with the app's own state.json --------------------------
 
+
 def _app_state(work: Path) -> None:
     (work / "state.json").write_text(json.dumps({"epoch": 3, "loss": 0.25}))  # the app's checkpoint
 
 
 def test_open_and_status_of_a_working_directory_beside_the_apps_state_json(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = FakeBackend()
     work = tmp_path / "w"
     run = Chain.submit(work, backend=fake, **BASE)
@@ -97,7 +107,8 @@ def test_open_and_status_of_a_working_directory_beside_the_apps_state_json(
 
 @pytest.mark.parametrize("text", [json.dumps({"epoch": 3}), "[1, 2]", "7"])
 def test_a_state_json_that_is_not_chains_is_not_called_corrupt(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
     (tmp_path / "state.json").write_text(text)
     with pytest.raises(ChainDirError) as raised:
         Chain.open(tmp_path)
@@ -122,8 +133,10 @@ def test_a_chains_state_json_that_is_broken_is_worded_for_a_person(tmp_path: Pat
 
 # --- item 3: an unreadable counter ---------------------------------------------------------
 
+
 def test_an_unreadable_counter_is_refused_before_anything_is_queued(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "state_iter.txt").write_text("v2 iter 10\n")
     result = _cli(["submit", "--app-cmd", "true"], tmp_path, monkeypatch)
     assert result.exit_code == 3, (result.stdout, result.stderr)
@@ -147,23 +160,26 @@ def test_an_unreadable_counter_is_refused_on_resume(tmp_path: Path) -> None:
 
 # --- item 6: the command line before the chain directory ---------------------------------
 
-@pytest.mark.parametrize("argv, message", [
-    (["--runner-time", "30", "--runner-margin", "1800"], "runner margin"),
-    (["--config", "nope.toml"], "nope.toml"),
-    (["--max-iter", "x"], "--max-iter must be an integer"),
-])
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--runner-time", "30", "--runner-margin", "1800"], "runner margin"),
+        (["--config", "nope.toml"], "nope.toml"),
+        (["--max-iter", "x"], "--max-iter must be an integer"),
+    ],
+)
 @pytest.mark.parametrize("resume", [False, True])
 def test_the_command_line_is_judged_before_the_chain_directory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str, resume: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str, resume: bool
+) -> None:
     Chain.submit(tmp_path, backend=FakeBackend(), **BASE)  # an active (pending) chain
-    result = _cli(["submit", "--app-cmd", "true", *argv, *(["--resume"] if resume else [])], tmp_path,
-                  monkeypatch)
+    result = _cli(["submit", "--app-cmd", "true", *argv, *(["--resume"] if resume else [])], tmp_path, monkeypatch)
     assert result.exit_code == 2 and message in result.stderr, result.stderr
     assert "active" not in result.stderr
 
 
-def test_resuming_nothing_still_judges_the_command_line_first(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resuming_nothing_still_judges_the_command_line_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = _cli(["submit", "--resume", "--config", "nope.toml"], tmp_path, monkeypatch)
     assert result.exit_code == 2 and "nope.toml" in result.stderr, result.stderr
     result = _cli(["submit", "--resume"], tmp_path, monkeypatch)
@@ -172,16 +188,19 @@ def test_resuming_nothing_still_judges_the_command_line_first(
 
 # --- item 13: a counter already at MAX_ITER; MAX_ITER on resume ------------------------------
 
+
 @pytest.mark.parametrize("new", [False, True])
 def test_a_new_chain_with_its_counter_at_max_iter_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new: bool
+) -> None:
     if new:  # a completed chain, its counter left at MAX_ITER: --new would complete at once
         fake = FakeBackend()
         _ended(Chain.submit(tmp_path, backend=fake, **BASE), fake, ChainState.COMPLETED)
     before = sorted(p.name for p in tmp_path.iterdir())
     (tmp_path / "state_iter.txt").write_text("10\n")
-    result = _cli(["submit", "--app-cmd", "true", "--max-iter", "10", *(["--new"] if new else [])], tmp_path,
-                  monkeypatch)
+    result = _cli(
+        ["submit", "--app-cmd", "true", "--max-iter", "10", *(["--new"] if new else [])], tmp_path, monkeypatch
+    )
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1
     assert "already holds 10, and --max-iter is 10: a new chain would have nothing to run" in result.stderr
@@ -190,18 +209,22 @@ def test_a_new_chain_with_its_counter_at_max_iter_is_refused(
 
 
 def test_max_iter_from_the_environment_on_resume_of_a_completed_chain_is_said_not_applied(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = FakeBackend()
     _ended(Chain.submit(tmp_path, backend=fake, **BASE), fake, ChainState.COMPLETED)
     result = _cli(["submit", "--resume"], tmp_path, monkeypatch, MAX_ITER="1000")
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
-    assert ("chain: not applied on resume: MAX_ITER = '1000' differs from the chain's stored 10 "
-            "(use --max-iter to change it)") in lines[:-1], result.stderr
+    assert (
+        "chain: not applied on resume: MAX_ITER = '1000' differs from the chain's stored 10 "
+        "(use --max-iter to change it)"
+    ) in lines[:-1], result.stderr
     assert lines[-1].startswith("chain: error: ") and "--resume --max-iter N" in lines[-1]
 
 
 # --- item 14: a failed Chain.submit leaves no directory it made -----------------------------
+
 
 def test_a_failed_submit_removes_the_working_directory_it_made(tmp_path: Path) -> None:
     work = tmp_path / "runs" / "lr1"
@@ -221,8 +244,7 @@ def test_a_failed_submit_keeps_a_working_directory_that_was_there(tmp_path: Path
     assert (work / "data.txt").read_text() == "precious"
 
 
-def test_an_unknown_program_without_bash_on_path_is_one_line(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_program_without_bash_on_path_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The app check asks bash whether an unknown word is a builtin: with no
     bash on PATH that is a ConfigError, not an internal error."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))

@@ -47,16 +47,25 @@ class TermAt(SteppingClock):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _submitter(tmp_path: Path, backend: FakeBackend, clock: SteppingClock, cycle: int = 0,
-               job_name: str = "c-1.s0", **flags: object) -> tuple[ChainDir, Submitter]:
+def _submitter(
+    tmp_path: Path,
+    backend: FakeBackend,
+    clock: SteppingClock,
+    cycle: int = 0,
+    job_name: str = "c-1.s0",
+    **flags: object,
+) -> tuple[ChainDir, Submitter]:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
-    chain.save_status(ChainStatus(chain_id="c-1", workdir=str(tmp_path), state=ChainState.PENDING,
-                                  submitter_job_id="5", submitter_cycle=cycle))
-    settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "step_aside_after": 0, **flags}, {}, None,
-                                 tmp_path)
-    return chain, Submitter(chain, settings, backend, tmp_path, "5", clock=clock, sleep=clock.sleep,
-                            job_name=job_name)
+    chain.save_status(
+        ChainStatus(
+            chain_id="c-1", workdir=str(tmp_path), state=ChainState.PENDING, submitter_job_id="5", submitter_cycle=cycle
+        )
+    )
+    settings = api.load_settings(
+        {"app_cmd": "true", "max_iter": 10, "step_aside_after": 0, **flags}, {}, None, tmp_path
+    )
+    return chain, Submitter(chain, settings, backend, tmp_path, "5", clock=clock, sleep=clock.sleep, job_name=job_name)
 
 
 def test_a_preempted_submitter_hands_over_at_once_not_behind_itself(tmp_path: Path) -> None:
@@ -116,12 +125,15 @@ def test_the_catcher_raises_only_where_the_submitter_waits() -> None:
 
 
 def test_scontrol_preempt_time_and_the_submitter_cycle_are_parsed() -> None:
-    text = ("JobId=42 JobName=c-1.s3 JobState=RUNNING Reason=None ExitCode=0:0 "
-            "StartTime=2026-12-03T12:00:00 EndTime=2026-12-03T12:00:30 PreemptEligibleTime=2026-12-03T12:00:00 "
-            "PreemptTime=2026-12-03T12:00:30 SuspendTime=None\n")
+    text = (
+        "JobId=42 JobName=c-1.s3 JobState=RUNNING Reason=None ExitCode=0:0 "
+        "StartTime=2026-12-03T12:00:00 EndTime=2026-12-03T12:00:30 PreemptEligibleTime=2026-12-03T12:00:00 "
+        "PreemptTime=2026-12-03T12:00:30 SuspendTime=None\n"
+    )
     assert parse_scontrol(text)["42"].preempt_time is not None
-    assert parse_scontrol(text.replace("PreemptTime=2026-12-03T12:00:30", "PreemptTime=None"))["42"].preempt_time \
-        is None
+    assert (
+        parse_scontrol(text.replace("PreemptTime=2026-12-03T12:00:30", "PreemptTime=None"))["42"].preempt_time is None
+    )
     assert preempting(parse_scontrol(text)["42"])  # PreemptMode=CANCEL: PreemptTime is set
     # measured at the SIGTERM (22.05): PreemptMode=REQUEUE sets no PreemptTime but counts the restart;
     # a scancel shows the same state with Restarts unchanged
@@ -155,8 +167,15 @@ def test_a_signal_the_app_outran_is_still_the_runners_outside_signal() -> None:
 
     proc = Outran(["sh", "-c", "exit 99"])
     now = time.time()
-    end = supervise(proc, Schedule(now, now + 60, now + 50, now + 55), stop_signal=signal.SIGTERM,
-                    deliver=lambda sig: None, signals=signals, clock=time.time, say=lambda line: None)
+    end = supervise(
+        proc,
+        Schedule(now, now + 60, now + 50, now + 55),
+        stop_signal=signal.SIGTERM,
+        deliver=lambda sig: None,
+        signals=signals,
+        clock=time.time,
+        say=lambda line: None,
+    )
     assert end.returncode == 99 and end.external == "SIGTERM"
 
 
@@ -179,11 +198,18 @@ def test_a_requeued_copy_of_an_earlier_cycle_does_not_block_a_resume() -> None:
         refuse_live_submitter(backend, status)
 
 
-@pytest.mark.parametrize(("patience", "since", "now", "due"), [
-    (60.0, 100.0, 159.0, False), (60.0, 100.0, 160.0, True), (60.0, None, 1e9, False), (0.0, 100.0, 1e9, False),
-])
-def test_the_policy_is_due_after_its_patience_of_pending(patience: float, since: float | None, now: float,
-                                                          due: bool) -> None:
+@pytest.mark.parametrize(
+    ("patience", "since", "now", "due"),
+    [
+        (60.0, 100.0, 159.0, False),
+        (60.0, 100.0, 160.0, True),
+        (60.0, None, 1e9, False),
+        (0.0, 100.0, 1e9, False),
+    ],
+)
+def test_the_policy_is_due_after_its_patience_of_pending(
+    patience: float, since: float | None, now: float, due: bool
+) -> None:
     assert StepAside(patience).due(since, now) is due
 
 
@@ -216,8 +242,11 @@ class StartsAt(FakeBackend):
         self.clock, self.at = clock, at
 
     def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
-        if self.clock.now >= self.at and self.states.get("101", None) is not None \
-                and self.states["101"].state is JobState.PENDING:
+        if (
+            self.clock.now >= self.at
+            and self.states.get("101", None) is not None
+            and self.states["101"].state is JobState.PENDING
+        ):
             self.set_state("101", JobState.RUNNING)
         return super().query(job_ids, exit_codes=exit_codes)
 
@@ -226,8 +255,9 @@ def test_a_running_runner_keeps_its_submitter(tmp_path: Path) -> None:
     """Started within the patience: the submitter stays and waits, as the seed's does."""
     clock = SteppingClock(1000.0)
     backend = StartsAt(clock, 1030.0)  # resources came after 30 s
-    _, submitter = _submitter(tmp_path, backend, clock, step_aside_after=60, submitter_time="10:00",
-                              submitter_margin="60")
+    _, submitter = _submitter(
+        tmp_path, backend, clock, step_aside_after=60, submitter_time="10:00", submitter_margin="60"
+    )
     submitter.run()  # hands over at its own margin instead, 9 minutes on
     _, successor = backend.submitted
     assert successor == ("c-1.s1", "afterany:5")
@@ -236,7 +266,8 @@ def test_a_running_runner_keeps_its_submitter(tmp_path: Path) -> None:
 
 def test_zero_never_steps_aside(tmp_path: Path) -> None:
     backend, clock = FakeBackend(), SteppingClock(1000.0)
-    _, submitter = _submitter(tmp_path, backend, clock, step_aside_after=0, submitter_time="10:00",
-                              submitter_margin="60")
+    _, submitter = _submitter(
+        tmp_path, backend, clock, step_aside_after=0, submitter_time="10:00", submitter_margin="60"
+    )
     submitter.run()
     assert backend.submitted[-1] == ("c-1.s1", "afterany:5") and clock.now >= 1540.0

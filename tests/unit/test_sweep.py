@@ -20,8 +20,9 @@ from chain.store import ChainDir
 
 
 def _sweep(tmp_path: Path, fake: FakeBackend, n: int) -> list[Chain]:
-    return Chain.submit_many([{"workdir": tmp_path / f"lr{i}", "app_cmd": "true", "max_iter": 10}
-                              for i in range(n)], backend=fake)
+    return Chain.submit_many(
+        [{"workdir": tmp_path / f"lr{i}", "app_cmd": "true", "max_iter": 10} for i in range(n)], backend=fake
+    )
 
 
 def _submitter(chain: Chain) -> str:
@@ -86,8 +87,16 @@ class SlowSbatch(FakeBackend):
         self.lock = threading.Lock()
         self.in_flight = self.most = 0
 
-    def submit(self, script: Path, *, job_name: str, dependency: str | None = None,
-               env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = ()) -> str:
+    def submit(
+        self,
+        script: Path,
+        *,
+        job_name: str,
+        dependency: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        exclude: Sequence[str] = (),
+    ) -> str:
         with self.lock:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
@@ -99,16 +108,21 @@ class SlowSbatch(FakeBackend):
 
 def test_submit_many_bounds_the_sbatch_calls_in_flight(tmp_path: Path) -> None:
     fake = SlowSbatch()
-    chains = Chain.submit_many([{"workdir": tmp_path / f"run{i}", "app_cmd": "true", "max_iter": 10}
-                                for i in range(12)], parallel=3, backend=fake)
+    chains = Chain.submit_many(
+        [{"workdir": tmp_path / f"run{i}", "app_cmd": "true", "max_iter": 10} for i in range(12)],
+        parallel=3,
+        backend=fake,
+    )
     assert [c.chain_dir for c in chains] == [(tmp_path / f"run{i}" / ".chain").resolve() for i in range(12)]
     assert fake.most == 3 and len(fake.submitted) == 24  # each chain: runner 1, then its submitter
 
 
 def test_submit_many_names_what_failed_and_submits_the_rest(tmp_path: Path) -> None:
     fake = FakeBackend()
-    specs = [{"workdir": tmp_path / "ok", "app_cmd": "true", "max_iter": 10},
-             {"workdir": tmp_path / "bad", "app_cmd": "true", "max_iter": 0}]
+    specs = [
+        {"workdir": tmp_path / "ok", "app_cmd": "true", "max_iter": 10},
+        {"workdir": tmp_path / "bad", "app_cmd": "true", "max_iter": 0},
+    ]
     with pytest.raises(ChainError, match=r"1 of 2 chains were not submitted \(.*bad: --max-iter must be at least 1"):
         Chain.submit_many(specs, backend=fake)
     assert (tmp_path / "ok" / ".chain" / "state.json").is_file() and len(fake.submitted) == 2
@@ -118,8 +132,10 @@ def test_submit_many_names_what_failed_and_submits_the_rest(tmp_path: Path) -> N
 
 def test_submit_many_reports_a_spec_that_is_not_even_a_setting(tmp_path: Path) -> None:
     fake = FakeBackend()
-    specs = [{"workdir": tmp_path / "ok", "app_cmd": "true", "max_iter": 10},
-             {"workdir": tmp_path / "odd", "app_cmd": "true", "max_iter": 10, "chain_dir": 42}]
+    specs = [
+        {"workdir": tmp_path / "ok", "app_cmd": "true", "max_iter": 10},
+        {"workdir": tmp_path / "odd", "app_cmd": "true", "max_iter": 10, "chain_dir": 42},
+    ]
     with pytest.raises(ChainError, match=r"1 of 2 chains were not submitted \(.*odd: TypeError"):
         Chain.submit_many(specs, backend=fake)
     assert (tmp_path / "ok" / ".chain" / "state.json").is_file()

@@ -24,8 +24,10 @@ from chain.core.model import ChainState
 
 WIDTHS = (40, 60, 80, 120)
 BOX = "┏┳┓┃┡╇┩│└┴┘━─╸╺┌┬┐├┼┤"
-LONG_REASON = ("app checkpointed (99) without checkpoint advance (0->0): does-the-app-resume-from-its-own-checkpoint?"
-               " see its output")
+LONG_REASON = (
+    "app checkpointed (99) without checkpoint advance (0->0): does-the-app-resume-from-its-own-checkpoint?"
+    " see its output"
+)
 
 
 def _tokens(text: str) -> list[str]:
@@ -52,9 +54,10 @@ def _assert_no_split_words(shown: str, wide: str, width: int, table_lines: list[
 def _status_table_lines(shown: str) -> list[str]:
     lines = shown.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("runners (last"))
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith("log:")
-               or re.match(r"runner (\d+ )?\(job", lines[i]))
-    return lines[start + 1:end]
+    end = next(
+        i for i in range(start, len(lines)) if lines[i].startswith("log:") or re.match(r"runner (\d+ )?\(job", lines[i])
+    )
+    return lines[start + 1 : end]
 
 
 def _rich(width: int, print_it: Callable[[Console], None]) -> str:
@@ -95,16 +98,33 @@ def test_narrow_status_drops_columns_not_words(long_chain: Path) -> None:
     header = _status_table_lines(narrow)[0].split()
     assert header[:2] == ["#", "counter"] and "start" not in header and "job" not in header
     wide = CliRunner().invoke(app, ["status"], env={"COLUMNS": "200"}).stdout
-    assert _status_table_lines(wide)[0].split()[:8] == ["#", "job", "state", "exit", "counter", "start", "wall",
-                                                         "verdict"]
+    assert _status_table_lines(wide)[0].split()[:8] == [
+        "#",
+        "job",
+        "state",
+        "exit",
+        "counter",
+        "start",
+        "wall",
+        "verdict",
+    ]
 
 
 def _rows(base: Path) -> list[ChainRow]:
-    return [ChainRow(str(base / "projects" / "sweep-learning-rate" / f"lr-{i}e-4" / ".chain"), f"chain-{i:06d}",
-                     "submitter", state, 990 * i, 100000, 32409.2 if state == "running" else None,
-                     3600.0 * i if state == "running" else None,
-                     "reached MAX_ITER=100000" if state == "completed" else LONG_REASON)
-            for i, state in enumerate(("running", "completed", "failed", "stopped"), start=1)]
+    return [
+        ChainRow(
+            str(base / "projects" / "sweep-learning-rate" / f"lr-{i}e-4" / ".chain"),
+            f"chain-{i:06d}",
+            "submitter",
+            state,
+            990 * i,
+            100000,
+            32409.2 if state == "running" else None,
+            3600.0 * i if state == "running" else None,
+            "reached MAX_ITER=100000" if state == "completed" else LONG_REASON,
+        )
+        for i, state in enumerate(("running", "completed", "failed", "stopped"), start=1)
+    ]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -137,6 +157,7 @@ def test_chain_list_command_at_80_columns(tmp_path: Path) -> None:
 
 # --- the layout itself -------------------------------------------------------------
 
+
 def test_wrap_words_breaks_at_spaces_and_cuts_long_words() -> None:
     assert wrap_words("continue: checkpoint advanced", 12) == ["continue:", "checkpoint", "advanced"]
     assert wrap_words("a verylongwordindeed b", 8) == ["a", "verylon…", "b"]
@@ -152,8 +173,12 @@ def test_shorten_path_keeps_the_tail_at_a_slash() -> None:
 
 
 def test_fit_drops_the_least_kept_column_first() -> None:
-    cols = [Column("#", ["12"]), Column("start", ["12:00:00"], keep=0), Column("job", ["123456"], keep=3),
-            Column("reason", ["a b c d e f g h i j k l m n o p"], kind="text", min_width=10)]
+    cols = [
+        Column("#", ["12"]),
+        Column("start", ["12:00:00"], keep=0),
+        Column("job", ["123456"], keep=3),
+        Column("reason", ["a b c d e f g h i j k l m n o p"], kind="text", min_width=10),
+    ]
     assert [c.header for c, _ in fit(cols, 200, per_column=2, edges=-2)] == ["#", "start", "job", "reason"]
     assert [c.header for c, _ in fit(cols, 30, per_column=2, edges=-2)] == ["#", "job", "reason"]
     assert [c.header for c, _ in fit(cols, 16, per_column=2, edges=-2)] == ["#", "reason"]

@@ -29,8 +29,10 @@ def test_bad_times_are_config_errors(text: Any) -> None:
         parse_slurm_time(text, what="runner time")
 
 
-@pytest.mark.parametrize("seconds, minutes, text", [(30, 1, "00:01:00"), (60, 1, "00:01:00"), (61, 2, "00:02:00"),
-                                                     (86400 + 90, 1442, "1-00:02:00")])
+@pytest.mark.parametrize(
+    "seconds, minutes, text",
+    [(30, 1, "00:01:00"), (60, 1, "00:01:00"), (61, 2, "00:02:00"), (86400 + 90, 1442, "1-00:02:00")],
+)
 def test_sbatch_time_rounds_up_to_minutes(seconds: Any, minutes: Any, text: Any) -> None:
     assert sbatch_minutes(seconds) == minutes
     assert format_sbatch_time(seconds) == text

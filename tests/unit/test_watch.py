@@ -30,8 +30,9 @@ def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
     chain.create()
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "backend": "local"}, {}, None, tmp_path)
     write_json_atomic(chain.settings_file, settings.to_json())
-    status = ChainStatus(chain_id="c-1", workdir=str(tmp_path), backend="local", runner_seq=1,
-                         runner_job_id="7", runner_live=True)
+    status = ChainStatus(
+        chain_id="c-1", workdir=str(tmp_path), backend="local", runner_seq=1, runner_job_id="7", runner_live=True
+    )
     chain.save_status(status)
     fake = FakeBackend()
     fake.set_state("7", state, exit_code=0)
@@ -46,8 +47,7 @@ def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
     return chain
 
 
-def test_a_node_fail_runner_is_recorded_and_shown_with_no_exit(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_fail_runner_is_recorded_and_shown_with_no_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chain = _judge_unrecorded(tmp_path, JobState.NODE_FAIL)
     [entry] = list(chain.iter_runners())
     assert entry.state == "NODE_FAIL" and entry.exit_code is None
@@ -68,15 +68,32 @@ def _stopped_without_counter(tmp_path: Path, mode: str) -> tuple[ChainDir, FakeB
     from chain.store.records import RunnerPhase, RunnerRecord
 
     fake = FakeBackend()
-    api.submit({"app_cmd": "true", "max_iter": 10, "mode": mode, "ckpt_path": "out/iter.txt"}, {}, config=None,
-               chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    api.submit(
+        {"app_cmd": "true", "max_iter": 10, "mode": mode, "ckpt_path": "out/iter.txt"},
+        {},
+        config=None,
+        chain_dir=tmp_path / ".chain",
+        workdir=tmp_path,
+        backend=fake,
+    )
     chain = ChainDir(tmp_path / ".chain")
     status = chain.load_status()
     assert status is not None
     status.runner_seq, status.runner_job_id, status.runner_live, status.next_job_id = 1, "101", True, ""
     chain.save_status(status)
-    record = RunnerRecord("101", "x.r1", seq=1, status=RunnerPhase.ENDED, exit_code=1, iter_before=0,
-                          iter_after=0, start=1.0, end=2.0, stop_sent=1.5, detail="app stopped on the signal")
+    record = RunnerRecord(
+        "101",
+        "x.r1",
+        seq=1,
+        status=RunnerPhase.ENDED,
+        exit_code=1,
+        iter_before=0,
+        iter_after=0,
+        start=1.0,
+        end=2.0,
+        stop_sent=1.5,
+        detail="app stopped on the signal",
+    )
     chain.write_runner_record(record)
     fake.set_state("101", JobState.FAILED)  # its job has left the queue (runner exit 1)
     return chain, fake, record

@@ -84,9 +84,14 @@ def local_usage(record: JobRecord, now: float) -> JobUsage:
     else:
         elapsed = max(0.0, upto - record.start) if upto is not None else None
     return JobUsage(
-        job_id=record.job_id, state=record.state.value,
+        job_id=record.job_id,
+        state=record.state.value,
         exit_code="" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}",
-        submit=record.submit_time, start=record.start, end=end, elapsed=elapsed, node=record.hostname or "",
+        submit=record.submit_time,
+        start=record.start,
+        end=end,
+        elapsed=elapsed,
+        node=record.hostname or "",
     )
 
 
@@ -119,14 +124,10 @@ class LocalBackend(Backend):
     usage_source = "local backend"
     accounting = False
 
-    def __init__(
-        self, spool: Path, *, kill_wait: float | None = None, time_scale: float | None = None
-    ) -> None:
+    def __init__(self, spool: Path, *, kill_wait: float | None = None, time_scale: float | None = None) -> None:
         self.spool = Spool(Path(spool))
         self.kill_wait = kill_wait if kill_wait is not None else env_number(KILL_WAIT_ENV, 30.0)
-        self.time_scale = (
-            time_scale if time_scale is not None else env_number(TIME_SCALE_ENV, 1.0, positive=True)
-        )
+        self.time_scale = time_scale if time_scale is not None else env_number(TIME_SCALE_ENV, 1.0, positive=True)
         if self.time_scale <= 0 or self.kill_wait < 0:
             raise ConfigError("time_scale must be > 0 and kill_wait >= 0")
 
@@ -154,16 +155,19 @@ class LocalBackend(Backend):
             except ValueError as exc:
                 raise SchedulerError(f"sbatch: invalid dependency {dependency!r}: {exc}") from exc
         request = _Request(
-            script=Path(script).absolute(), text=text, found=found,
-            name=job_name or found.job_name or Path(script).name, dependency=dependency or None,
+            script=Path(script).absolute(),
+            text=text,
+            found=found,
+            name=job_name or found.job_name or Path(script).name,
+            dependency=dependency or None,
             limit=time_limit(found.time, self.time_scale),
-            submit_dir=Path(cwd if cwd is not None else os.getcwd()).absolute(), env=dict(env or {}),
+            submit_dir=Path(cwd if cwd is not None else os.getcwd()).absolute(),
+            env=dict(env or {}),
         )
         try:
             job_id = self.spool.create(lambda new_id: self._record(new_id, request)).job_id
         except OSError as exc:
-            raise SchedulerError(f"local backend: cannot write to spool {self.spool.root}: "
-                                 f"{exc}") from exc
+            raise SchedulerError(f"local backend: cannot write to spool {self.spool.root}: {exc}") from exc
         self._start_supervisor(job_id)
         return job_id
 
@@ -177,12 +181,24 @@ class LocalBackend(Backend):
         stdout = work_dir / substitute(found.output or "slurm-%j.out", job_id, name, user)
         stderr = work_dir / substitute(found.error, job_id, name, user) if found.error else stdout
         return JobRecord(
-            job_id=job_id, name=name, user=user, batch_script=str(batch), script=str(request.script),
-            submit_dir=str(request.submit_dir), work_dir=str(work_dir), stdout=str(stdout),
-            stderr=str(stderr), open_mode="truncate" if found.open_mode == "truncate" else "append",
-            dependency=request.dependency, time_limit=request.limit, time_limit_text=found.time,
-            time_scale=self.time_scale, kill_wait=self.kill_wait, env=request.env,
-            submit_time=time.time(), reason="Dependency" if request.dependency else "None",
+            job_id=job_id,
+            name=name,
+            user=user,
+            batch_script=str(batch),
+            script=str(request.script),
+            submit_dir=str(request.submit_dir),
+            work_dir=str(work_dir),
+            stdout=str(stdout),
+            stderr=str(stderr),
+            open_mode="truncate" if found.open_mode == "truncate" else "append",
+            dependency=request.dependency,
+            time_limit=request.limit,
+            time_limit_text=found.time,
+            time_scale=self.time_scale,
+            kill_wait=self.kill_wait,
+            env=request.env,
+            submit_time=time.time(),
+            reason="Dependency" if request.dependency else "None",
             hostname=short_hostname(),
         )
 
@@ -193,8 +209,7 @@ class LocalBackend(Backend):
         package_root = Path(chain.__file__).absolute().parent.parent
         with open(log, "ab") as log_fh:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "chain.backends.local", "_supervise",
-                 str(self.spool.root), job_id],
+                [sys.executable, "-m", "chain.backends.local", "_supervise", str(self.spool.root), job_id],
                 cwd=package_root,
                 stdin=subprocess.DEVNULL,
                 stdout=log_fh,

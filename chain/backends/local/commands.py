@@ -40,8 +40,7 @@ def _queue_row(record: JobRecord, now: float) -> tuple[str, ...]:
     if record.start is None:
         elapsed = "-"
     else:
-        elapsed = format_duration((record.end if not record.active and record.end else now)
-                                  - record.start)
+        elapsed = format_duration((record.end if not record.active and record.end else now) - record.start)
     limit = "UNLIMITED" if record.time_limit is None else format_duration(record.time_limit)
     code = "-" if record.exit_code is None else f"{record.exit_code}:{record.signal or 0}"
     return (record.job_id, record.name, record.state.value, elapsed, limit, code, record.reason)
@@ -56,8 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     queue = verbs.add_parser("queue", help="squeue-like table (active jobs; --all for every job)")
     queue.add_argument("spool")
     queue.add_argument("-a", "--all", action="store_true")
-    for verb, helptext in (("show", "print a job's record"), ("end-time", "scheduled end"),
-                           ("cancel", "cancel a job or send it a signal")):
+    for verb, helptext in (
+        ("show", "print a job's record"),
+        ("end-time", "scheduled end"),
+        ("cancel", "cancel a job or send it a signal"),
+    ):
         sub = verbs.add_parser(verb, help=helptext)
         sub.add_argument("spool")
         sub.add_argument("job_id")

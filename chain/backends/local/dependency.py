@@ -42,9 +42,7 @@ def parse_dependency(text: str) -> list[list[tuple[str, list[str]]]]:
     return groups
 
 
-def _term_verdict(
-    spool: Spool, me: JobRecord, kind: str, ids: list[str], ended: set[str]
-) -> Verdict:
+def _term_verdict(spool: Spool, me: JobRecord, kind: str, ids: list[str], ended: set[str]) -> Verdict:
     if kind == "singleton":
         return _singleton_verdict(spool, me, ended)
     return _all([_after_verdict(kind, spool.refresh(dep_id)) for dep_id in ids])

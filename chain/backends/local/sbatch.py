@@ -11,8 +11,7 @@ from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError, SchedulerError
 
 # sbatch options we act on, by long name; short aliases map onto them.
-_SHORT = {"t": "time", "o": "output", "e": "error", "J": "job-name", "d": "dependency",
-          "D": "chdir"}
+_SHORT = {"t": "time", "o": "output", "e": "error", "J": "job-name", "d": "dependency", "D": "chdir"}
 _WANTED = frozenset(_SHORT.values()) | {"open-mode"}
 
 
@@ -86,8 +85,15 @@ def substitute(pattern: str, job_id: str, name: str, user: str) -> str:
         char = pattern[i]
         if char == "%" and i + 1 < len(pattern):
             code = pattern[i + 1]
-            replacement = {"j": job_id, "A": job_id, "x": name, "u": user,
-                           "N": short_hostname(), "%": "%", "a": "4294967294"}.get(code)
+            replacement = {
+                "j": job_id,
+                "A": job_id,
+                "x": name,
+                "u": user,
+                "N": short_hostname(),
+                "%": "%",
+                "a": "4294967294",
+            }.get(code)
             if replacement is not None:
                 out.append(replacement)
                 i += 2

@@ -126,8 +126,7 @@ class Supervisor:
                 mode = "ab" if record.open_mode == "append" else "wb"
                 with contextlib.ExitStack() as files:
                     out = files.enter_context(open(record.stdout, mode))
-                    err = (out if record.stderr == record.stdout
-                           else files.enter_context(open(record.stderr, mode)))
+                    err = out if record.stderr == record.stdout else files.enter_context(open(record.stderr, mode))
                     self.proc = subprocess.Popen(
                         ["bash", record.batch_script],
                         cwd=record.work_dir,

@@ -51,11 +51,7 @@ _KEEP = {"SLURM_CONF"}
 
 
 def job_environment(base: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in base.items()
-        if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
-    }
+    env = {k: v for k, v in base.items() if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
     env.update(extra or {})
     return env
 
@@ -75,8 +71,13 @@ def _default_run(
     argv: Sequence[str], env: Mapping[str, str] | None, cwd: Path | None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        list(argv), capture_output=True, text=True, env=dict(env) if env is not None else None,
-        cwd=cwd, timeout=120, check=False,
+        list(argv),
+        capture_output=True,
+        text=True,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        timeout=120,
+        check=False,
     )
 
 
@@ -92,7 +93,11 @@ class SlurmCliBackend(Backend):
 
     # --- plumbing ------------------------------------------------------------
     def _once(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
         ok_errors: tuple[str, ...] = (),
     ) -> str:
         """Run one client once; TransientError on a retryable failure."""
@@ -117,8 +122,14 @@ class SlurmCliBackend(Backend):
 
     # --- Backend -------------------------------------------------------------
     def submit(
-        self, script: Path, *, job_name: str, dependency: str | None = None,
-        env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = (),
+        self,
+        script: Path,
+        *,
+        job_name: str,
+        dependency: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        exclude: Sequence[str] = (),
     ) -> str:
         argv = ["sbatch", "--parsable", f"--job-name={job_name}"]
         if dependency:
@@ -184,8 +195,9 @@ class SlurmCliBackend(Backend):
                 purged.append(job_id)
         if purged and not acct_ok:
             try:
-                acct = parse_sacct(self._retrying(
-                    ["sacct", "-X", "-n", "-P", "-j", ",".join(purged), "-o", SACCT_FIELDS]))
+                acct = parse_sacct(
+                    self._retrying(["sacct", "-X", "-n", "-P", "-j", ",".join(purged), "-o", SACCT_FIELDS])
+                )
             except SchedulerError:
                 acct = {}
             result.update({j: acct[j] for j in purged if j in acct})
@@ -206,13 +218,16 @@ class SlurmCliBackend(Backend):
     def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
         """One scontrol (asked within the preemption's grace, KillWait): see
         ``parse.preempting``."""
-        info = parse_scontrol(self._once(["scontrol", "show", "job", "-o", *_checked([job_id])],
-                                         ok_errors=("Invalid job id",))).get(job_id)
+        info = parse_scontrol(
+            self._once(["scontrol", "show", "job", "-o", *_checked([job_id])], ok_errors=("Invalid job id",))
+        ).get(job_id)
         return info is not None and preempting(info, restarts)
 
     def release(self, job_id: str) -> None:
-        self._retrying(["scontrol", "update", f"JobId={_checked([job_id])[0]}", "Dependency="],
-                       ok_errors=("Invalid job id", "no longer pending", "already finished"))
+        self._retrying(
+            ["scontrol", "update", f"JobId={_checked([job_id])[0]}", "Dependency="],
+            ok_errors=("Invalid job id", "no longer pending", "already finished"),
+        )
 
     def down_nodes(self, nodes: Sequence[str]) -> set[str]:
         """One sinfo for the nodes' states (``parse.down_nodes``)."""
@@ -223,15 +238,18 @@ class SlurmCliBackend(Backend):
 
     def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
         """``limits.site_limits``: sacctmgr (slurmdbd), then slurmctld once if a limit is set; one try each."""
-        return site_limits(lambda argv: self._once(argv), getpass.getuser(), account=account, qos=qos,
-                           partition=partition)
+        return site_limits(
+            lambda argv: self._once(argv), getpass.getuser(), account=account, qos=qos, partition=partition
+        )
 
     def end_time(self, job_id: str) -> float | None:
         # One try: callers fall back on the configured limit, and a runner
         # must not spend its own time waiting out a slurmctld outage.
         info = parse_squeue(
-            self._once(["squeue", "-h", "--states=all", "-j", *_checked([job_id]), "-o", SQUEUE_FORMAT],
-                       ok_errors=("Invalid job id",))
+            self._once(
+                ["squeue", "-h", "--states=all", "-j", *_checked([job_id]), "-o", SQUEUE_FORMAT],
+                ok_errors=("Invalid job id",),
+            )
         ).get(job_id)
         if info is None or info.state not in (JobState.RUNNING, JobState.COMPLETING):
             return None
@@ -243,12 +261,13 @@ class SlurmCliBackend(Backend):
         ids = _checked([j for j in dict.fromkeys(job_ids) if j])
         found: dict[str, JobUsage] = {}
         for i in range(0, len(ids), SACCT_BATCH):
-            argv = ["sacct", "-n", "-P", "-j", ",".join(ids[i:i + SACCT_BATCH]), "-o", SACCT_USAGE_FIELDS]
+            argv = ["sacct", "-n", "-P", "-j", ",".join(ids[i : i + SACCT_BATCH]), "-o", SACCT_USAGE_FIELDS]
             try:
                 found.update(parse_sacct_usage(self._retrying(argv)))
             except ClientError as exc:
-                raise AccountingUnavailable(sacct_error_reason(exc.output)
-                                            or f"sacct exited {exc.returncode}") from None
+                raise AccountingUnavailable(
+                    sacct_error_reason(exc.output) or f"sacct exited {exc.returncode}"
+                ) from None
             except SchedulerError as exc:  # not on PATH, or still failing after the retries
                 raise AccountingUnavailable(str(exc)) from None
         return found

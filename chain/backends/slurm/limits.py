@@ -45,9 +45,17 @@ def parse_associations(text: str) -> list[Association]:
         fields = line.split("|")
         if len(fields) < 8:
             continue
-        rows.append(Association(default_account=fields[1], account=fields[2], partition=fields[3],
-                                max_jobs=_number(fields[4]), max_submit=_number(fields[5]),
-                                qos=tuple(q for q in fields[6].split(",") if q), default_qos=fields[7]))
+        rows.append(
+            Association(
+                default_account=fields[1],
+                account=fields[2],
+                partition=fields[3],
+                max_jobs=_number(fields[4]),
+                max_submit=_number(fields[5]),
+                qos=tuple(q for q in fields[6].split(",") if q),
+                default_qos=fields[7],
+            )
+        )
     return rows
 
 
@@ -76,8 +84,9 @@ def association_for(rows: Sequence[Association], account: str, partition: str) -
     account's row without a partition."""
     account = account or (rows[0].default_account if rows else "")
     mine = [r for r in rows if r.account == account]
-    return next((r for r in mine if partition and r.partition == partition), None) or \
-        next((r for r in mine if not r.partition), None)
+    return next((r for r in mine if partition and r.partition == partition), None) or next(
+        (r for r in mine if not r.partition), None
+    )
 
 
 def job_qos(row: Association, qos: str) -> str:
@@ -98,26 +107,30 @@ def combine(row: Association, qos_name: str, qos: dict[str, tuple[int | None, in
         return Limit(value, source) if value is not None else None
 
     return JobLimits(
-        queued=_tightest(limit(row.max_submit, "association MaxSubmitJobs"),
-                         limit(submit_pu, f"QOS {qos_name} MaxSubmitJobsPerUser")),
-        running=_tightest(limit(row.max_jobs, "association MaxJobs"),
-                          limit(jobs_pu, f"QOS {qos_name} MaxJobsPerUser")))
+        queued=_tightest(
+            limit(row.max_submit, "association MaxSubmitJobs"), limit(submit_pu, f"QOS {qos_name} MaxSubmitJobsPerUser")
+        ),
+        running=_tightest(limit(row.max_jobs, "association MaxJobs"), limit(jobs_pu, f"QOS {qos_name} MaxJobsPerUser")),
+    )
 
 
-def site_limits(call: Callable[[Sequence[str]], str], user: str, *, account: str = "", qos: str = "",
-                partition: str = "") -> JobLimits | None:
+def site_limits(
+    call: Callable[[Sequence[str]], str], user: str, *, account: str = "", qos: str = "", partition: str = ""
+) -> JobLimits | None:
     """The enforced limits on ``user``'s jobs, or None when there are none
     or accounting does not answer (a check that cannot ask never refuses).
     ``call`` runs one Slurm client and returns its output."""
     try:
-        rows = parse_associations(call(["sacctmgr", "-n", "-P", "show", "user", user, "withassoc",
-                                        f"format={ASSOC_FORMAT}"]))
+        rows = parse_associations(
+            call(["sacctmgr", "-n", "-P", "show", "user", user, "withassoc", f"format={ASSOC_FORMAT}"])
+        )
         row = association_for(rows, account, partition)
         if row is None:
             return None
         name = job_qos(row, qos)
-        found = combine(row, name, parse_qos_limits(call(["sacctmgr", "-n", "-P", "show", "qos",
-                                                           f"format={QOS_FORMAT}"])))
+        found = combine(
+            row, name, parse_qos_limits(call(["sacctmgr", "-n", "-P", "show", "qos", f"format={QOS_FORMAT}"]))
+        )
         if found == JobLimits() or not limits_enforced(call(["scontrol", "show", "config"])):
             return None
         return found

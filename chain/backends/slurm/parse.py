@@ -137,10 +137,15 @@ def parse_sacct_usage(text: str) -> dict[str, JobUsage]:
         if dot:
             continue
         jobs[job_id] = JobUsage(
-            job_id=job_id, state=state, exit_code=exit_code,
-            submit=parse_slurm_timestamp(submit), start=parse_slurm_timestamp(start),
-            end=parse_slurm_timestamp(end), elapsed=float(elapsed) if elapsed.isdigit() else None,
-            cpu=parse_cpu_time(cpu), node="" if node in {"None assigned", "(null)"} else node,
+            job_id=job_id,
+            state=state,
+            exit_code=exit_code,
+            submit=parse_slurm_timestamp(submit),
+            start=parse_slurm_timestamp(start),
+            end=parse_slurm_timestamp(end),
+            elapsed=float(elapsed) if elapsed.isdigit() else None,
+            cpu=parse_cpu_time(cpu),
+            node="" if node in {"None assigned", "(null)"} else node,
             alloc_cpus=int(alloc) if alloc.isdigit() else None,
         )
     for job_id, sizes in steps.items():
@@ -197,8 +202,11 @@ def preempting(info: JobInfo, restarts: int = 0) -> bool:
     its SIGTERM scontrol shows COMPLETING with Restarts one up, measured on
     22.05, where a scancel shows COMPLETING with Restarts unchanged), or the
     job already shown preempted or back in the queue."""
-    return (info.preempt_time is not None or info.state in _TAKEN_BACK
-            or (info.restarts is not None and info.restarts > restarts))
+    return (
+        info.preempt_time is not None
+        or info.state in _TAKEN_BACK
+        or (info.restarts is not None and info.restarts > restarts)
+    )
 
 
 def parse_sbatch_parsable(text: str) -> str:

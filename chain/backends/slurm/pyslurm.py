@@ -81,12 +81,17 @@ def _job_usage(job: Any) -> JobUsage:
     sig = int(getattr(job, "exit_code_signal", 0) or 0)
     cpus, rss = _amount(getattr(job, "cpus", None)), _amount(getattr(stats, "max_resident_memory", None))
     return JobUsage(
-        job_id=str(job.id), state=str(job.state or "UNKNOWN"), exit_code=f"{code}:{sig}",
-        submit=_num(getattr(job, "submit_time", None)), start=_num(job.start_time),
-        end=_num(job.end_time), elapsed=_amount(getattr(job, "elapsed_time", None)),
+        job_id=str(job.id),
+        state=str(job.state or "UNKNOWN"),
+        exit_code=f"{code}:{sig}",
+        submit=_num(getattr(job, "submit_time", None)),
+        start=_num(job.start_time),
+        end=_num(job.end_time),
+        elapsed=_amount(getattr(job, "elapsed_time", None)),
         cpu=_amount(getattr(stats, "total_cpu_time", None)),
         node=str(getattr(job, "nodelist", "") or ""),
-        max_rss=None if rss is None else int(rss), alloc_cpus=None if cpus is None else int(cpus),
+        max_rss=None if rss is None else int(rss),
+        alloc_cpus=None if cpus is None else int(cpus),
     )
 
 
@@ -107,7 +112,10 @@ class PyslurmBackend(Backend):
     usage_source = "pyslurm.db"
 
     def __init__(
-        self, retry: RetryPolicy | None = None, *, module: ModuleType | None = None,
+        self,
+        retry: RetryPolicy | None = None,
+        *,
+        module: ModuleType | None = None,
         slurm_version: str | None = None,
     ) -> None:
         self.pyslurm, self.version, self.slurm_version = load_pyslurm(module, slurm_version)
@@ -120,8 +128,7 @@ class PyslurmBackend(Backend):
 
     @staticmethod
     def _invalid_id(exc: BaseException) -> bool:
-        return (getattr(exc, "errno", None) == ESLURM_INVALID_JOB_ID
-                or _INVALID_ID_TEXT in str(exc).lower())
+        return getattr(exc, "errno", None) == ESLURM_INVALID_JOB_ID or _INVALID_ID_TEXT in str(exc).lower()
 
     def _once(self, what: str, fn: Callable[[], T]) -> T:
         """One pyslurm call; RPCError -> TransientError / SchedulerError."""
@@ -141,6 +148,7 @@ class PyslurmBackend(Backend):
 
     def _load(self, job_id: str) -> Any | None:
         """The controller's record of one job; None once slurmctld forgot it."""
+
         def attempt() -> Any | None:
             try:
                 return self._once("Job.load", lambda: self.pyslurm.Job.load(int(job_id)))
@@ -148,6 +156,7 @@ class PyslurmBackend(Backend):
                 if self._invalid_id(exc.__cause__ or exc):
                     return None
                 raise
+
         return self.retry.call(attempt)
 
     def _info(self, job: Any, source: str) -> JobInfo:
@@ -173,16 +182,23 @@ class PyslurmBackend(Backend):
 
     # --- Backend -------------------------------------------------------------
     def submit(
-        self, script: Path, *, job_name: str, dependency: str | None = None,
-        env: Mapping[str, str] | None = None, cwd: Path | None = None, exclude: Sequence[str] = (),
+        self,
+        script: Path,
+        *,
+        job_name: str,
+        dependency: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        exclude: Sequence[str] = (),
     ) -> str:
         script = Path(script)
         try:
             options = sbatch_directives(script.read_text(), script)
         except OSError as exc:
             raise SchedulerError(f"pyslurm submit: cannot read {script}: {exc.strerror}") from None
-        environment = {k: v for k, v in os.environ.items()
-                       if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+        environment = {
+            k: v for k, v in os.environ.items() if k in _KEEP or not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
+        }
         environment.update(env or {})
         # As sbatch run in cwd: the script's --chdir wins, relative paths are
         # the working directory's; the job name and dependency given here win
@@ -201,8 +217,7 @@ class PyslurmBackend(Backend):
         attrs = self._attributes(options, script)  # refused here, not retried
 
         def submit_once() -> str:
-            desc = self.pyslurm.JobSubmitDescription(
-                script=str(script.absolute()), environment=environment, **attrs)
+            desc = self.pyslurm.JobSubmitDescription(script=str(script.absolute()), environment=environment, **attrs)
             try:
                 return str(self._once("submit", desc.submit))
             except (ValueError, TypeError) as exc:  # pyslurm's checks of the values
@@ -218,8 +233,9 @@ class PyslurmBackend(Backend):
             candidates = ATTRS.get(name, (name.replace("-", "_"),))
             attr = next((a for a in candidates if a in has), None)
             if attr is None:
-                raise SchedulerError(f"pyslurm {self.version} has no setting for #SBATCH --{name} "
-                                     f"of {script} — use --backend slurm")
+                raise SchedulerError(
+                    f"pyslurm {self.version} has no setting for #SBATCH --{name} of {script} — use --backend slurm"
+                )
             attrs[attr] = value
         return attrs
 
@@ -241,8 +257,7 @@ class PyslurmBackend(Backend):
         if db is None:
             return {}
         try:
-            jobs = self._retrying("db.Jobs.load", lambda: db.Jobs.load(
-                db.JobFilter(ids=[int(j) for j in ids])))
+            jobs = self._retrying("db.Jobs.load", lambda: db.Jobs.load(db.JobFilter(ids=[int(j) for j in ids])))
         except SchedulerError:
             return {}  # accounting disabled or down: as the CLI backend, no entry
         result: dict[str, JobInfo] = {}
@@ -275,6 +290,7 @@ class PyslurmBackend(Backend):
                 # As scancel: an id slurmctld no longer knows is nothing to do.
                 if not self._invalid_id(exc.__cause__ or exc):
                     raise
+
         self.retry.call(attempt)
 
     def _clients(self) -> Backend:
@@ -301,8 +317,11 @@ class PyslurmBackend(Backend):
         if job is None:
             return False
         count = getattr(job, "restart_cnt", None)
-        info = dataclasses.replace(self._info(job, "pyslurm"), preempt_time=_num(getattr(job, "preempt_time", None)),
-                                   restarts=int(count) if isinstance(count, int) else None)
+        info = dataclasses.replace(
+            self._info(job, "pyslurm"),
+            preempt_time=_num(getattr(job, "preempt_time", None)),
+            restarts=int(count) if isinstance(count, int) else None,
+        )
         return preempting(info, restarts)
 
     def end_time(self, job_id: str) -> float | None:
@@ -323,8 +342,7 @@ class PyslurmBackend(Backend):
         if not ids:
             return {}
         try:
-            jobs = self._retrying("db.Jobs.load", lambda: db.Jobs.load(
-                db.JobFilter(ids=[int(j) for j in ids])))
+            jobs = self._retrying("db.Jobs.load", lambda: db.Jobs.load(db.JobFilter(ids=[int(j) for j in ids])))
         except SchedulerError as exc:
             raise AccountingUnavailable(str(exc)) from None
         found = (_job_usage(job) for job in _values(jobs))

@@ -26,8 +26,10 @@ from types import ModuleType
 
 from chain.errors import BackendUnavailable
 
-HOW_TO_BUILD = ("PyPI's pyslurm is for Slurm 25.11 only; for another Slurm build pyslurm's "
-                "matching release tag, as chain's scripts/setup --pyslurm does")
+HOW_TO_BUILD = (
+    "PyPI's pyslurm is for Slurm 25.11 only; for another Slurm build pyslurm's "
+    "matching release tag, as chain's scripts/setup --pyslurm does"
+)
 # The object API of pyslurm >= 22.5 that the backend calls.
 REQUIRED_API = ("Job", "Jobs", "JobSubmitDescription", "RPCError")
 
@@ -82,8 +84,11 @@ class PyslurmUnavailable(BackendUnavailable):
 
 
 def _unavailable(slurm: str | None, detail: str) -> PyslurmUnavailable:
-    needs = (f"pyslurm {pyslurm_release(slurm)}.x, built for this machine's Slurm {slurm}" if slurm
-             else "a pyslurm built for the running Slurm's release")
+    needs = (
+        f"pyslurm {pyslurm_release(slurm)}.x, built for this machine's Slurm {slurm}"
+        if slurm
+        else "a pyslurm built for the running Slurm's release"
+    )
     return PyslurmUnavailable(
         f"the pyslurm backend needs {needs}; {detail} ({HOW_TO_BUILD}) — use --backend slurm",
         detail,
@@ -103,18 +108,21 @@ def _import_pyslurm(slurm: str | None) -> ModuleType:
             raise _unavailable(slurm, "pyslurm is not installed") from None
         raise _unavailable(slurm, f"pyslurm does not load ({_first_line(exc)})") from None
     except Exception as exc:  # noqa: BLE001 - pyslurm's own import code (slurm_init) failed
-        raise _unavailable(slurm, f"pyslurm does not load ({type(exc).__name__}: "
-                                  f"{_first_line(exc)})") from None
+        raise _unavailable(slurm, f"pyslurm does not load ({type(exc).__name__}: {_first_line(exc)})") from None
     lacking = [name for name in REQUIRED_API if not hasattr(module, name)]
     if lacking:
         version = str(getattr(module, "__version__", "?"))
-        raise _unavailable(slurm, f"the installed pyslurm {version} predates the API chain uses "
-                                  f"(no pyslurm.{lacking[0]}; pyslurm 22.5 or later has it)")
+        raise _unavailable(
+            slurm,
+            f"the installed pyslurm {version} predates the API chain uses "
+            f"(no pyslurm.{lacking[0]}; pyslurm 22.5 or later has it)",
+        )
     return module
 
 
 def load_pyslurm(
-    module: ModuleType | None = None, slurm_version: str | None = None,
+    module: ModuleType | None = None,
+    slurm_version: str | None = None,
 ) -> tuple[ModuleType, str, str]:
     """Import pyslurm and check it against the running Slurm.
 
@@ -128,8 +136,7 @@ def load_pyslurm(
         if slurm is None:
             # Not even tried: importing pyslurm where libslurm finds no
             # configuration ends the whole process (libslurm's fatal()).
-            raise _unavailable(slurm, "not tried: the Slurm clients found no configuration "
-                                      "(sinfo --version failed)")
+            raise _unavailable(slurm, "not tried: the Slurm clients found no configuration (sinfo --version failed)")
         module = _import_pyslurm(slurm)
     version = str(getattr(module, "__version__", "") or "")
     if not version and callable(getattr(module, "version", None)):
@@ -138,8 +145,9 @@ def load_pyslurm(
     if ours is None:
         raise _unavailable(slurm, f"cannot tell the installed pyslurm's version ({version!r})")
     if slurm is None:
-        raise _unavailable(slurm, f"pyslurm {version} is installed but the running Slurm's "
-                                  "version is unknown (sinfo --version failed)")
+        raise _unavailable(
+            slurm, f"pyslurm {version} is installed but the running Slurm's version is unknown (sinfo --version failed)"
+        )
     if _major_minor(slurm) != ours:
         raise _unavailable(slurm, f"the installed pyslurm {version} is for Slurm {ours}")
     return module, version, slurm

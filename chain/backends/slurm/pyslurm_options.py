@@ -16,17 +16,41 @@ from chain.errors import ConfigError, SchedulerError
 # installed pyslurm has wins. Any other option NAME goes to the attribute
 # NAME with "-" as "_" when there is one, else it is refused.
 ATTRS: dict[str, tuple[str, ...]] = {
-    "job-name": ("name",), "output": ("standard_output",), "error": ("standard_error",),
-    "time": ("time_limit",), "time-min": ("time_limit_min",), "dependency": ("dependencies",),
-    "chdir": ("working_directory",), "open-mode": ("log_files_open_mode",),
-    "mem": ("memory_per_node",), "partition": ("partitions", "partition"),
-    "constraint": ("constraints",), "exclusive": ("resource_sharing",),
-    "mail-type": ("mail_types",), "reservation": ("reservations",), "gres": ("gres_per_node",),
-    "requeue": ("is_requeueable",), "no-requeue": ("is_requeueable",), "exclude": ("excluded_nodes",),
+    "job-name": ("name",),
+    "output": ("standard_output",),
+    "error": ("standard_error",),
+    "time": ("time_limit",),
+    "time-min": ("time_limit_min",),
+    "dependency": ("dependencies",),
+    "chdir": ("working_directory",),
+    "open-mode": ("log_files_open_mode",),
+    "mem": ("memory_per_node",),
+    "partition": ("partitions", "partition"),
+    "constraint": ("constraints",),
+    "exclusive": ("resource_sharing",),
+    "mail-type": ("mail_types",),
+    "reservation": ("reservations",),
+    "gres": ("gres_per_node",),
+    "requeue": ("is_requeueable",),
+    "no-requeue": ("is_requeueable",),
+    "exclude": ("excluded_nodes",),
 }
-_SHORT = {"J": "job-name", "o": "output", "e": "error", "t": "time", "d": "dependency",
-          "D": "chdir", "n": "ntasks", "c": "cpus-per-task", "N": "nodes", "p": "partition",
-          "q": "qos", "A": "account", "C": "constraint", "G": "gpus"}
+_SHORT = {
+    "J": "job-name",
+    "o": "output",
+    "e": "error",
+    "t": "time",
+    "d": "dependency",
+    "D": "chdir",
+    "n": "ntasks",
+    "c": "cpus-per-task",
+    "N": "nodes",
+    "p": "partition",
+    "q": "qos",
+    "A": "account",
+    "C": "constraint",
+    "G": "gpus",
+}
 # Options that take no value, and the attribute value each stands for.
 _FLAGS: dict[str, Any] = {"exclusive": "no", "requeue": True, "no-requeue": False}
 _MINUTES = ("time", "time-min")
@@ -58,8 +82,7 @@ def _options(tokens: list[str], line: str, script: Path) -> dict[str, Any]:
         elif token.startswith("-") and len(token) > 1:
             name, value = _SHORT.get(token[1], token[1]), token[2:] or None
         else:
-            raise SchedulerError(f"cannot read the #SBATCH line {line!r} of {script}: "
-                                 f"{token!r} is not an option")
+            raise SchedulerError(f"cannot read the #SBATCH line {line!r} of {script}: {token!r} is not an option")
         if value is None and i < len(tokens) and not tokens[i].startswith("-"):
             value, i = tokens[i], i + 1
         if value is None and (name in ATTRS or name in _SHORT.values()):

@@ -121,8 +121,9 @@ def main() -> int:
     ca.configure_logging(f"train_rank{rank}.log")
     torch.set_num_threads(1)
     if world > 1:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=120))
+        dist.init_process_group(
+            "gloo", init_method=init, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120)
+        )
     cfg = Config()
     # fresh-start seeds, distinct per rank for dropout and noise; a resume replaces them
     random.seed(cfg.seed + rank)
@@ -131,13 +132,20 @@ def main() -> int:
     data = make_data(cfg)
     sampler = ResumableSampler(data, seed=cfg.seed, num_replicas=world, rank=rank)
     loader = DataLoader(data, batch_size=cfg.batch, sampler=sampler)
-    model = nn.Sequential(nn.Linear(cfg.features, cfg.hidden), nn.Tanh(), nn.Dropout(cfg.dropout),
-                          nn.Linear(cfg.hidden, 1))
+    model = nn.Sequential(
+        nn.Linear(cfg.features, cfg.hidden), nn.Tanh(), nn.Dropout(cfg.dropout), nn.Linear(cfg.hidden, 1)
+    )
     torch.manual_seed(cfg.seed + 1000 + rank)  # dropout masks differ per rank
     net = DistributedDataParallel(model) if world > 1 else model
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
-    ckpt = TorchCheckpoint(os.environ.get("TRAIN_CKPT_DIR", "checkpoints"), model=model, optimizer=opt,
-                           sampler=sampler, counter_path=env.ckpt_path, meta=asdict(cfg))
+    ckpt = TorchCheckpoint(
+        os.environ.get("TRAIN_CKPT_DIR", "checkpoints"),
+        model=model,
+        optimizer=opt,
+        sampler=sampler,
+        counter_path=env.ckpt_path,
+        meta=asdict(cfg),
+    )
     loop = TrainLoop(ckpt, env=env)
     loop.restore()
     log.info("rank %d of %d: start at step %d (job %s)", rank, world, loop.progress.step, env.job_id or "-")

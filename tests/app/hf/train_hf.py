@@ -47,14 +47,30 @@ def main() -> int:
     config = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
     model = GPT2LMHeadModel(config)
     args = TrainingArguments(
-        output_dir="out", max_steps=max_steps, per_device_train_batch_size=4, learning_rate=1e-3,
-        lr_scheduler_type="linear", warmup_steps=5, logging_steps=1, save_strategy="no", report_to="none",
-        use_cpu=True, seed=0, dataloader_num_workers=0, disable_tqdm=True,
+        output_dir="out",
+        max_steps=max_steps,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        lr_scheduler_type="linear",
+        warmup_steps=5,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
     )
     chain_cb = ChainTrainerCallback()
-    trainer = Trainer(model=model, args=args, train_dataset=Tokens(40, 16, 64),
-                      callbacks=[chain_cb, LossLog(os.environ.get("LOSS_LOG", "loss.jsonl"),
-                                                   float(os.environ.get("STEP_SECONDS", "0")))])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=Tokens(40, 16, 64),
+        callbacks=[
+            chain_cb,
+            LossLog(os.environ.get("LOSS_LOG", "loss.jsonl"), float(os.environ.get("STEP_SECONDS", "0"))),
+        ],
+    )
     trainer.train(resume_from_checkpoint=chain_cb.resume_path())
     return chain_cb.exit_code
 

@@ -44,7 +44,11 @@ def ckpt_path() -> str:
 
 
 def save(iteration: int) -> None:
-    state: dict[str, Any] = {"iter_num": iteration, "best_val_loss": loss_at(iteration), "config": {"max_iters": max_iters}}
+    state: dict[str, Any] = {
+        "iter_num": iteration,
+        "best_val_loss": loss_at(iteration),
+        "config": {"max_iters": max_iters},
+    }
     print(f"saving checkpoint to {out_dir}")
     if ckpt_format == "torch":
         import torch
