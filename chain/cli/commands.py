@@ -377,7 +377,9 @@ def _runner(
 
 def main() -> None:
     """Console entry point: one line per error, never a traceback."""
+    from chain.cli.group import interrupt_as_chain
     from chain.effects.appenv import private_umask
 
+    interrupt_as_chain()  # before any import that may build a dataclass: see group.Interrupted
     private_umask(os.environ)  # the chain's files are its user's alone; the app keeps the user's umask
     app(prog_name="chain")

@@ -9,7 +9,9 @@ line and 70 (``CHAIN_DEBUG=1`` shows the traceback).
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from types import FrameType
 from typing import Any
 
 import typer
@@ -38,6 +40,31 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
+
+
+class Interrupted(KeyboardInterrupt):
+    """^C as the ``chain`` command raises it: a KeyboardInterrupt of its own
+    class. CPython (3.8 to 3.13 at least) marks a *bare* KeyboardInterrupt
+    that leaves a string ``exec``/``eval`` as unhandled for good, even when a
+    caller catches it; under ``python -m chain`` the interpreter then kills
+    itself with SIGINT at exit instead of exiting with the code chain chose.
+    dataclasses and namedtuple build their methods by string ``exec``, so a
+    ^C landing while a module is imported was enough (a load-dependent -2
+    for ``chain submit --wait``'s "stopped watching; 130"). CPython tests
+    the exception's exact type, so a subclass never sets that mark; every
+    ``except KeyboardInterrupt`` still catches it."""
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+def interrupt_as_chain() -> None:
+    """From here on, SIGINT raises :class:`Interrupted`. Only where Python's
+    own ^C handler is in place: a SIGINT the command was started with
+    ignored (a background job of a non-interactive shell) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupted)
 
 
 class ChainGroup(typer.core.TyperGroup):

@@ -1,0 +1,76 @@
+"""The command's ^C: chain's own KeyboardInterrupt class keeps CPython from
+turning a caught ^C into a death by SIGINT at exit (see
+``chain.cli.group.Interrupted``). The interpreter's behaviour is reproduced
+deterministically: the ^C lands inside a string ``exec`` (as while a
+dataclass is built), the program catches it and exits 7, run with ``-m``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakes import sigint_default
+
+from chain.cli import group
+
+PROGRAM = """\
+import os, signal, sys
+{install}
+try:
+    exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(1000): pass")
+except KeyboardInterrupt:
+    sys.exit(7)
+"""
+
+
+def _run_as_module(tmp_path: Path, install: str) -> int:
+    (tmp_path / "ctrlc_probe.py").write_text(PROGRAM.format(install=install), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctrlc_probe"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=sigint_default,
+    )
+    return proc.returncode
+
+
+def test_a_bare_keyboard_interrupt_through_exec_kills_a_module_with_sigint(tmp_path: Path) -> None:
+    """The interpreter's flaw this guards against: caught, and still -2."""
+    assert _run_as_module(tmp_path, "") == -signal.SIGINT
+
+
+def test_chains_interrupt_is_caught_and_the_chosen_code_stands(tmp_path: Path) -> None:
+    assert _run_as_module(tmp_path, "from chain.cli.group import interrupt_as_chain; interrupt_as_chain()") == 7
+
+
+def test_interrupted_is_a_keyboard_interrupt() -> None:
+    assert issubclass(group.Interrupted, KeyboardInterrupt)
+    assert group.Interrupted is not KeyboardInterrupt
+
+
+def test_an_ignored_sigint_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        group.interrupt_as_chain()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_pythons_own_handler_is_replaced() -> None:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        group.interrupt_as_chain()
+        with pytest.raises(group.Interrupted):
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a bytecode boundary for the handler to run at
+    finally:
+        signal.signal(signal.SIGINT, previous)
