@@ -23,7 +23,7 @@ from chain.errors import (
 if TYPE_CHECKING:
     from chain.api.handle import Chain
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "BackendUnavailable",
     "Chain",

@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -56,3 +58,20 @@ def test_wheel_ships_templates_and_helpers_and_renders(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "#SBATCH --job-name=" in out.stdout and "_runner" in out.stdout
+
+
+@pytest.mark.local
+def test_the_release_installs_from_its_wheel_and_runs_the_quick_start() -> None:
+    """scripts/release-check: sdist and wheel by `python -m build`, the wheel
+    installed (not editable) into a fresh venv, the README's quick start run
+    with it to a completed chain and its report."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "release-check"), sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "release-check: ok: " in proc.stdout, proc.stdout
