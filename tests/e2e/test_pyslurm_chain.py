@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from e2e_helpers import chain_cmd, check_completed_chain, copy_example, status, wait_ended
+from waiting import wait_until
 
 APP_ENV = {"ITER_SECONDS": "0.4"}
 LIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
@@ -118,8 +119,13 @@ def test_pyslurm_cancel_command_then_resume(real_pyslurm: str, tmp_path: Path) -
     assert "cancelled" in chain_cmd("cancel", cwd=tmp_path, timeout=120).stdout
     report = status(tmp_path)
     assert report["state"] == "cancelled"
-    time.sleep(2)
-    assert _queue(report["chain_id"]) == ([], []), "something of the chain is left in the queue"
+    wait_until(
+        lambda: _queue(report["chain_id"]) == ([], []),
+        60,
+        interval=0.5,
+        what="the chain's jobs gone from the queue",
+        describe=lambda: _queue(report["chain_id"]),
+    )
     chain_cmd("submit", "--resume", "--max-iter", "20", cwd=tmp_path, env=APP_ENV)
     final = wait_ended(tmp_path, timeout=120)
     assert final["state"] == "completed" and final["iteration"] == 20

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e_helpers import IterLog, chain_cmd, check_completed_chain, copy_example, status, wait_ended
+from waiting import wait_until
 
 from chain.backends import make_backend
 
@@ -30,6 +31,13 @@ def _jobs(backend: str, chain_dir: Path, chain_id: str) -> list[tuple[str, str]]
         return [(n, st) for n, st in rows if n.startswith(chain_id + ".")]
     infos = make_backend("local", chain_dir).query([str(i) for i in range(1, 400)])
     return [(i.name, i.state.value) for i in infos.values() if i.name.startswith(chain_id + ".")]
+
+
+def _settled(backend: str, chain_dir: Path, chain_id: str) -> dict[str, str] | None:
+    """The chain's jobs by name, once none is pending, running or completing."""
+    jobs = _jobs(backend, chain_dir, chain_id)
+    live = [n for n, st in jobs if st in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED")]
+    return None if live else dict(jobs) or {"(none)": ""}
 
 
 def _submit(tmp_path: Path, backend: str, app_cmd: str, *extra: str, max_iter: str = "50") -> str:
@@ -124,8 +132,13 @@ def test_relay_app_failure_ends_the_chain_in_that_runner(backend: str, tmp_path:
     assert "exit code 3" in report["reason"]
     assert len(report["runners"]) == 1
     assert [h["name"] for h in report["hooks"]] == ["report"]
-    time.sleep(2)
-    states = dict(_jobs(backend, tmp_path / ".chain", chain_id))
+    states = wait_until(
+        lambda: _settled(backend, tmp_path / ".chain", chain_id),
+        60,
+        interval=0.5,
+        what="the chain's jobs ended",
+        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
+    )
     assert states.get(f"{chain_id}.r2") in (None, "CANCELLED"), states
 
 
@@ -182,8 +195,13 @@ def test_relay_cancel_then_resume_completes(backend: str, tmp_path: Path) -> Non
     chain_cmd("cancel", cwd=tmp_path, timeout=120)
     report = status(tmp_path)
     assert report["state"] == "cancelled", report
-    time.sleep(2)
-    assert [(n, st) for n, st in _jobs(backend, tmp_path / ".chain", chain_id) if st in ("PENDING", "RUNNING")] == []
+    wait_until(
+        lambda: _settled(backend, tmp_path / ".chain", chain_id),
+        60,
+        interval=0.5,
+        what="the chain's jobs ended",
+        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
+    )
     at_cancel = IterLog.read(tmp_path / "iterations.log").events[-1][2]
     chain_cmd("submit", "--resume", "--max-iter", "30", cwd=tmp_path, env=APP_ENV)
     report = wait_ended(tmp_path, timeout=150)
