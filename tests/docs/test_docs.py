@@ -1,7 +1,10 @@
 """The docs cannot rot: the site builds with --strict, the generated pages
 cover every setting and command, the README stays a short user's page, and
-every shell block marked ``<!-- test: local slurm -->`` in the quick start and
-the app contract runs as written, on the backends it names."""
+every shell block marked ``<!-- test: local slurm -->`` (or ``local``) on any
+page runs as written, on the backends it names. The other snippets' tests
+are beside it: ``test_python_snippets.py`` (Python blocks),
+``test_command_lines.py`` (``chain`` command lines), ``test_user_pages.py``
+(what a user page may say)."""
 
 from __future__ import annotations
 
@@ -12,47 +15,52 @@ import sys
 from pathlib import Path
 
 import pytest
+import snippets as sn
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 sys.path.insert(0, str(DOCS / "gen"))
 import pages
 
-RUNNABLE = re.compile(r"<!-- test: ([a-z ]+) -->\n```bash\n(.*?)```", re.DOTALL)
-SNIPPET_PAGES = ("quickstart.md", "app-contract.md")
+BACKENDS = ("local", "slurm")
 
 
-def runnable_blocks(text: str) -> list[tuple[list[str], str]]:
-    """The marked blocks of a page: (backends, script)."""
-    return [(marks.split(), body) for marks, body in RUNNABLE.findall(text)]
+def runnable_blocks(path: Path) -> list[tuple[list[str], str]]:
+    """The marked shell blocks of a page, in order: (backends, script)."""
+    return [
+        (list(b.marks), b.text)
+        for b in sn.blocks(path)
+        if b.lang == "bash" and b.marks and set(b.marks) <= set(BACKENDS)
+    ]
 
 
 def _snippets() -> list[object]:
     params = []
-    for page in SNIPPET_PAGES:
-        blocks = runnable_blocks((DOCS / page).read_text(encoding="utf-8"))
-        for index, (backends, _) in enumerate(blocks):
-            for backend in backends:
-                mark = pytest.mark.slurm if backend == "slurm" else pytest.mark.local
-                params.append(pytest.param(page, index, backend, marks=mark, id=f"{page}-{index}-{backend}"))
+    for page in sn.doc_pages():
+        named = {backend for backends, _ in runnable_blocks(page) for backend in backends}
+        for backend in sorted(named):
+            mark = pytest.mark.slurm if backend == "slurm" else pytest.mark.local
+            params.append(pytest.param(page.name, backend, marks=mark, id=f"{page.name}-{backend}"))
     return params
 
 
-def test_runnable_blocks_are_found() -> None:
-    text = "x\n<!-- test: local slurm -->\n```bash\necho hi\n```\n```bash\nnot marked\n```\n"
-    assert runnable_blocks(text) == [(["local", "slurm"], "echo hi\n")]
-    assert len(runnable_blocks((DOCS / "quickstart.md").read_text(encoding="utf-8"))) >= 2
+def test_runnable_blocks_are_found(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("x\n<!-- test: local slurm -->\n```bash\necho hi\n```\n```bash\nnot marked\n```\n")
+    assert runnable_blocks(page) == [(["local", "slurm"], "echo hi\n")]
+    assert len(runnable_blocks(DOCS / "quickstart.md")) >= 2
+    assert {p.values[0] for p in _snippets()} >= {"quickstart.md", "app-contract.md", "files.md"}  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("page", "index", "backend"), _snippets())
-def test_marked_shell_blocks_run(
-    page: str, index: int, backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+@pytest.mark.parametrize(("page", "backend"), _snippets())
+def test_marked_shell_blocks_run(page: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A page's marked blocks for one backend run in order in one directory,
+    as a reader types them, each in a subshell (a block's `cd` is its own)."""
     if backend == "slurm":
         request.getfixturevalue("slurm_cluster")
-    blocks = runnable_blocks((DOCS / page).read_text(encoding="utf-8"))
-    # the blocks of a page run in order in one directory, as a reader types them
-    script = "set -euo pipefail\n" + "".join(f"(\n{body})\n" for _, body in blocks[: index + 1])
+    path = REPO / page if page == "README.md" else DOCS / page
+    blocks = [body for backends, body in runnable_blocks(path) if backend in backends]
+    script = "set -euo pipefail\n" + "".join(f"(\n{body})\necho '@@ block {n} ran'\n" for n, body in enumerate(blocks))
     env = dict(os.environ, CHAIN_BACKEND=backend, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     proc = subprocess.run(
         ["bash", "-c", script],
@@ -60,11 +68,13 @@ def test_marked_shell_blocks_run(
         env=env,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=600,
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    assert proc.returncode == 0, f"{page} block {index} on {backend}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    ran = proc.stdout.count("@@ block ")
+    output = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0 and ran == len(blocks), f"{page}: block {ran} (from 0) failed on {backend}:\n{output}"
 
 
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
