@@ -7,9 +7,11 @@
     finals = [run.wait() for run in runs]
 
 Every setting of ``chain submit`` is a keyword by its TOML name, validated
-the same way; errors are ``ChainError``s, as on the command line. No other
-keyword takes a setting's name (``notify`` is the setting; the lines for a
-person go to ``on_message``).
+the same way; errors are ``ChainError``s, as on the command line. One
+keyword of the API itself is also a setting: ``backend=`` takes the setting's
+value (``"slurm"``, ``"local"``, ``"auto"``) or a ``Backend`` object. The
+others never share a setting's name (``notify`` is the setting; the lines for
+a person go to ``on_message``).
 """
 
 from __future__ import annotations

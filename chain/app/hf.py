@@ -2,10 +2,12 @@
 ``trainer.train()`` a chain app.
 
 Needs ``transformers`` (``pip install 'slurm-chain[hf]'``); nothing else in
-``chain`` imports this module.  Two lines in a training script::
+``chain`` imports this module.  In a training script (the complete one, with
+its six changes numbered, is the docs' Hugging Face recipe)::
 
-    cb = ChainTrainerCallback()
-    trainer = Trainer(model, args, train_dataset=..., callbacks=[cb])   # args.max_steps = MAX_ITER
+    cb = ChainTrainerCallback()                                         # before anything slow
+    args = TrainingArguments(..., max_steps=int(os.environ["MAX_ITER"]))
+    trainer = Trainer(model, args, train_dataset=..., callbacks=[cb])
     trainer.train(resume_from_checkpoint=cb.resume_path())
     sys.exit(cb.exit_code)
 
