@@ -17,6 +17,7 @@ from chain.errors import (
     ChainError,
     CheckpointError,
     ConfigError,
+    ProtocolError,
     SchedulerError,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "ChainError",
     "CheckpointError",
     "ConfigError",
+    "ProtocolError",
     "SchedulerError",
     "__version__",
 ]

@@ -44,3 +44,16 @@ class BackendUnavailable(SchedulerError):
     """The requested backend cannot be used on this machine."""
 
     exit_code: int = int(CliExit.USAGE)
+
+
+class ProtocolError(ChainError):
+    """An event the chain's state does not allow (``chain.core.protocol``):
+    refused, nothing applied. A job or command acting on a chain that moved
+    on without it (ended meanwhile), or a bug."""
+
+    exit_code: int = int(CliExit.ERROR)
+
+    def __init__(self, chain_id: str, event: str, state: str) -> None:
+        super().__init__(f"chain {chain_id}: {event} refused: the chain is {state}")
+        self.event = event
+        self.state = state

@@ -1,7 +1,10 @@
 """The chain's protocol: every change of a chain's state (``state.json``),
 in one pure table.
 
-``transition(status, event) -> (status, effects)``. The jobs (submitter,
+``transition(status, event) -> (status, effects)``. Each rule names the
+states its event is legal in (most only while the chain is pending or
+running); ``transition`` refuses an event its state does not allow with a
+``ProtocolError`` naming both, and applies nothing. The jobs (submitter,
 relay runner) and the commands (``chain submit``, ``chain cancel``) gather
 facts (a job id from sbatch, a runner's judgment, a counter read) and feed
 them here as events (``chain.core.events``); the executor
@@ -51,6 +54,7 @@ from chain.core.events import (
 )
 from chain.core.exclusion import excluded, struck
 from chain.core.model import ChainState
+from chain.errors import ProtocolError
 
 if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
     from chain.store.status import ChainStatus
@@ -59,12 +63,21 @@ if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
 Change = dict[str, Any]
 Rule = Callable[["ChainStatus", Any], tuple[Change, tuple[Effect, ...]]]
 _RULES: dict[type, Rule] = {}
+_LEGAL: dict[type, frozenset[ChainState]] = {}
 E = TypeVar("E")
 
+# the states an event is legal in: a chain that has ended takes only a resume,
+# the clean-up of what it left queued, and the announcement and record of its end
+ACTIVE = frozenset({ChainState.PENDING, ChainState.RUNNING})
+ANY = frozenset(ChainState)
 
-def _rule(event: type[E]) -> Callable[[Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]], Rule]:
+
+def _rule(
+    event: type[E], legal: frozenset[ChainState] = ACTIVE
+) -> Callable[[Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]], Rule]:
     def register(fn: Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]) -> Rule:
         _RULES[event] = fn
+        _LEGAL[event] = legal
         return fn
 
     return register
@@ -79,7 +92,7 @@ def _prepared(s: ChainStatus, e: Prepared) -> tuple[Change, tuple[Effect, ...]]:
     return {"backend": e.backend, "workdir": e.workdir}, SAVE
 
 
-@_rule(Resumed)
+@_rule(Resumed, ANY)
 def _resumed(s: ChainStatus, e: Resumed) -> tuple[Change, tuple[Effect, ...]]:
     change: Change = {
         "submitter_cycle": s.submitter_cycle + 1,
@@ -164,7 +177,7 @@ def _successor_forgotten(s: ChainStatus, e: SuccessorForgotten) -> tuple[Change,
     return {"next_job_id": ""}, SAVE
 
 
-@_rule(SuccessorDropped)
+@_rule(SuccessorDropped, ANY)
 def _successor_dropped(s: ChainStatus, e: SuccessorDropped) -> tuple[Change, tuple[Effect, ...]]:
     if not s.next_job_id:
         return {}, NONE
@@ -209,7 +222,7 @@ def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
     return change, (Log(line), Save())
 
 
-@_rule(CancelledUnjudged)
+@_rule(CancelledUnjudged, ANY)
 def _cancelled_unjudged(s: ChainStatus, e: CancelledUnjudged) -> tuple[Change, tuple[Effect, ...]]:
     effects = (Log(f"cancelled the queued runner job {s.next_job_id}", echo=False),) if s.next_job_id else NONE
     return {"runner_live": False, "next_job_id": ""}, effects
@@ -220,7 +233,7 @@ def _hook_ran(s: ChainStatus, e: HookRan) -> tuple[Change, tuple[Effect, ...]]:
     return {"hooks": [*s.hooks, dict(e.entry)]}, SAVE  # saved after each: a restart never runs one twice
 
 
-@_rule(Announced)
+@_rule(Announced, ANY)
 def _announced(s: ChainStatus, e: Announced) -> tuple[Change, tuple[Effect, ...]]:
     return {"end_announced": True}, SAVE  # before anything runs: at most once per end
 
@@ -231,7 +244,7 @@ def _ending(s: ChainStatus, e: Ending) -> tuple[Change, tuple[Effect, ...]]:
     return {**change, "runner_live": False}, effects
 
 
-@_rule(Ended)
+@_rule(Ended, ANY)
 def _ended(s: ChainStatus, e: Ended) -> tuple[Change, tuple[Effect, ...]]:
     change: Change = {"state": e.state, "reason": e.reason, "runner_live": False}
     if e.completed_at is not None:
@@ -241,16 +254,34 @@ def _ended(s: ChainStatus, e: Ended) -> tuple[Change, tuple[Effect, ...]]:
 
 def transition(status: ChainStatus, event: Event) -> tuple[ChainStatus, tuple[Effect, ...]]:
     """The chain's state after ``event``, and what to carry out for it.
-    Pure: ``status`` is not changed."""
+    Pure: ``status`` is not changed. An event its state does not allow
+    (``legal_states``) raises ``ProtocolError`` and changes nothing."""
     try:
         rule = _RULES[type(event)]
     except KeyError:
         raise TypeError(f"not a protocol event: {event!r}") from None
+    if status.state not in _LEGAL[type(event)]:
+        raise ProtocolError(status.chain_id, type(event).__name__, status.state.value)
     change, effects = rule(status, event)
     return replace(status, **change), effects
 
 
-def protocol_table() -> list[tuple[str, str]]:
-    """(event, what it means: its docstring's first paragraph) for each row,
-    in the table's order: the docs' protocol table is checked against it."""
-    return [(event.__name__, " ".join((event.__doc__ or "").split("\n\n")[0].split())) for event in _RULES]
+def legal_states(event: type) -> frozenset[ChainState]:
+    """The states ``event`` is legal in."""
+    return _LEGAL[event]
+
+
+def _states_text(states: frozenset[ChainState]) -> str:
+    if states == ANY:
+        return "any"
+    return ", ".join(s.value for s in ChainState if s in states)
+
+
+def protocol_table() -> list[tuple[str, str, str]]:
+    """(event, the states it is legal in, what it means: its docstring's first
+    paragraph) for each row, in the table's order: the docs' protocol table
+    is checked against it."""
+    return [
+        (event.__name__, _states_text(_LEGAL[event]), " ".join((event.__doc__ or "").split("\n\n")[0].split()))
+        for event in _RULES
+    ]

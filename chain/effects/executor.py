@@ -23,7 +23,7 @@ from chain.core.events import (
 )
 from chain.core.protocol import transition
 from chain.core.retry import RetryPolicy
-from chain.errors import SchedulerError
+from chain.errors import ProtocolError, SchedulerError
 from chain.store import ChainDir, ChainStatus
 
 T = TypeVar("T")
@@ -39,9 +39,15 @@ class Executor:
     def apply(self, status: ChainStatus, *events: Event) -> ChainStatus:
         """Feed ``events`` in order. ``status`` is updated in place (a job
         holds one status record through its loop: no stale copy survives an
-        event) and returned."""
+        event) and returned. An event the chain's state does not allow is
+        logged in chain.log and raised (``ProtocolError``): nothing of it,
+        nor of the events after it, is applied."""
         for event in events:
-            new, effects = transition(status, event)
+            try:
+                new, effects = transition(status, event)
+            except ProtocolError as exc:
+                self.chain.log(f"protocol: {exc}")
+                raise
             for f in fields(status):
                 setattr(status, f.name, getattr(new, f.name))
             for effect in effects:

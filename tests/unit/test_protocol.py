@@ -17,7 +17,7 @@ from chain.core import events as ev
 from chain.core import protocol as p
 from chain.core.model import ChainState, JobState
 from chain.effects.executor import Executor
-from chain.errors import SchedulerError
+from chain.errors import ProtocolError, SchedulerError
 from chain.store import ChainDir, ChainStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ def test_each_row_changes_what_it_says_and_asks_for_its_effects(
 
 
 def test_every_event_of_the_table_has_a_row_here() -> None:
-    assert {type(r[0]).__name__ for r in ROWS} == {name for name, _ in p.protocol_table()}
+    assert {type(r[0]).__name__ for r in ROWS} == {name for name, _, _ in p.protocol_table()}
 
 
 def test_something_that_is_not_an_event_is_refused() -> None:
@@ -191,8 +191,51 @@ def test_something_that_is_not_an_event_is_refused() -> None:
 
 def test_the_docs_table_is_the_codes() -> None:
     text = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(\w+)` \| (.+?) \|$", text, flags=re.MULTILINE)
+    rows = re.findall(r"^\| `(\w+)` \| ([a-z, ]+) \| (.+?) \|$", text, flags=re.MULTILINE)
     assert rows == p.protocol_table()
+
+
+# The events a chain that has ended still takes: a resume, the clean-up of a
+# runner it left queued, and the announcement and record of its end. Every
+# other event is for a chain that is pending or running.
+AFTER_THE_END = {"Resumed", "SuccessorDropped", "CancelledUnjudged", "Announced", "Ended"}
+EXAMPLE = {type(r[0]): r[0] for r in reversed(ROWS)}  # one event of each kind, from its first row
+
+
+@pytest.mark.parametrize("state", list(ChainState), ids=[s.value for s in ChainState])
+@pytest.mark.parametrize("kind", list(EXAMPLE), ids=[k.__name__ for k in EXAMPLE])
+def test_every_state_and_event_pair_is_applied_or_refused_as_the_table_says(kind: type, state: ChainState) -> None:
+    legal = state in (ChainState.PENDING, ChainState.RUNNING) or kind.__name__ in AFTER_THE_END
+    assert (state in p.legal_states(kind)) == legal
+    before = _running(state=state)
+    snapshot = replace(before, hooks=list(before.hooks))
+    if legal:
+        after, _ = p.transition(before, EXAMPLE[kind])
+        assert after is not before
+    else:
+        with pytest.raises(ProtocolError) as refused:
+            p.transition(before, EXAMPLE[kind])
+        assert str(refused.value) == f"chain demo-abc123: {kind.__name__} refused: the chain is {state.value}"
+    assert before == snapshot
+
+
+def test_a_refused_event_is_logged_and_nothing_of_it_or_after_it_is_applied(tmp_path: Path) -> None:
+    """A submitter that starts on a chain cancelled meanwhile must not make it
+    running again: refused, said in chain.log, state.json as it was."""
+    chain = ChainDir(tmp_path / ".chain")
+    chain.create()
+    status = _running(state=ChainState.CANCELLED, reason="cancelled by chain cancel")
+    chain.save_status(status)
+    fake = FakeBackend()
+    with pytest.raises(ProtocolError, match="SubmitterStarted refused: the chain is cancelled"):
+        Executor(chain, fake).apply(status, ev.SubmitterStarted("77"), ev.SuccessorDropped())
+    assert status.state is ChainState.CANCELLED and status.submitter_job_id == "50"
+    assert status.next_job_id == "104" and fake.cancelled == []  # the event after it never ran
+    saved = chain.load_status()
+    assert saved is not None and saved.state is ChainState.CANCELLED and saved.submitter_job_id == "50"
+    assert "protocol: chain demo-abc123: SubmitterStarted refused: the chain is cancelled" in (
+        chain.log_file.read_text()
+    )
 
 
 def test_the_executor_updates_the_callers_record_and_carries_effects_out_in_order(tmp_path: Path) -> None:
