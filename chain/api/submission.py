@@ -19,7 +19,7 @@ from chain.api.config import (
 )
 from chain.api.listing import register
 from chain.backends import choose_backend, make_backend
-from chain.backends.base import Backend, JobState
+from chain.backends.base import Backend, JobInfo, JobState
 from chain.core import settings as settings_mod
 from chain.core.events import Prepared, RelayStarted, Resumed, SubmitterQueued, SuccessorQueued
 from chain.core.launchers import torchrun_signal_warning
@@ -444,25 +444,34 @@ def refuse_live_submitter(
         ]
         if not live:
             return
-        if not status.state.ended:
-            raise ChainDirError(
-                f"chain {status.chain_id} still has an active submitter (job {live[0]}); nothing to resume"
-            )
-        pending = [i for i in live if infos[i].state is JobState.PENDING]
-        if pending:  # a successor submitter still queued: nothing will finish by itself
-            raise ChainDirError(
-                f"chain {status.chain_id} is {status.state.value} but its submitter job "
-                f"{pending[0]} is still queued: scancel it, then resume"
-            )
-        if clock() >= deadline:
-            raise ChainDirError(
-                f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
-                f"is still finishing its report after {wait:.0f}s; resume when it has ended"
-            )
+        why = _why_not_resume(status, live, infos, wait, late=clock() >= deadline)
+        if why:
+            raise ChainDirError(why)
         if notify and not told:
             notify(f"waiting for submitter job {live[0]} to finish the {status.state.value} chain's report")
             told = True
         sleep(min(2.0, max(0.0, deadline - clock())))
+
+
+def _why_not_resume(
+    status: ChainStatus, live: list[str], infos: Mapping[str, JobInfo], wait: float, *, late: bool
+) -> str:
+    """Why a live submitter refuses the resume now; "" when it is an ended
+    chain's submitter finishing its report, worth waiting for."""
+    if not status.state.ended:
+        return f"chain {status.chain_id} still has an active submitter (job {live[0]}); nothing to resume"
+    pending = [i for i in live if infos[i].state is JobState.PENDING]
+    if pending:  # a successor submitter still queued: nothing will finish by itself
+        return (
+            f"chain {status.chain_id} is {status.state.value} but its submitter job "
+            f"{pending[0]} is still queued: scancel it, then resume"
+        )
+    if late:
+        return (
+            f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
+            f"is still finishing its report after {wait:.0f}s; resume when it has ended"
+        )
+    return ""
 
 
 def known_submitters(backend: Backend, status: ChainStatus) -> list[str]:

@@ -83,25 +83,37 @@ def wait_all(
     waiting = {chain.chain_dir: chain for chain in chains}
     next_check, suspects = clock() + check, set[Path]()
     while waiting:
-        statuses = {d: _load(d) for d in waiting}
-        for directory, status in statuses.items():
-            if status is not None and status.state.ended:
-                del waiting[directory]
+        statuses = _not_ended(waiting)
         if not waiting:
             break
         if clock() >= next_check:
-            stuck = _stranded({d: s for d, s in statuses.items() if d in waiting and s is not None}, backend)
-            if lost := [f"{d}: {why}" for d, why in stuck.items() if d in suspects]:
-                raise ChainError(
-                    f"{len(lost)} chain(s) not over with nothing to drive them ({'; '.join(lost[:3])}"
-                    + ("; ..." if len(lost) > 3 else "")
-                    + "): chain submit --resume continues one"
-                )
+            stuck = _stranded(statuses, backend)
+            _refuse_stranded_twice(stuck, suspects)
             suspects, next_check = set(stuck), clock() + check
         if give_up is not None and clock() >= give_up:
             raise ChainError(f"{len(waiting)} of {len(chains)} chains still running after {timeout:.0f}s")
         sleep(poll)
     return [chain.status(history=0) for chain in chains]
+
+
+def _not_ended(waiting: dict[Path, Chain]) -> dict[Path, ChainStatus]:
+    """Read each waited-on chain's state once: the ended ones leave ``waiting``;
+    the readable states of the others."""
+    statuses = {d: _load(d) for d in waiting}
+    for directory, status in statuses.items():
+        if status is not None and status.state.ended:
+            del waiting[directory]
+    return {d: s for d, s in statuses.items() if d in waiting and s is not None}
+
+
+def _refuse_stranded_twice(stuck: Mapping[Path, str], suspects: set[Path]) -> None:
+    """End the wait on the chains nothing drove at this check and the one before."""
+    if lost := [f"{d}: {why}" for d, why in stuck.items() if d in suspects]:
+        raise ChainError(
+            f"{len(lost)} chain(s) not over with nothing to drive them ({'; '.join(lost[:3])}"
+            + ("; ..." if len(lost) > 3 else "")
+            + "): chain submit --resume continues one"
+        )
 
 
 def _load(directory: Path) -> ChainStatus | None:

@@ -73,45 +73,68 @@ def supervise(
     """Wait for the app, signalling it at ``plan.stop_at`` (or at once when
     the runner is signalled, or when ``watch`` finds it stalled) and killing
     it at ``plan.kill_at`` (a stalled app: the same grace after its signal)."""
-    stop_sent: float | None = None
-    external: str | None = None
-    stalled: float | None = None
-    kill_at = plan.kill_at
-    killed = False
+    run = _Supervision(plan, stop_signal, deliver, signals, say, watch, kill_at=plan.kill_at)
     while True:
-        if signals.received:
-            got = signals.received.pop(0)
-            if external is None:
-                external = signal.Signals(got).name
-                stop_sent = stop_sent or clock()
-                deliver(stop_signal)
-        now = clock()
-        if stop_sent is None and watch is not None and watch.stalled(now):
-            stalled, stop_sent = watch.quiet_for(now), now
-            kill_at = now + max(1.0, plan.kill_at - plan.stop_at)
-            deliver(stop_signal)
-            say(
-                f"no sign of progress for {stalled:.0f} s (counter, output, iteration log, heartbeat): "
-                f"the app stalled; sent {signal.Signals(stop_signal).name}"
-            )
-        if stop_sent is None and now >= plan.stop_at:
-            stop_sent = now
-            deliver(stop_signal)
-            say(f"sent {signal.Signals(stop_signal).name} to the app")
-        if stop_sent is not None and not killed and now >= max(kill_at, stop_sent + 1):
-            killed = True
-            deliver(signal.SIGKILL)
-            say("app still alive, killed it")
-        deadline = plan.stop_at if stop_sent is None else kill_at
+        run.step(clock())
+        deadline = plan.stop_at if run.stop_sent is None else run.kill_at
         try:
             proc.wait(timeout=max(0.05, min(0.5, deadline - clock())))
-            if external is None and signals.received:
-                # Slurm signals every process of the job (preemption, scancel): the app may
-                # have saved and exited on its own copy before this loop passed ours on
-                external = signal.Signals(signals.received[0]).name
-            return AppEnd(proc.returncode, clock(), stop_sent, external, killed, stalled)
         except subprocess.TimeoutExpired:
             continue
+        if run.external is None and signals.received:
+            # Slurm signals every process of the job (preemption, scancel): the app may
+            # have saved and exited on its own copy before this loop passed ours on
+            run.external = signal.Signals(signals.received[0]).name
+        return AppEnd(proc.returncode, clock(), run.stop_sent, run.external, run.killed, run.stalled)
+
+
+@dataclass
+class _Supervision:
+    """What ``supervise`` did so far, and one look at what is due now."""
+
+    plan: Schedule
+    stop_signal: int
+    deliver: Deliver
+    signals: Signals
+    say: Callable[[str], None]
+    watch: StallWatch | None
+    kill_at: float
+    stop_sent: float | None = None
+    external: str | None = None  # the first signal the runner got from outside
+    stalled: float | None = None
+    killed: bool = False
+
+    def step(self, now: float) -> None:
+        self._pass_on_outside_signal(now)
+        self._stop_if_stalled(now)
+        if self.stop_sent is None and now >= self.plan.stop_at:
+            self.stop_sent = now
+            self.deliver(self.stop_signal)
+            self.say(f"sent {signal.Signals(self.stop_signal).name} to the app")
+        if self.stop_sent is not None and not self.killed and now >= max(self.kill_at, self.stop_sent + 1):
+            self.killed = True
+            self.deliver(signal.SIGKILL)
+            self.say("app still alive, killed it")
+
+    def _pass_on_outside_signal(self, now: float) -> None:
+        if not self.signals.received:
+            return
+        got = self.signals.received.pop(0)
+        if self.external is None:
+            self.external = signal.Signals(got).name
+            self.stop_sent = self.stop_sent or now
+            self.deliver(self.stop_signal)
+
+    def _stop_if_stalled(self, now: float) -> None:
+        if self.stop_sent is not None or self.watch is None or not self.watch.stalled(now):
+            return
+        self.stalled, self.stop_sent = self.watch.quiet_for(now), now
+        self.kill_at = now + max(1.0, self.plan.kill_at - self.plan.stop_at)
+        self.deliver(self.stop_signal)
+        self.say(
+            f"no sign of progress for {self.stalled:.0f} s (counter, output, iteration log, heartbeat): "
+            f"the app stalled; sent {signal.Signals(self.stop_signal).name}"
+        )
 
 
 def group_sender(proc: subprocess.Popen[bytes]) -> Deliver:

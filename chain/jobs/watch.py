@@ -8,6 +8,7 @@ the runner is far from its end, more often near it.
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,22 @@ class StepAsideNow(HandOver):
         self.runner_job_id = runner_job_id
 
 
+class _Look(enum.Enum):
+    """What ``RunnerWatch.outcome_of`` does after a look that found no outcome."""
+
+    AGAIN = "read the runner's record again at once"
+    WAIT = "wait, then look again"
+
+
+@dataclass
+class _Asking:
+    """When ``RunnerWatch.outcome_of`` asks the scheduler next, and since when
+    it has said PENDING for a runner with no record yet."""
+
+    next_query: float
+    pending_since: float | None = None
+
+
 @dataclass
 class RunnerWatch:
     """Waits for one runner's outcome; ``deadline`` is when to hand over."""
@@ -62,8 +79,7 @@ class RunnerWatch:
         """Wait until the current runner has ended; its outcome."""
         job_id = status.runner_job_id
         self.chain.log(f"waiting for runner {status.runner_seq} (job {job_id})")
-        next_query = self.clock()  # ask once at adoption: the runner may be long gone
-        pending_since: float | None = None  # when the scheduler first said PENDING
+        asking = _Asking(next_query=self.clock())  # ask once at adoption: the runner may be long gone
         while True:
             record = self.chain.runner_record(job_id)
             if record is not None and record.ended:
@@ -71,30 +87,42 @@ class RunnerWatch:
             now = self.clock()
             if record is not None and record.status is RunnerPhase.RUNNING:
                 self.on_running(status)
-            if now >= next_query:
-                try:
-                    info = self.backend.query([job_id]).get(job_id)
-                except SchedulerError as exc:
-                    # the scheduler is down: the runner goes on regardless; keep
-                    # watching its record and ask again later
-                    self.chain.log(f"query of runner {job_id} failed: {exc}")
-                    next_query = now + self.poll.slurm_min
+            if now >= asking.next_query:
+                answer = self._ask(status, record, now, asking)
+                if answer is _Look.AGAIN:
                     continue
-                if info is None or info.state.finished:
-                    record = self.chain.runner_record(job_id)
-                    if record is not None and record.ended:
-                        continue
-                    return self.outcome(status, record, info)
-                waiting = record is None and info.state is JobState.PENDING
-                pending_since = (now if pending_since is None else pending_since) if waiting else None
-                if self.step_aside.due(pending_since, now) and self.chain.runner_record(job_id) is None:
-                    raise StepAsideNow(job_id)  # (the record read again: it may have started since)
-                next_query = self.step_aside.next_query(
-                    pending_since, self.poll.next_slurm_query(now, record.end_planned if record else None)
-                )
+                if isinstance(answer, Outcome):
+                    return answer
             if now >= self.deadline:
                 raise HandOver()
             self.sleep(self.poll.file_interval)
+
+    def _ask(self, status: ChainStatus, record: RunnerRecord | None, now: float, asking: _Asking) -> Outcome | _Look:
+        """One look at the runner's job in the scheduler: its outcome when the
+        job has gone without an end record; else what to do next (``asking``
+        says when to look again)."""
+        job_id = status.runner_job_id
+        try:
+            info = self.backend.query([job_id]).get(job_id)
+        except SchedulerError as exc:
+            # the scheduler is down: the runner goes on regardless; keep
+            # watching its record and ask again later
+            self.chain.log(f"query of runner {job_id} failed: {exc}")
+            asking.next_query = now + self.poll.slurm_min
+            return _Look.AGAIN
+        if info is None or info.state.finished:
+            record = self.chain.runner_record(job_id)
+            if record is not None and record.ended:
+                return _Look.AGAIN
+            return self.outcome(status, record, info)
+        waiting = record is None and info.state is JobState.PENDING
+        asking.pending_since = (now if asking.pending_since is None else asking.pending_since) if waiting else None
+        if self.step_aside.due(asking.pending_since, now) and self.chain.runner_record(job_id) is None:
+            raise StepAsideNow(job_id)  # (the record read again: it may have started since)
+        asking.next_query = self.step_aside.next_query(
+            asking.pending_since, self.poll.next_slurm_query(now, record.end_planned if record else None)
+        )
+        return _Look.WAIT
 
     def until_gone(self, job_id: str, *, requeued: bool = False) -> JobInfo | None:
         """The runner recorded its end; wait (briefly) for its job to leave

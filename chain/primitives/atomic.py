@@ -24,6 +24,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from chain.primitives import bounded, safeio
+
 __all__ = [
     "DONE_MARKER",
     "TMP_PREFIX",
@@ -50,6 +52,7 @@ TMP_PREFIX = ".tmp-"
 """Prefix of every temporary name this module creates (never a checkpoint)."""
 
 _COUNTER_RE = re.compile(r"[0-9]+")
+COUNTER_CAP = 1 << 20  # bytes of a counter file read at most: it holds one number
 
 
 class CounterFormatError(ValueError):
@@ -99,30 +102,42 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bo
     power loss.
     """
     final = Path(path)
-    tmp = tmp_name(final)
+    dir_fd = os.open(final.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = _create_exclusive(tmp, mode)
+        write_at(dir_fd, final.name, data, durable=durable, mode=mode)
+    finally:
+        os.close(dir_fd)
+
+
+def write_at(dir_fd: int, name: str, data: bytes, *, durable: bool = True, mode: int = 0o666) -> None:
+    """The one atomic write (``write_bytes_atomic``'s): ``name`` in the
+    directory ``dir_fd`` replaced by ``data``. What is at ``name`` is
+    replaced, never followed (a link there is replaced by the file)."""
+    tmp = tmp_name(Path(name)).name
+    try:
+        fd = _create_exclusive(dir_fd, tmp, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())  # the data is durable before the rename
-        os.replace(tmp, final)  # atomic, within one filesystem only
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # atomic, within one filesystem only
     except BaseException:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
     if durable:
-        fsync_dir(final.parent)  # and the rename itself is durable
+        with contextlib.suppress(OSError):  # refused by some file systems: the rename is still atomic
+            os.fsync(dir_fd)  # and the rename itself is durable
 
 
-def _create_exclusive(path: Path, mode: int) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+def _create_exclusive(dir_fd: int, name: str, mode: int) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        return os.open(path, flags, mode)
+        return os.open(name, flags, mode, dir_fd=dir_fd)
     except FileExistsError:  # left by a killed writer with our pid, or planted
-        path.unlink()
-        return os.open(path, flags, mode)
+        os.unlink(name, dir_fd=dir_fd)
+        return os.open(name, flags, mode, dir_fd=dir_fd)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str, *, durable: bool = True, mode: int = 0o666) -> None:
@@ -132,7 +147,12 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, durable: bool 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, durable: bool = True) -> None:
     """Write ``obj`` as JSON to ``path`` atomically."""
-    write_text_atomic(path, json.dumps(obj, sort_keys=True) + "\n", durable=durable)
+    write_bytes_atomic(path, json_bytes(obj), durable=durable)
+
+
+def json_bytes(obj: Any) -> bytes:
+    """The one form of a JSON file chain writes: keys sorted, one newline."""
+    return (json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
 
 
 def write_counter(path: str | os.PathLike[str], value: int) -> None:
@@ -157,10 +177,10 @@ def read_counter(path: str | os.PathLike[str]) -> int | None:
     restart the work, reading ``v2 iter 10`` as 210 would skip it.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        data = safeio.read_file(Path(path), COUNTER_CAP)  # a FIFO, a device, gigabytes: refused, never waited on
     except FileNotFoundError:
         return None
-    return parse_counter(text, path)
+    return parse_counter(data.decode("utf-8", errors="replace"), path)
 
 
 def parse_counter(text: str, path: str | os.PathLike[str] = "CKPT_PATH") -> int:
@@ -169,7 +189,10 @@ def parse_counter(text: str, path: str | os.PathLike[str] = "CKPT_PATH") -> int:
     stripped = text.strip()
     if not _COUNTER_RE.fullmatch(stripped):
         raise CounterFormatError(f"{path}: not a plain integer: {stripped[:40]!r}", stripped[:40])
-    return int(stripped)
+    try:
+        return bounded.parse_int(stripped)
+    except bounded.BoundError as exc:
+        raise CounterFormatError(f"{path}: {exc}, not a counter", bounded.shown(stripped)) from None
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

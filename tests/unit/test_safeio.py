@@ -1,0 +1,84 @@
+"""chain.primitives.safeio: files opened without trusting what is at their
+names (issue 38), and the one atomic writer (chain.primitives.atomic.write_at)
+on top of it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from chain.primitives import atomic, safeio
+
+pytestmark = pytest.mark.timeout(20)  # a FIFO waited on fails the test, not the run
+
+
+def test_a_fifo_or_a_device_named_by_the_user_is_refused_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(safeio.UnsafeFileError, match="fifo is not a regular file but a FIFO: remove it"):
+        safeio.read_file(tmp_path / "fifo", 100)
+    os.symlink("/dev/zero", tmp_path / "zero")  # the user's own name: followed, then refused for what it is
+    with pytest.raises(safeio.UnsafeFileError, match="is not a regular file but a character device"):
+        safeio.read_file(tmp_path / "zero", 100)
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    with pytest.raises(safeio.UnsafeFileError, match="big is 101 bytes, more than the 100 bytes chain reads of it"):
+        safeio.read_file(tmp_path / "big", 100)
+
+
+def test_the_counter_is_read_from_a_regular_file_only(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "state_iter.txt")
+    with pytest.raises(safeio.UnsafeFileError, match="but a FIFO"):
+        atomic.read_counter(tmp_path / "state_iter.txt")
+    (tmp_path / "huge").write_text("1" * 5000)
+    with pytest.raises(atomic.CounterFormatError, match="a number of 5000 digits, not a counter"):
+        atomic.read_counter(tmp_path / "huge")
+
+
+def test_no_link_below_a_root_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "f").write_text("secret")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "real" / "linked")
+    os.symlink(tmp_path / "elsewhere" / "f", tmp_path / "real" / "f")
+    with pytest.raises(safeio.UnsafeFileError, match="linked is a symbolic link"):
+        safeio.open_dir(tmp_path, ["real", "linked"])
+    with safeio.dir_at(tmp_path, ["real"]) as dir_fd:
+        with pytest.raises(safeio.UnsafeFileError, match="real/f is a symbolic link"):
+            safeio.open_at(dir_fd, "f", os.O_RDONLY, tmp_path / "real" / "f")
+        with pytest.raises(safeio.UnsafeFileError, match="real/f is a symbolic link"):
+            safeio.open_at(dir_fd, "f", os.O_WRONLY | os.O_APPEND, tmp_path / "real" / "f")
+    assert (tmp_path / "elsewhere" / "f").read_text() == "secret"
+
+
+def test_a_fifo_opened_to_write_is_refused_not_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "log")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    with (
+        safeio.dir_at(tmp_path) as dir_fd,
+        pytest.raises(safeio.UnsafeFileError, match="not a regular file but a FIFO"),
+    ):
+        safeio.open_at(dir_fd, "log", flags, tmp_path / "log")
+
+
+def test_an_atomic_write_replaces_a_link_and_never_follows_it(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    os.symlink(victim, tmp_path / "state.json")
+    atomic.write_json_atomic(tmp_path / "state.json", {"a": 1})
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "state.json").is_symlink() and (tmp_path / "state.json").read_text() == '{"a": 1}\n'
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(atomic.TMP_PREFIX)] == []
+
+
+def test_lines_past_the_limit_are_skipped_whole(tmp_path: Path) -> None:
+    data = b"one\n" + b"x" * 50 + b"\ntwo\n" + b"y" * 9 + b"\nthree"
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        assert list(safeio.iter_lines(fd, 10)) == [b"one\n", b"two\n", b"y" * 9 + b"\n", b"three"]
+        assert safeio.count_lines(fd) == 4
+        assert safeio.read_tail(fd, 8) == (data[-8:], len(data) - 8)
+        assert safeio.read_tail(fd, 1000, lines=1) == (data, 0)
+    finally:
+        os.close(fd)
