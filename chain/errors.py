@@ -53,7 +53,6 @@ class ProtocolError(ChainError):
 
     exit_code: int = int(CliExit.ERROR)
 
-    def __init__(self, chain_id: str, event: str, state: str) -> None:
-        super().__init__(f"chain {chain_id}: {event} refused: the chain is {state}")
+    def __init__(self, chain_id: str, event: str, why: str) -> None:
+        super().__init__(f"chain {chain_id}: {event} refused: {why}")
         self.event = event
-        self.state = state

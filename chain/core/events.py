@@ -161,6 +161,9 @@ class RelayBroken:
 class RelayTookOver:
     """A relay runner is the chain's current one and runs the app."""
 
+    job_id: str
+    seq: int | None  # its runner number (None: its name has none)
+
 
 @dataclass(frozen=True)
 class Judged:

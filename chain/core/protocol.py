@@ -62,8 +62,10 @@ if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
 
 Change = dict[str, Any]
 Rule = Callable[["ChainStatus", Any], tuple[Change, tuple[Effect, ...]]]
+Guard = Callable[["ChainStatus", Any], str]  # why the event is refused; "" when it is not
 _RULES: dict[type, Rule] = {}
 _LEGAL: dict[type, frozenset[ChainState]] = {}
+_GUARDS: dict[type, Guard] = {}
 E = TypeVar("E")
 
 # the states an event is legal in: a chain that has ended takes only a resume,
@@ -73,14 +75,33 @@ ANY = frozenset(ChainState)
 
 
 def _rule(
-    event: type[E], legal: frozenset[ChainState] = ACTIVE
+    event: type[E], legal: frozenset[ChainState] = ACTIVE, guard: Guard | None = None
 ) -> Callable[[Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]], Rule]:
     def register(fn: Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]) -> Rule:
         _RULES[event] = fn
         _LEGAL[event] = legal
+        if guard is not None:
+            _GUARDS[event] = guard
         return fn
 
     return register
+
+
+def is_current_runner(status: ChainStatus, job_id: str, seq: int | None) -> bool:
+    """``job_id`` (runner ``seq``, when its name has one) is the chain's current
+    runner: the chain goes on, its runner is live and has that number, and its
+    job id is this one, or not saved yet (sbatch had not returned; the number
+    is in the job's unique name). The one rule by which a runner knows it may
+    run the app (never a second one)."""
+    if status.state.ended or not status.runner_live:
+        return False
+    if seq is not None and seq != status.runner_seq:
+        return False
+    return status.runner_job_id in ("", job_id)
+
+
+def _is_the_current_runner(s: ChainStatus, e: RelayTookOver) -> str:
+    return "" if is_current_runner(s, e.job_id, e.seq) else f"job {e.job_id} is not the chain's current runner"
 
 
 SAVE: tuple[Effect, ...] = (Save(),)
@@ -194,7 +215,7 @@ def _relay_broken(s: ChainStatus, e: RelayBroken) -> tuple[Change, tuple[Effect,
     )
 
 
-@_rule(RelayTookOver)
+@_rule(RelayTookOver, guard=_is_the_current_runner)
 def _relay_took_over(s: ChainStatus, e: RelayTookOver) -> tuple[Change, tuple[Effect, ...]]:
     return {"state": ChainState.RUNNING}, SAVE
 
@@ -261,7 +282,10 @@ def transition(status: ChainStatus, event: Event) -> tuple[ChainStatus, tuple[Ef
     except KeyError:
         raise TypeError(f"not a protocol event: {event!r}") from None
     if status.state not in _LEGAL[type(event)]:
-        raise ProtocolError(status.chain_id, type(event).__name__, status.state.value)
+        raise ProtocolError(status.chain_id, type(event).__name__, f"the chain is {status.state.value}")
+    guard = _GUARDS.get(type(event))
+    if guard is not None and (why := guard(status, event)):
+        raise ProtocolError(status.chain_id, type(event).__name__, why)
     change, effects = rule(status, event)
     return replace(status, **change), effects
 
@@ -271,10 +295,10 @@ def legal_states(event: type) -> frozenset[ChainState]:
     return _LEGAL[event]
 
 
-def _states_text(states: frozenset[ChainState]) -> str:
-    if states == ANY:
-        return "any"
-    return ", ".join(s.value for s in ChainState if s in states)
+def _legal_text(event: type) -> str:
+    states = _LEGAL[event]
+    text = "any" if states == ANY else ", ".join(s.value for s in ChainState if s in states)
+    return text + (" (the current runner only)" if event in _GUARDS else "")
 
 
 def protocol_table() -> list[tuple[str, str, str]]:
@@ -282,6 +306,6 @@ def protocol_table() -> list[tuple[str, str, str]]:
     paragraph) for each row, in the table's order: the docs' protocol table
     is checked against it."""
     return [
-        (event.__name__, _states_text(_LEGAL[event]), " ".join((event.__doc__ or "").split("\n\n")[0].split()))
+        (event.__name__, _legal_text(event), " ".join((event.__doc__ or "").split("\n\n")[0].split()))
         for event in _RULES
     ]

@@ -39,6 +39,7 @@ from chain.core.events import (
 )
 from chain.core.model import ChainState
 from chain.core.names import runner_job_name
+from chain.core.protocol import is_current_runner
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
@@ -111,9 +112,9 @@ class Relay:
                 verdict = self._become_current(status)
                 if verdict is not None:
                     return verdict
-            elif not (status.runner_job_id == self.job_id and status.runner_live and self.seq == status.runner_seq):
+            elif not is_current_runner(status, self.job_id, self.seq):
                 return TakeOver(Turn.LEAVE, status, "not the chain's current runner")
-            self.executor.apply(status, RelayTookOver())
+            self.executor.apply(status, RelayTookOver(self.job_id, self.seq))
             if not status.next_job_id:
                 self.queue_successor(status)
             return TakeOver(Turn.RUN, status)

@@ -23,6 +23,7 @@ from chain.core.clock import steady_clock
 from chain.core.decision import missing_counter
 from chain.core.hostlist import expand_hostlist
 from chain.core.names import runner_name, runner_seq
+from chain.core.protocol import is_current_runner
 from chain.core.runner_rules import (
     Schedule,
     classify_exit,
@@ -80,13 +81,6 @@ def wait_for_promotion(
         if clock() >= give_up:
             return status, True
         sleep(0.1)
-
-
-def is_current(status: ChainStatus | None, job_id: str, seq: int | None) -> bool:
-    """This job is the chain's current runner (never run a second app)."""
-    if status is None or status.state.ended or (seq is not None and seq != status.runner_seq):
-        return False
-    return not status.runner_job_id or status.runner_job_id == job_id
 
 
 def run(
@@ -155,7 +149,7 @@ def _await_promotion(
         return promotion_give_up(clock(), PROMOTION_PATIENCE, end, _margin(settings, status))
 
     status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep, give_up_at=give_up_at)
-    if status is not None and is_current(status, job_id, record.seq):
+    if status is not None and is_current_runner(status, job_id, record.seq):
         return status
     # the submitter submits afresh when it finds this record (submitter._promote_next),
     # or, had it promoted this job meanwhile, judges it a runner that ran no app

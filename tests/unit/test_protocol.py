@@ -121,7 +121,7 @@ ROWS: list[tuple[ev.Event, ChainStatus, dict[str, Any], tuple[ev.Effect, ...]]] 
             ),
         ),
     ),
-    (ev.RelayTookOver(), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
+    (ev.RelayTookOver("103", 3), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
     (ev.Judged(30, 0, 1), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
     (
         ev.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"),
@@ -191,7 +191,7 @@ def test_something_that_is_not_an_event_is_refused() -> None:
 
 def test_the_docs_table_is_the_codes() -> None:
     text = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(\w+)` \| ([a-z, ]+) \| (.+?) \|$", text, flags=re.MULTILINE)
+    rows = re.findall(r"^\| `(\w+)` \| ([a-z, ()]+) \| (.+?) \|$", text, flags=re.MULTILINE)
     assert rows == p.protocol_table()
 
 
@@ -216,7 +216,30 @@ def test_every_state_and_event_pair_is_applied_or_refused_as_the_table_says(kind
         with pytest.raises(ProtocolError) as refused:
             p.transition(before, EXAMPLE[kind])
         assert str(refused.value) == f"chain demo-abc123: {kind.__name__} refused: the chain is {state.value}"
+        assert refused.value.event == kind.__name__
     assert before == snapshot
+
+
+@pytest.mark.parametrize(
+    ("status", "job_id", "seq", "current"),
+    [
+        (_running(), "103", 3, True),
+        (_running(), "103", None, True),  # a job whose name has no number: its id decides
+        (_running(runner_job_id=""), "103", 3, True),  # intended, sbatch had not returned: its number decides
+        (_running(), "104", 4, False),  # the queued next one
+        (_running(), "99", 3, False),  # a copy of another job with the same number
+        (_running(), "103", 2, False),
+        (_running(runner_live=False), "103", 3, False),  # judged already
+        (_running(state=ChainState.CANCELLED), "103", 3, False),
+    ],
+)
+def test_the_one_current_runner_rule(status: ChainStatus, job_id: str, seq: int | None, current: bool) -> None:
+    assert p.is_current_runner(status, job_id, seq) is current
+
+
+def test_a_relay_runner_that_is_not_the_current_one_cannot_take_over() -> None:
+    with pytest.raises(ProtocolError, match="RelayTookOver refused: job 99 is not the chain's current runner"):
+        p.transition(_running(state=ChainState.PENDING), ev.RelayTookOver("99", 3))
 
 
 def test_a_refused_event_is_logged_and_nothing_of_it_or_after_it_is_applied(tmp_path: Path) -> None:
