@@ -15,7 +15,7 @@ from chain.core import settings as settings_mod
 from chain.core.limits import room
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
-from chain.store import ChainDir, read_json
+from chain.store import ChainDir
 from chain.store.counter import read_chain_counter
 
 CHAIN_DIR_NAME = ".chain"  # the chain directory in a working directory, by default
@@ -88,7 +88,7 @@ def check_command_line(flags: Mapping[str, Any], config: Path | None) -> None:
 
 def stored_settings(chain: ChainDir) -> Settings:
     try:
-        data = read_json(chain.settings_file, "settings file")
+        data = chain.read_settings()
     except FileNotFoundError:
         raise ChainDirError(f"{chain.root} holds no chain settings (settings.json missing)") from None
     try:

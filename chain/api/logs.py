@@ -1,5 +1,8 @@
 """``chain logs``: a runner's (or the submitter's) Slurm output, and
-following it across runners until the chain ends."""
+following it across runners until the chain ends. The output is read
+through the chain directory's guard (``chain.store.guarded``): a link, a
+FIFO or a device at its name is refused in one line, and only its end is
+printed (``OUTPUT_TAIL``)."""
 
 from __future__ import annotations
 
@@ -12,17 +15,41 @@ from chain.api.config import stored_settings
 from chain.api.status import open_chain
 from chain.core.names import runner_name
 from chain.core.settings import Mode
-from chain.errors import ChainDirError
+from chain.errors import ChainDirError, ChainError
 from chain.store import ChainDir, ChainStatus
+from chain.store.guarded import OUTPUT_TAIL, ChainFileError
+
+FOLLOW_CHUNK = 1 << 20  # bytes --follow prints at a time
 
 
 @dataclass(frozen=True)
 class LogSource:
-    """Which job's output, and where it is."""
+    """Which job's output, and where it is (checked: ``ChainDir.runner_output``)."""
 
     what: str  # "runner 3 (job 42)", "submitter (job 41)"
     job_id: str
     path: Path
+
+    def rel(self, chain: ChainDir) -> str:
+        """Its name inside the chain directory, for the guarded reads."""
+        return self.path.relative_to(chain.root).as_posix()
+
+
+def read_output(chain: ChainDir, source: LogSource, max_bytes: int = OUTPUT_TAIL) -> str:
+    """The job's output, its last ``max_bytes`` only (a first line says what
+    was left out); a one-line error when there is none (yet)."""
+    try:
+        data, start = chain.guard.tail(source.rel(chain), max_bytes)
+    except FileNotFoundError:
+        raise ChainError(f"{source.path} does not exist (yet)") from None
+    except ChainDirError:
+        raise
+    except OSError as exc:
+        raise ChainError(f"cannot read {source.path}: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", "replace")
+    if start:
+        text = f"[... the first {start} bytes are not shown: the whole output is {source.path}]\n" + text
+    return text
 
 
 def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> LogSource:
@@ -54,7 +81,7 @@ def submitter_log(chain: ChainDir, status: ChainStatus) -> LogSource:
             )
         raise ChainDirError(f"chain {status.chain_id} has no submitter job yet")
     job = status.submitter_job_id
-    return LogSource(f"submitter (job {job})", job, chain.slurm_logs / f"submitter-{job}.out")
+    return LogSource(f"submitter (job {job})", job, chain.submitter_output(job))
 
 
 def follow(
@@ -69,35 +96,43 @@ def follow(
     moving on to the next runner's, until the chain has ended and the last
     output is printed."""
     chain, status = open_chain(chain_dir)
-    shown: dict[str, int] = {}  # path -> bytes printed
+    shown: dict[str, int] = {}  # its name in the chain directory -> bytes printed
     current = ""
     while True:
         status = chain.load_status() or status
         ended = status.state.ended
         try:
             source = submitter_log(chain, status) if submitter else runner_log(chain, status)
+        except ChainFileError:
+            raise  # its output is not a file of chain's: said, not waited on
         except ChainDirError:
-            source = None
+            source = None  # no runner (or submitter) yet
         if source is not None:
-            if str(source.path) != current:
+            rel = source.rel(chain)
+            if rel != current:
                 if current:  # what the previous runner wrote since the last look
-                    shown[current] = _print_new(Path(current), shown[current], write)
-                current = str(source.path)
+                    shown[current] = _print_new(chain, current, shown[current], write)
+                current = rel
                 write(f"==> {source.what}: {source.path} <==\n")
-            shown[current] = _print_new(source.path, shown.get(current, 0), write)
+            shown[current] = _print_new(chain, current, shown.get(current, 0), write)
         if ended:
             return
         sleep(interval)
 
 
-def _print_new(path: Path, offset: int, write: Callable[[str], None]) -> int:
-    """Print what ``path`` holds past ``offset``; the new offset."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return offset
-    if data:
-        write(data.decode("utf-8", "replace"))
-    return offset + len(data)
+def _print_new(chain: ChainDir, rel: str, offset: int, write: Callable[[str], None]) -> int:
+    """Print what ``rel`` holds past ``offset``, ``FOLLOW_CHUNK`` at a time
+    (never all of it in memory); the new offset."""
+    while True:
+        try:
+            data = chain.guard.read_span(rel, offset, FOLLOW_CHUNK)
+        except FileNotFoundError:
+            return offset
+        full = len(data) == FOLLOW_CHUNK
+        if full and b"\n" in data:
+            data = data[: data.rindex(b"\n") + 1]  # a whole chunk ends at a line's end: no character cut in two
+        if data:
+            write(data.decode("utf-8", "replace"))
+        offset += len(data)
+        if not full:
+            return offset

@@ -22,6 +22,7 @@ from chain.core import convert as cv
 from chain.core.counterspec import CounterSpec, parse_counter_spec
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
+from chain.primitives import bounded, safeio
 from chain.primitives.signals import signal_named
 
 if sys.version_info >= (3, 11):
@@ -414,25 +415,45 @@ FIELD_BY_NAME = {spec.name: spec for spec in FIELDS}
 CONFIG_FILE_NAME = "chain.toml"
 
 
+CONFIG_CAP = 1 << 20  # bytes of a config file read at most (chain.toml is a few hundred)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Read a TOML config; unknown keys and unreadable files are ConfigErrors."""
+    """Read a TOML config; unknown keys and unreadable files are ConfigErrors.
+    A FIFO or a device is refused, never waited on; a value too deep or an
+    integer too long for Python is a bad file, in one line."""
     try:
-        with path.open("rb") as fh:
-            data: dict[str, Any] = tomllib.load(fh)
+        text = safeio.read_file(path, CONFIG_CAP).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except safeio.UnsafeFileError as exc:
+        raise ConfigError(f"config file {exc.where} {exc.problem}: name a regular file") from None
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not UTF-8 text") from None
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+        bounded.check_depth(data)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nested more than {bounded.MAX_DEPTH} deep") from None
+    except ValueError as exc:  # bounded's, or an integer past Python's 4300 digits
+        raise ConfigError(f"config file {path}: {_toml_bound(exc)}") from None
     if "chain" in data and isinstance(data["chain"], dict) and len(data) == 1:
         data = data["chain"]  # allow a [chain] table
     unknown = sorted(set(data) - set(FIELD_BY_NAME))
     if unknown:
         raise ConfigError(f"config file {path}: unknown key {unknown[0]!r}")
     return data
+
+
+def _toml_bound(exc: ValueError) -> str:
+    """What a ``ValueError`` of the TOML reader says in chain's words."""
+    if "integer string conversion" in str(exc):  # Python's own limit, worded for a programmer
+        return f"an integer too long to read (chain reads at most {bounded.MAX_DIGITS} digits)"
+    return str(exc)
 
 
 def resolve(

@@ -1,6 +1,12 @@
 """The chain directory's layout and what lives in it: the status, the
 runners' own records, the judged-runners log (read from its end), the job
-id lists and ``chain.log``."""
+id lists, ``chain.log``, the job scripts, the jobs' output and the report.
+
+Its reads and writes go through ``chain.store.guarded``, by descriptor: no
+link followed, regular files only, each kind read up to its cap. A path it
+hands out (``state_file``, ``scripts``, ...) has just been checked the same
+way (a directory a real one of the user's, a file, when there, a regular
+one), for the callers that open it themselves."""
 
 from __future__ import annotations
 
@@ -13,15 +19,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError
-from chain.store.jsonio import read_json, tail_lines, write_json_atomic
+from chain.primitives.atomic import json_bytes
+from chain.store.guarded import IDS_CAP, ChainFileError, Guarded
 from chain.store.records import JudgedRunner, RunnerRecord
 from chain.store.status import ChainStatus
 
 LOCK_WAIT = 30.0  # seconds a chain command waits for another one on the same chain
+
+# the names of its files and directories, relative to it
+STATE, SETTINGS, LOG, RUNNERS_LOG = "state.json", "settings.json", "chain.log", "runners.jsonl"
+WORKER_IDS, SUBMITTER_IDS, CANCEL = "worker_ids.txt", "submitter_ids.txt", "cancel-requested"
+RECORDS, LOGS, SCRIPTS, REPORTS = "runners", "logs", "scripts", "report"
 
 
 @dataclass(frozen=True)
@@ -34,89 +46,109 @@ class ChainDir:
     root: Path
     storage: RetryPolicy = field(default_factory=RetryPolicy.for_storage, compare=False, repr=False)
 
-    def _durably(self, what: Path, write: Callable[[], None]) -> None:
+    @property
+    def guard(self) -> Guarded:
+        """The one way into the directory's files (``chain.store.guarded``)."""
+        return Guarded(self.root)
+
+    def _durably(self, rel: str, write: Callable[[], None]) -> None:
+        what = self.root / rel
         self.storage.call(
             write, on_retry=lambda line: print(f"chain: writing {what}: {line}; retrying", file=sys.stderr, flush=True)
         )
 
     @property
     def state_file(self) -> Path:
-        return self.root / "state.json"
+        return self.guard.checked(STATE)
 
     @property
     def settings_file(self) -> Path:
-        return self.root / "settings.json"
+        return self.guard.checked(SETTINGS)
 
     @property
     def log_file(self) -> Path:
-        return self.root / "chain.log"
+        return self.guard.checked(LOG)
 
     @property
     def runners_log(self) -> Path:
-        return self.root / "runners.jsonl"
+        return self.guard.checked(RUNNERS_LOG)
 
     @property
     def worker_ids(self) -> Path:
-        return self.root / "worker_ids.txt"
+        return self.guard.checked(WORKER_IDS)
 
     @property
     def submitter_ids(self) -> Path:
-        return self.root / "submitter_ids.txt"
+        return self.guard.checked(SUBMITTER_IDS)
 
     @property
     def records(self) -> Path:
-        return self.root / "runners"
+        return self.guard.checked(RECORDS, directory=True)
 
     @property
     def slurm_logs(self) -> Path:
-        return self.root / "logs"
+        return self.guard.checked(LOGS, directory=True)
 
     @property
     def scripts(self) -> Path:
-        return self.root / "scripts"
+        return self.guard.checked(SCRIPTS, directory=True)
 
     @property
     def cancel_file(self) -> Path:
-        return self.root / "cancel-requested"
+        return self.guard.checked(CANCEL)
 
     @property
     def reports(self) -> Path:
-        return self.root / "report"
+        return self.guard.checked(REPORTS, directory=True)
 
     def record_file(self, job_id: str) -> Path:
-        return self.records / f"{job_id}.json"
+        return self.guard.checked(_record(job_id))
 
     def runner_output(self, job_id: str) -> Path:
         """The runner job's Slurm output (``--output`` of templates/runner.sbatch.j2)."""
-        return self.slurm_logs / f"runner-{job_id}.out"
+        return self.guard.checked(f"{LOGS}/runner-{job_id}.out")
+
+    def submitter_output(self, job_id: str) -> Path:
+        """The submitter job's Slurm output (``--output`` of templates/submitter.sbatch.j2)."""
+        return self.guard.checked(f"{LOGS}/submitter-{job_id}.out")
 
     def create(self) -> None:
         try:
-            for d in (self.root, self.records, self.slurm_logs, self.scripts):
-                d.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.guard.make_dirs(RECORDS, LOGS, SCRIPTS)
+        except ChainFileError:
+            raise
         except OSError as exc:
             raise ChainDirError(f"cannot create chain directory {self.root}: {exc.strerror}") from None
+        self.guard.checked(REPORTS, directory=True)  # made by the report, never through a link
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise ChainDirError(f"chain directory {self.root} is not writable")
 
     # --- state -------------------------------------------------------------
     def load_status(self) -> ChainStatus | None:
         try:
-            data = read_json(self.state_file, "state file")
+            data = self.guard.read_json(STATE, "state file")
         except FileNotFoundError:
             return None
-        return ChainStatus.from_json(data, self.state_file)
+        return ChainStatus.from_json(data, self.root / STATE)
 
     def save_status(self, status: ChainStatus) -> None:
         status.updated = time.time()
-        data = status.to_json()
-        self._durably(self.state_file, lambda: write_json_atomic(self.state_file, data))
+        data = json_bytes(status.to_json())
+        self._durably(STATE, lambda: self.guard.write(STATE, data))
+
+    def read_settings(self) -> Any:
+        """``settings.json`` as JSON (``api.config.stored_settings`` checks it). FileNotFoundError when missing."""
+        return self.guard.read_json(SETTINGS, "settings file")
+
+    def write_settings(self, data: dict[str, Any]) -> None:
+        self._durably(SETTINGS, lambda: self.guard.write(SETTINGS, json_bytes(data)))
 
     # --- runner records ------------------------------------------------------
     def read_record(self, job_id: str) -> dict[str, Any] | None:
         """The runner's own record, or None if it wrote none (yet)."""
         try:
-            data = read_json(self.record_file(job_id), "runner record")
+            data = self.guard.read_json(_record(job_id), "runner record")
         except (FileNotFoundError, ChainDirError):
             return None
         return data if isinstance(data, dict) else None
@@ -164,22 +196,13 @@ class ChainDir:
         return None if data is None else RunnerRecord.from_json(data, lenient=lenient)
 
     def write_runner_record(self, record: RunnerRecord) -> None:
-        path, data = self.record_file(record.job_id), record.to_json()
-        self._durably(path, lambda: write_json_atomic(path, data))
+        rel, data = _record(record.job_id), json_bytes(record.to_json())
+        self._durably(rel, lambda: self.guard.write(rel, data))
 
     def append_runner(self, entry: JudgedRunner) -> None:
         """One line per judged runner; a single O_APPEND write."""
-        line = json.dumps(entry.to_json(), sort_keys=True) + "\n"
-
-        def append() -> None:
-            fd = os.open(self.runners_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-        self._durably(self.runners_log, append)
+        line = (json.dumps(entry.to_json(), sort_keys=True) + "\n").encode()
+        self._durably(RUNNERS_LOG, lambda: self.guard.append(RUNNERS_LOG, line, mode=0o644, durable=True))
 
     def judge_runner(self, entry: JudgedRunner) -> None:
         """Append a runner's judgement once: a submitter restarted (or a
@@ -189,26 +212,16 @@ class ChainDir:
             self.append_runner(entry)
 
     def iter_runners(self) -> Iterator[JudgedRunner]:
-        """Every judged runner, in order (a torn or foreign line is skipped)."""
-        try:
-            with self.runners_log.open(encoding="utf-8") as fh:
-                for line in fh:
-                    if (entry := JudgedRunner.from_line(line)) is not None:
-                        yield entry
-        except FileNotFoundError:
-            return
+        """Every judged runner, in order (a torn, foreign or over-long line is skipped)."""
+        for line in self.guard.lines(RUNNERS_LOG):
+            if (entry := JudgedRunner.from_line(line)) is not None:
+                yield entry
 
     def recent_runners(self, count: int) -> tuple[list[JudgedRunner], int]:
         """The last ``count`` judged runners and how many there are in all:
         the entries from the file's tail only, the total by counting lines
         (``chain status`` on 10 000 runners)."""
-        total = 0
-        try:
-            with self.runners_log.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 16), b""):
-                    total += block.count(b"\n")
-        except FileNotFoundError:
-            return [], 0
+        total = self.guard.count_lines(RUNNERS_LOG)
         return self._tail_entries(count), total
 
     def last_runner(self) -> JudgedRunner | None:
@@ -219,17 +232,34 @@ class ChainDir:
 
     def _tail_entries(self, count: int) -> list[JudgedRunner]:
         # one extra line: a torn last line after a crash is skipped
-        lines = tail_lines(self.runners_log, count + 1, max_bytes=max(1 << 16, 4096 * (count + 1)))
+        lines = self.guard.tail_lines(RUNNERS_LOG, count + 1, max_bytes=max(1 << 16, 4096 * (count + 1)))
         entries = [entry for line in lines if (entry := JudgedRunner.from_line(line)) is not None]
         return entries[-count:] if count else []
 
+    # --- job ids -------------------------------------------------------------
     def add_worker_id(self, job_id: str) -> None:
-        self._durably(self.worker_ids, lambda: _append_line(self.worker_ids, job_id))
+        self._durably(WORKER_IDS, lambda: self.guard.append(WORKER_IDS, f"{job_id}\n".encode()))
 
     def add_submitter_id(self, job_id: str) -> None:
         """Every submitter job of the chain (their allocation is a cost too)."""
-        self._durably(self.submitter_ids, lambda: _append_line(self.submitter_ids, job_id))
+        self._durably(SUBMITTER_IDS, lambda: self.guard.append(SUBMITTER_IDS, f"{job_id}\n".encode()))
 
+    def worker_id_list(self) -> list[str]:
+        """The runner jobs in ``worker_ids.txt``, in order ([] when there is none)."""
+        return self._ids(WORKER_IDS)
+
+    def submitter_id_list(self) -> list[str]:
+        """The submitter jobs in ``submitter_ids.txt``, in order ([] when there is none)."""
+        return self._ids(SUBMITTER_IDS)
+
+    def _ids(self, rel: str) -> list[str]:
+        try:
+            text = self.guard.read_bytes(rel, IDS_CAP).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return []
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    # --- chain.log, cancel, scripts, output, report ----------------------------------
     def log(self, message: str, *, echo: bool = True) -> None:
         """Timestamped line appended to chain.log (and echoed to stdout, which
         is the job's Slurm log inside a job)."""
@@ -238,11 +268,44 @@ class ChainDir:
         if echo:
             print(line, flush=True)
         try:
-            _append_line(self.log_file, line)
+            self.guard.append(LOG, f"{line}\n".encode())
         except OSError as exc:  # a log line is not state: never fail the chain for it
-            print(f"chain: cannot write {self.log_file}: {exc.strerror}: {line}", file=sys.stderr, flush=True)
+            why = f"cannot write {self.root / LOG}: {exc.strerror}" if exc.strerror else str(exc)
+            print(f"chain: {why}; not logged: {line}", file=sys.stderr, flush=True)
+
+    def request_cancel(self) -> None:
+        """Leave the mark ``chain cancel`` leaves: the jobs that see it stop."""
+        self._durably(CANCEL, lambda: self.guard.write(CANCEL, f"{time.time()}\n".encode()))
+
+    def cancel_requested(self) -> bool:
+        return self.guard.exists(CANCEL)
+
+    def clear_cancel(self) -> None:
+        self.guard.unlink(CANCEL)
+
+    def script(self, name: str) -> Path:
+        """A job script to submit: checked, with the ``logs`` directory its
+        output goes to (Slurm opens it by name, following links)."""
+        self.guard.checked(LOGS, directory=True)
+        return self.guard.checked(f"{SCRIPTS}/{name}")
+
+    def write_script(self, name: str, text: str) -> Path:
+        """A job script: executable by its owner only, written atomically."""
+        self.guard.write(f"{SCRIPTS}/{name}", text.encode(), mode=0o700)
+        return self.root / SCRIPTS / name
+
+    def remove_script(self, name: str) -> None:
+        self.guard.unlink(f"{SCRIPTS}/{name}")
+
+    def open_output(self, name: str) -> IO[str]:
+        """``logs/<name>`` opened to append (a hook's or a notify command's output)."""
+        return os.fdopen(self.guard.open_append(f"{LOGS}/{name}"), "a", encoding="utf-8")
+
+    def write_report(self, name: str, data: bytes) -> Path:
+        """``report/<name>`` replaced atomically (``report/`` made when missing)."""
+        self.guard.write(f"{REPORTS}/{name}", data)
+        return self.root / REPORTS / name
 
 
-def _append_line(path: Path, line: str) -> None:
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+def _record(job_id: str) -> str:
+    return f"{RECORDS}/{job_id}.json"

@@ -2,12 +2,14 @@
 
 ``decode`` builds a dataclass from a JSON object and checks every field
 against its type hint (``int``, ``float``, ``str``, ``bool``, enums,
-``X | None``, ``list[...]``, ``tuple[str, ...]``, ``dict[str, Any]``): a
+``X | None``, ``list[...]``, ``tuple[str, ...]``, ``dict[str, X]``): a
 record edited by hand or torn by a crash is refused with its path and field,
 never half-used (``lenient``: a field that does not fit takes its default,
 for logs whose old lines are read as far as they go). ``encode`` is the
 inverse. Keys the reader does not know are ignored (a newer writer); missing
-keys take the field's default.
+keys take the field's default. A number a record holds (a counter, a count
+of seconds, an epoch time) is finite and at most ``bounded.MAX_NUMBER`` in
+size: ``1e300`` as a runner's start is refused here, not overflowed on later.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import math
 import types
 import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, Union
+
+from chain.primitives.bounded import MAX_NUMBER
 
 T = TypeVar("T")
 
@@ -109,15 +112,24 @@ def _check(hint: Any, value: Any) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise RecordError(f"is {value!r}, not an object")
+        if options and options[1] is not Any:
+            return {_check(options[0], k): _check(options[1], v) for k, v in value.items()}
         return value
     return _scalar(hint, value)
 
 
+def _number(value: Any) -> bool:
+    """A JSON number a record may hold: not a bool, finite, within ``MAX_NUMBER``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -MAX_NUMBER <= value <= MAX_NUMBER  # NaN compares False: refused too
+
+
 _SCALARS: dict[Any, Callable[[Any], bool]] = {
     bool: lambda v: isinstance(v, bool),
-    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    # NaN and infinities are not numbers a record can hold
-    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    int: lambda v: isinstance(v, int) and _number(v),
+    # NaN, infinities and 1e300 are not numbers a record can hold
+    float: _number,
     str: lambda v: isinstance(v, str),
     Any: lambda v: True,
 }

@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chain.primitives.bounded import loads_json
 from chain.store.codec import RecordError, decode, encode
 
 if TYPE_CHECKING:
@@ -143,10 +143,11 @@ class JudgedRunner:
 
     @classmethod
     def from_line(cls, line: str) -> JudgedRunner | None:
-        """A line of ``runners.jsonl``; None for a torn one (a crash mid-append)."""
+        """A line of ``runners.jsonl``; None for a torn one (a crash mid-append)
+        or one past ``chain.primitives.bounded``'s bounds (too deep, a number too long)."""
         try:
-            return cls.from_json(json.loads(line))
-        except json.JSONDecodeError:
+            return cls.from_json(loads_json(line))
+        except ValueError:  # json.JSONDecodeError, bounded.BoundError
             return None
 
 
