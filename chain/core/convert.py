@@ -17,29 +17,34 @@ from collections.abc import Callable
 from typing import Any
 
 from chain.core.counterspec import SpecError, compile_progress_pattern, parse_counter_spec
-from chain.core.timefmt import parse_slurm_time
+from chain.core.timefmt import MAX_SECONDS, parse_slurm_time
 from chain.errors import ConfigError
-from chain.primitives import signals
+from chain.primitives import bounded, signals
 
-MAX_INT = 10**15  # beyond any counter or second count; keeps every sum a finite float
+MAX_INT = bounded.MAX_NUMBER  # beyond any counter or second count; keeps every sum a finite float
+
+
+def _shown(value: Any) -> str:
+    """A value as a message repeats it: its repr, cut short when long."""
+    return bounded.shown(repr(value), 60)
 
 
 def integer(minimum: int) -> Callable[[Any, str], int]:
     """A whole number of at least ``minimum`` (and at most ``MAX_INT``)."""
 
     def convert(value: Any, what: str) -> int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{what} must be an integer, got {value!r}")
-        if isinstance(value, int):
-            number = value
-        elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-            number = int(value.strip())
-        else:
-            raise ConfigError(f"{what} must be an integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ConfigError(f"{what} must be an integer, got {_shown(value)}")
+        try:
+            number = value if isinstance(value, int) else bounded.parse_int(value)
+        except bounded.BoundError as exc:
+            raise ConfigError(f"{what} must be at most {MAX_INT}, got {exc}") from None
+        except ValueError:
+            raise ConfigError(f"{what} must be an integer, got {_shown(value)}") from None
         if number < minimum:
-            raise ConfigError(f"{what} must be at least {minimum}, got {number}")
+            raise ConfigError(f"{what} must be at least {minimum}, got {_shown(number)}")
         if number > MAX_INT:
-            raise ConfigError(f"{what} must be at most {MAX_INT}, got {number}")
+            raise ConfigError(f"{what} must be at most {MAX_INT}, got {_shown(number)}")
         return number
 
     return convert
@@ -106,9 +111,16 @@ def path(value: Any, what: str) -> str:
     return given
 
 
+_LONG_DIGITS = re.compile(f"[0-9]{{{bounded.MAX_DIGITS + 1},}}")
+
+
 def time(value: Any, what: str) -> str:
     """A Slurm time (``--time`` syntax), kept as written."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise ConfigError(f"{what} {_shown(value)} is longer than {MAX_SECONDS // 86400} days")
     given = text(value, what) if not isinstance(value, int) else str(value)
+    if _LONG_DIGITS.search(given):  # more digits than any time within MAX_SECONDS: never converted
+        raise ConfigError(f"{what} {_shown(given)} is longer than {MAX_SECONDS // 86400} days")
     parse_slurm_time(given, what=what)
     return given.strip()
 
