@@ -1,7 +1,13 @@
-"""``chain cancel``: stop the submitter and the runner, mark the chain cancelled."""
+"""``chain cancel``: stop the submitter and the runner, mark the chain cancelled.
+
+The jobs are cancelled whatever the chain directory lets chain write: a
+directory made read-only or immutable (or a file in it that is not chain's)
+costs the record of the cancel, never the cancel itself. What could not be
+written is said in one line, which ends the command with an error."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,8 +17,14 @@ from chain.api.status import open_chain
 from chain.api.submission import known_submitters
 from chain.backends import make_backend
 from chain.backends.base import Backend
+from chain.core.retry import RetryPolicy
 from chain.effects.ending import mark_cancelled
-from chain.store import ChainStatus
+from chain.errors import ChainDirError, ChainError
+from chain.store import ChainDir, ChainStatus
+
+# A person waits on chain cancel: a write the file system refuses is said at
+# once (the jobs ride out such refusals for minutes: ChainDir.storage).
+CANCEL_STORAGE = RetryPolicy(attempts=1, retry_on=OSError)
 
 
 def cancel(
@@ -24,15 +36,19 @@ def cancel(
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """Stop the submitter and the runner (the app gets SIGTERM and may
-    checkpoint), and mark the chain cancelled. ``backend``: as ``submit``."""
+    checkpoint), and mark the chain cancelled. ``backend``: as ``submit``.
+    Raises ``ChainError`` naming what could not be recorded, after the jobs
+    are cancelled."""
     chain, status = open_chain(chain_dir)
+    chain = dataclasses.replace(chain, storage=CANCEL_STORAGE)
+    failed: list[str] = []
     with chain.locked():  # not beside a resume or another cancel
         status = chain.load_status() or status
         if status.state.ended:
             return f"chain {status.chain_id} already {status.state.value}"
         if backend is None:
             backend = make_backend(status.backend or "slurm", chain_dir)
-        chain.cancel_file.write_text(f"{time.time()}\n", encoding="utf-8")
+        _attempt(failed, "leave the cancel mark", chain.request_cancel)
         watched = _cancel_jobs(backend, status)
     deadline = clock() + wait  # the jobs end on their own; others may read meanwhile
     while clock() < deadline:
@@ -40,14 +56,28 @@ def cancel(
             break
         sleep(0.5)
     with chain.locked():
-        mark_cancelled(
-            chain,
-            chain.load_status() or status,
-            "cancelled by chain cancel",
-            backend=backend,
-            settings=stored_settings(chain),
-        )
+        _attempt(failed, "record the cancel", lambda: _mark(chain, status, backend))
+    if failed:
+        could_not = "; nor ".join(failed)
+        raise ChainError(f"chain {status.chain_id}: its jobs are cancelled, but chain could not {could_not}")
     return f"chain {status.chain_id} cancelled"
+
+
+def _mark(chain: ChainDir, status: ChainStatus, backend: Backend) -> None:
+    settings = stored_settings(chain)
+    status = chain.load_status() or status
+    mark_cancelled(chain, status, "cancelled by chain cancel", backend=backend, settings=settings)
+
+
+def _attempt(failed: list[str], what: str, step: Callable[[], None]) -> None:
+    """Do ``step``; when the chain directory refuses it, add why to ``failed``."""
+    try:
+        step()
+    except ChainDirError as exc:  # a file that is not chain's, a corrupt one: it says which
+        failed.append(f"{what}: {exc}")
+    except OSError as exc:  # read-only, immutable, full: which file, and the system's word
+        where = f" in {exc.filename}" if exc.filename else ""
+        failed.append(f"{what}{where}: {exc.strerror or exc}")
 
 
 def _cancel_jobs(backend: Backend, status: ChainStatus) -> list[str]:

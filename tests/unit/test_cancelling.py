@@ -1,0 +1,93 @@
+"""chain.api.cancelling: ``chain cancel`` cancels the jobs whatever the
+chain directory lets it write (issue 38). A read-only or immutable
+``.chain/`` (or a file in it that is not chain's) costs the record of the
+cancel, said in one line naming the file, never the cancel itself, and never
+exit 70."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _chains import make_chain
+from _hostile import assert_refused, edit_json, link, run_cli, unwritable, victim
+from fakes import FakeBackend
+
+from chain import api
+from chain.core.model import ChainState
+from chain.errors import ChainError
+from chain.store import ChainDir
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _live_chain(tmp_path: Path, fake: FakeBackend) -> Path:
+    """A running chain whose submitter (job 101) and runner (job 102) are queued."""
+    chain_dir: Path = make_chain(tmp_path, 1, ChainState.RUNNING)
+    submitter = fake.submit(Path("s"), job_name="chain-abcdef.s0")
+    runner = fake.submit(Path("r"), job_name="chain-abcdef.r2")
+    edit_json(
+        chain_dir / "state.json",
+        submitter_job_id=submitter,
+        runner_job_id=runner,
+        runner_live=True,
+        runner_seq=2,
+    )
+    return chain_dir
+
+
+def test_an_unwritable_chain_directory_still_cancels_the_jobs(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain_dir = _live_chain(tmp_path, fake)
+    with unwritable(chain_dir), pytest.raises(ChainError) as caught:
+        api.cancel(chain_dir, backend=fake, wait=0)
+    assert sorted(fake.cancelled) == ["101", "102"]
+    message = str(caught.value)
+    assert message.startswith("chain chain-abcdef: its jobs are cancelled, but chain could not ")
+    assert f"leave the cancel mark in {chain_dir / 'cancel-requested'}: " in message
+    assert "record the cancel in " in message and "\n" not in message
+    assert ChainDir(chain_dir).load_status().state is ChainState.RUNNING  # type: ignore[union-attr]  # not recorded
+
+
+def test_an_unwritable_chain_directory_is_one_line_from_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain_dir = make_chain(tmp_path, 1, ChainState.RUNNING)
+    with unwritable(chain_dir):
+        result = run_cli(tmp_path, monkeypatch, ["cancel"])
+    assert_refused(result, f"; nor record the cancel in {chain_dir / 'state.json'}: ", code=1)
+    assert "its jobs are cancelled" in result.stderr
+
+
+def test_a_linked_runners_log_costs_the_record_not_the_cancel(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain_dir = _live_chain(tmp_path, fake)
+    target = victim(tmp_path)
+    link(chain_dir / "runners.jsonl", target)
+    with pytest.raises(ChainError, match="record the cancel: .*runners.jsonl is a symbolic link"):
+        api.cancel(chain_dir, backend=fake, wait=0)
+    assert sorted(fake.cancelled) == ["101", "102"]
+    assert target.read_text() == "precious\n"
+
+
+def test_a_writable_chain_is_cancelled_and_recorded(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain_dir = _live_chain(tmp_path, fake)
+    assert api.cancel(chain_dir, backend=fake, wait=0) == "chain chain-abcdef cancelled"
+    chain = ChainDir(chain_dir)
+    assert chain.load_status().state is ChainState.CANCELLED  # type: ignore[union-attr]
+    assert chain.cancel_requested() and chain.last_runner().job_id == "102"  # type: ignore[union-attr]
+
+
+def test_cancel_writes_neither_through_a_linked_cancel_mark_nor_a_linked_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain_dir = make_chain(tmp_path, 1, ChainState.RUNNING)
+    mark, log = victim(tmp_path, "mark"), victim(tmp_path, "log")
+    link(chain_dir / "cancel-requested", mark)
+    link(chain_dir / "chain.log", log)
+    result = run_cli(tmp_path, monkeypatch, ["cancel"])
+    assert result.exit_code == 0, result.stderr
+    assert mark.read_text() == log.read_text() == "precious\n"
+    assert "chain.log is a symbolic link" in result.stderr and "Traceback" not in result.stderr
+    assert ChainDir(chain_dir).load_status().state is ChainState.CANCELLED  # type: ignore[union-attr]
