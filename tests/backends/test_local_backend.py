@@ -19,8 +19,9 @@ from waiting import wait_until
 
 from chain.backends.base import JobInfo, JobState
 from chain.backends.local.backend import LocalBackend
+from chain.backends.local.procs import Proc
 from chain.backends.local.sbatch import parse_directives
-from chain.backends.local.spool import current_user, proc_ticks
+from chain.backends.local.spool import current_user
 from chain.errors import SchedulerError
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,7 +70,7 @@ def wait_file(path: Path, timeout: float = 30.0) -> str:
 
 def gone(pid: int, timeout: float = 30.0) -> bool:
     """The process ended (a zombie counts: PID 1 of a container may never reap it)."""
-    return wait_until(lambda: proc_ticks(pid) is None, timeout, what=f"process {pid} gone")
+    return wait_until(lambda: (p := Proc.read(pid)) is None or p.zombie, timeout, what=f"process {pid} gone")
 
 
 def test_completed_with_output_pattern(backend: LocalBackend, tmp_path: Path) -> None:

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import chain
 from chain.backends.base import Backend, JobInfo, JobState, JobUsage
+from chain.backends.local import procs
 from chain.backends.local.dependency import parse_dependency
 from chain.backends.local.sbatch import Directives, parse_directives, substitute, time_limit
-from chain.backends.local.spool import JobRecord, Spool, current_user, same_process, short_hostname
-from chain.errors import ConfigError, SchedulerError
+from chain.backends.local.spool import JobRecord, Spool, current_user, short_hostname
+from chain.errors import ChainDirError, ConfigError, SchedulerError
 from chain.primitives.signals import signal_named
 
 TIME_SCALE_ENV = "CHAIN_LOCAL_TIME_SCALE"  # test knob: multiplies every time limit
@@ -264,10 +265,10 @@ class LocalBackend(Backend):
                 return
             record.cancel_requested = True
             self.spool.write(record)
-            # Wake the supervisor; it also re-reads the record every second.
-            if same_process(record.supervisor_pid, record.supervisor_ticks, record.boot_id):
-                assert record.supervisor_pid is not None
-                os.kill(record.supervisor_pid, _signal_number("TERM"))
+            # Wake the supervisor (it also re-reads the record every second): only
+            # the very process recorded, never one that took its pid since.
+            term = _signal_number("TERM")
+            procs.send(record.supervisor_pid, record.supervisor_ticks, record.boot_id, term, group=False)
 
     def _signal_batch(self, job_id: str, sig: signal.Signals) -> None:
         # Under the lock the batch shell is unreaped while the record says
@@ -278,10 +279,9 @@ class LocalBackend(Backend):
                 return
             if record.state is JobState.PENDING or record.batch_pid is None:
                 raise SchedulerError(f"scancel: job {job_id} is pending execution")
-            try:
-                os.kill(record.batch_pid, sig)
-            except ProcessLookupError:
-                pass
+            why = procs.send(record.batch_pid, record.batch_ticks, record.boot_id, sig, group=False)
+            if why:
+                raise SchedulerError(f"scancel: job {job_id} not signalled: {why}")
 
     def end_time(self, job_id: str) -> float | None:
         record = self.spool.refresh(str(job_id))
@@ -297,7 +297,7 @@ class LocalBackend(Backend):
         for job_id in dict.fromkeys(job_ids):
             try:
                 record = self.spool.read(str(job_id))
-            except (SchedulerError, OSError):
+            except ChainDirError:  # corrupt or unreadable: the report goes on without it
                 continue
             if record is not None:
                 found[str(job_id)] = local_usage(record, now)

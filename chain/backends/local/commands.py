@@ -21,7 +21,7 @@ from chain.backends.local.backend import LocalBackend
 from chain.backends.local.spool import JobRecord, Spool
 from chain.backends.local.supervisor import supervise_main
 from chain.core.timefmt import format_duration
-from chain.errors import SchedulerError
+from chain.errors import ChainError
 
 
 def _queue(spool: Spool, show_all: bool) -> None:
@@ -68,6 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.verb == "_supervise":
         return supervise_main(args.spool, args.job_id)
+    try:
+        return _verb(args)
+    except ChainError as exc:  # a corrupt record, a refused signal: one line
+        print(exc, file=sys.stderr)
+        return 1
+
+
+def _verb(args: argparse.Namespace) -> int:
     spool = Spool(Path(args.spool))
     if args.verb == "queue":
         _queue(spool, args.all)
@@ -84,9 +92,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         end = backend.end_time(args.job_id)
         print("" if end is None else int(end))
         return 0
-    try:
-        backend.cancel(args.job_id, signal=args.signal)
-    except SchedulerError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+    backend.cancel(args.job_id, signal=args.signal)
     return 0

@@ -11,8 +11,11 @@ Layout of a spool directory (every file is plain text, safe to inspect)::
 
 Readers never need the supervisor (``chain.backends.local.supervisor``): the
 record is the truth, and a record whose supervisor vanished is finished as
-NODE_FAIL by whoever looks at it next (``Spool.refresh``). Process identity
-(pid plus start time plus boot id) guards every signal against pid reuse.
+NODE_FAIL by whoever looks at it next (``Spool.refresh``). A record is
+checked like ``state.json`` when read (every field's type, its id, pids
+above 1): a corrupt one is a one-line ``ChainDirError``. Process identity
+(pid plus start time plus boot id, ``chain.backends.local.procs``) guards
+every signal: only a process chain started is ever signalled.
 """
 
 from __future__ import annotations
@@ -22,21 +25,24 @@ import dataclasses
 import fcntl
 import getpass
 import hashlib
-import json
 import os
 import signal
 import socket
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chain.backends.local import procs
 from chain.core.model import JobState
+from chain.core.names import JOB_ID
 from chain.core.retry import RetryPolicy
-from chain.errors import SchedulerError
+from chain.errors import ChainDirError, SchedulerError
 from chain.primitives import atomic
+from chain.store.codec import RecordError, decode
+from chain.store.jsonio import read_json
 
 # A record still without a supervisor this long after submit lost its submitter
 # mid-submit (submit() itself waits for the supervisor to register).
@@ -82,13 +88,18 @@ class JobRecord:
     extra: dict[str, Any] = field(default_factory=dict)  # fields of newer versions
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> JobRecord:
+    def from_json(cls, data: Any, job_id: str | None = None) -> JobRecord:
+        """The record, every field checked against its type, pids above 1,
+        and its id ``job_id`` when given (its file's); fields it does not
+        know (a newer version's) are kept in ``extra``. Raises ``RecordError``."""
+        if not isinstance(data, dict):
+            raise RecordError("not a JSON object")
         names = {f.name for f in dataclasses.fields(cls)}
-        known = {k: v for k, v in data.items() if k in names}
-        extra = {k: v for k, v in data.items() if k not in names}
-        record = cls(**known)
-        record.state = JobState.parse(str(known.get("state", "PENDING")))
-        record.extra.update(extra)
+        record = decode(cls, {k: v for k, v in data.items() if k in names})
+        problem = _hostile(record, job_id)
+        if problem:
+            raise RecordError(problem)
+        record.extra.update({k: v for k, v in data.items() if k not in names})
         return record
 
     def to_json(self) -> dict[str, Any]:
@@ -121,45 +132,41 @@ def short_hostname() -> str:
     return socket.gethostname().split(".")[0]
 
 
-def boot_id() -> str | None:
-    """Changes at every reboot: /proc start times are only comparable within one boot."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
+def is_job_id(text: str) -> bool:
+    """A local job's id: what ``chain.core.names.JOB_ID`` takes, without an array task."""
+    return JOB_ID.fullmatch(text) is not None and "_" not in text
 
 
-def proc_ticks(pid: int) -> int | None:
-    """Start time of a live (non-zombie) process in clock ticks since boot.
+def _hostile(record: JobRecord, job_id: str | None) -> str:
+    """What in a decoded record chain never writes: an id that is not its
+    file's, a pid that is no job's (0 or -N would signal the reader's own
+    process group, 1 is init), a time that cannot be."""
+    if not is_job_id(record.job_id) or (job_id is not None and record.job_id != job_id):
+        return f"job_id {record.job_id!r} is not {job_id!r}" if job_id else f"bad job_id {record.job_id!r}"
+    for name in ("supervisor_pid", "batch_pid"):
+        pid = getattr(record, name)
+        if pid is not None and pid <= 1:
+            return f"bad {name} {pid!r}"
+    for name in ("supervisor_ticks", "batch_ticks"):
+        if (getattr(record, name) or 0) < 0:
+            return f"bad {name} {getattr(record, name)!r}"
+    if record.time_scale <= 0 or record.kill_wait < 0 or (record.time_limit or 0) < 0:
+        return "bad time_scale, kill_wait or time_limit"
+    return ""
 
-    None when there is no such process, it is a zombie, or /proc is missing.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
 
-
-def same_process(pid: int | None, ticks: int | None, boot: str | None) -> bool:
-    """Is ``pid`` still the process we recorded (same boot, same start time)?"""
-    if pid is None:
-        return False
-    if not Path("/proc").is_dir():  # no /proc (macOS): existence is all we can check
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    if boot is not None and boot != boot_id():
-        return False
-    return ticks is not None and proc_ticks(pid) == ticks
+def next_job_id(counter: str, taken: Iterable[str]) -> str:
+    """Pure: the id after the last one handed out, ``counter`` (the counter
+    file's text), and after every id ``taken`` (the records there are): a
+    counter that is not an id (corrupt, or past 12 digits) is recovered from
+    the records. Raises ``SchedulerError`` when 12 digits are used up."""
+    text = counter.strip()
+    last = int(text) if is_job_id(text) else 0
+    highest = max((int(i) for i in taken if is_job_id(i)), default=0)
+    job_id = str(max(last, highest) + 1)
+    if not is_job_id(job_id):
+        raise SchedulerError(f"local backend: job ids are used up ({job_id} has more than 12 digits)")
+    return job_id
 
 
 class Spool:
@@ -196,8 +203,7 @@ class Spool:
         with open(self.root / "counter", "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
             fh.seek(0)
-            text = fh.read().strip()
-            job_id = str((int(text) if text else 0) + 1)
+            job_id = next_job_id(fh.read(64), self.all_ids())
             fh.seek(0)
             fh.truncate()
             fh.write(f"{job_id}\n")
@@ -216,16 +222,19 @@ class Spool:
             yield
 
     def read(self, job_id: str) -> JobRecord | None:
-        if not job_id.isdigit():  # ids index files: refuse anything path-like
+        """The job's record; None when there is none. A corrupt one is a
+        one-line ``ChainDirError``, as a corrupt ``state.json`` is."""
+        if not is_job_id(job_id):  # ids index files: refuse anything path-like
             return None
         path = self.record_path(job_id)
         try:
-            data = json.loads(path.read_text())
-            return JobRecord.from_json(data)
+            data = read_json(path, "local job record")
         except FileNotFoundError:
             return None
-        except (ValueError, TypeError) as exc:
-            raise SchedulerError(f"local backend: corrupt job record {path}: {exc}") from exc
+        try:
+            return JobRecord.from_json(data, job_id)
+        except RecordError as exc:
+            raise ChainDirError(f"local job record {path} is corrupt: {exc}") from None
 
     def write(self, record: JobRecord) -> None:
         """Atomic (readers see the old or the new record, never half of one)
@@ -250,7 +259,7 @@ class Spool:
             entries = os.listdir(self.name_dir(name))
         except FileNotFoundError:
             return []
-        return sorted((e for e in entries if e.isdigit()), key=int)
+        return sorted((e for e in entries if is_job_id(e)), key=int)
 
     def all_ids(self) -> list[str]:
         try:
@@ -258,7 +267,7 @@ class Spool:
         except FileNotFoundError:
             return []
         ids = (e[: -len(".json")] for e in entries if e.endswith(".json"))
-        return sorted((i for i in ids if i.isdigit()), key=int)
+        return sorted((i for i in ids if is_job_id(i)), key=int)
 
     def refresh(self, job_id: str) -> JobRecord | None:
         """Read a record; finish it as NODE_FAIL if its supervisor is gone."""
@@ -280,21 +289,15 @@ class Spool:
     def _supervisor_lost(record: JobRecord) -> bool:
         if record.supervisor_pid is None:
             return time.time() - record.submit_time > _UNREGISTERED_GRACE
-        return not same_process(record.supervisor_pid, record.supervisor_ticks, record.boot_id)
+        return not procs.running(record.supervisor_pid, record.supervisor_ticks, record.boot_id)
 
 
-def kill_job_group(record: JobRecord, sig: signal.Signals) -> None:
-    """Signal the job's process group, unless its id may belong to someone else now.
-
-    The group id is the batch shell's pid. While any member of the group
-    lives, the kernel does not reuse that number; so the id is safe when the
-    leader is still ours, or when no process holds the number at all.
-    """
-    pid = record.batch_pid
-    if pid is None:
-        return
-    ours = same_process(pid, record.batch_ticks, record.boot_id)
-    if not ours and Path(f"/proc/{pid}").exists() and proc_ticks(pid) is not None:
-        return  # a different live process owns the number now
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+def kill_job_group(record: JobRecord, sig: signal.Signals, *, own_child: bool = False) -> str:
+    """Signal the job's process group (its id is the batch shell's pid) if
+    its leader is the batch shell recorded, alive or not yet reaped (while
+    it holds its pid, the group id cannot be anyone else's); why not, ""
+    when sent (``chain.backends.local.procs``). ``own_child``: the caller is
+    the supervisor, which has not reaped the batch shell."""
+    if record.batch_pid is None:
+        return "not started"
+    return procs.send(record.batch_pid, record.batch_ticks, record.boot_id, sig, group=True, own_child=own_child)

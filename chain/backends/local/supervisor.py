@@ -18,14 +18,8 @@ from pathlib import Path
 from types import FrameType
 
 from chain.backends.local.dependency import dependency_verdict
-from chain.backends.local.spool import (
-    JobRecord,
-    Spool,
-    boot_id,
-    kill_job_group,
-    proc_ticks,
-    short_hostname,
-)
+from chain.backends.local.procs import boot_id, start_ticks
+from chain.backends.local.spool import JobRecord, Spool, kill_job_group, short_hostname
 from chain.core.model import JobState
 from chain.primitives.output import keep_job_output
 
@@ -143,7 +137,7 @@ class Supervisor:
             record.state = JobState.RUNNING
             record.reason = "None"
             record.batch_pid = self.proc.pid
-            record.batch_ticks = proc_ticks(self.proc.pid)
+            record.batch_ticks = start_ticks(self.proc.pid)  # unreaped: there even if it exited at once
             self.spool.write(record)
             return record
 
@@ -154,7 +148,7 @@ class Supervisor:
         outcome, (code, sig) = self._watch(record, self.proc)
         # The batch shell is a zombie now (not reaped), so its pid and group id
         # cannot be reused: kill leftovers, as Slurm does when the batch step ends.
-        kill_job_group(record, signal.SIGKILL)
+        kill_job_group(record, signal.SIGKILL, own_child=True)
         self._record_end(record, outcome, code, sig)
         self.proc.wait()  # reap only now that the record no longer names the pid
 
@@ -170,10 +164,10 @@ class Supervisor:
             if outcome is None:
                 outcome, last_look = self._reason_to_end(record, now, last_look)
             if outcome is not None and kill_at is None:
-                kill_job_group(record, signal.SIGTERM)
+                kill_job_group(record, signal.SIGTERM, own_child=True)
                 kill_at = now + record.kill_wait
             elif kill_at is not None and now >= kill_at:
-                kill_job_group(record, signal.SIGKILL)
+                kill_job_group(record, signal.SIGKILL, own_child=True)
                 kill_at = float("inf")
             time.sleep(POLL)
         return outcome, status
@@ -210,7 +204,7 @@ class Supervisor:
         with contextlib.suppress(Exception), self.spool.locked(self.job_id):
             record = self.spool.read(self.job_id)
             if record is not None and record.active:
-                kill_job_group(record, signal.SIGKILL)
+                kill_job_group(record, signal.SIGKILL, own_child=self.proc is not None and self.proc.returncode is None)
                 record.finish(JobState.NODE_FAIL, reason=f"supervisor error: {exc!r}")
                 self.spool.write(record)
 
@@ -242,7 +236,7 @@ def supervise_main(spool_dir: str, job_id: str) -> int:
     spool = Spool(Path(spool_dir))
     child = os.fork()
     if child:
-        ticks = proc_ticks(child)
+        ticks = start_ticks(child)
         with spool.locked(job_id):
             record = spool.read(job_id)
             if record is None:
