@@ -3,56 +3,35 @@ time so it can checkpoint, and records the outcome for the submitter.
 
 ``run`` checks that this job is the chain's current runner (a requeued copy
 or a stale pre-queued one leaves without running the app), reads the counter,
-plans the stop signal (``core.runner_rules``), starts the app and supervises
-it (``jobs.supervise``), then records how it ended (``store.records``). The
-exit contract is in ``core.runner_rules``.
+plans the stop signal (``core.runner_rules``), then runs the app
+(``jobs.app_run``: started, supervised, its end recorded). The exit contract
+is in ``core.runner_rules``.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from chain.backends.base import Backend
 from chain.core.clock import steady_clock
-from chain.core.decision import missing_counter
 from chain.core.hostlist import expand_hostlist
-from chain.core.names import runner_name, runner_seq
+from chain.core.names import runner_seq
 from chain.core.protocol import is_current_runner
 from chain.core.runner_rules import (
-    Schedule,
-    classify_exit,
-    describe_exit,
     plan_schedule,
     promotion_give_up,
 )
-from chain.core.settings import LaunchMode, Mode, Settings
-from chain.core.stall import StallWatch
-from chain.effects.appenv import app_environ, app_umask, mark_resuming
+from chain.core.settings import Mode, Settings
 from chain.errors import ChainError, CheckpointError
-from chain.jobs.progress import iterations_printed, log_offset, progress_marks
+from chain.jobs.app_run import end_record, run_app, say
 from chain.jobs.relay import Relay, Turn
-from chain.jobs.sigterm import restart_count
-from chain.jobs.supervise import (
-    AppEnd,
-    AppLock,
-    Deliver,
-    Signals,
-    die_with_parent,
-    group_sender,
-    supervise,
-)
 from chain.primitives.codes import RunnerExit
-from chain.primitives.paths import shell_helpers_dir
-from chain.primitives.signals import signal_name
 from chain.store import ChainDir, ChainStatus
-from chain.store.counter import counter_source, read_chain_counter, read_counter_state, saved_at
-from chain.store.records import RunnerPhase, RunnerRecord
+from chain.store.counter import read_chain_counter
+from chain.store.records import RunnerRecord
 
 PROMOTION_PATIENCE = 120.0  # seconds a pre-queued runner waits to become the current one
 
@@ -111,7 +90,7 @@ def run(
         # Slurm requeued this job (node failure) after it had already run and
         # recorded its outcome: the submitter judges that record and may have
         # started the next runner, so this copy must not run the app again.
-        _say(record, "this job already ran (requeued after recording its end); exiting without running the app")
+        say(record, "this job already ran (requeued after recording its end); exiting without running the app")
         return 0
     if settings.mode is Mode.RELAY:
         return _run_relay(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
@@ -163,8 +142,8 @@ def _await_promotion(
         if gave_up
         else "superseded: not the chain's current runner"
     )
-    _end(chain, record, 0, now, why, superseded=True)
-    _say(record, f"{why}; exiting without running the app")
+    end_record(chain, record, 0, now, why, superseded=True)
+    say(record, f"{why}; exiting without running the app")
     return None
 
 
@@ -197,8 +176,8 @@ def _run_relay(
     take = relay.take_over()
     if take.step is not Turn.RUN or take.status is None:
         why = take.why or "the chain ends here"
-        _end(chain, record, 0, clock(), f"relay: {why}", superseded=True)
-        _say(record, f"not running the app: {why}")
+        end_record(chain, record, 0, clock(), f"relay: {why}", superseded=True)
+        say(record, f"not running the app: {why}")
         relay.finish(take)
         return 0
     if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
@@ -229,12 +208,12 @@ def _run_current(
     try:
         record.iter_before = read_chain_counter(settings, workdir)
     except CheckpointError as exc:
-        return _end(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), str(exc))
+        return end_record(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), str(exc))
     if preflight_error:
         record.iter_after = record.iter_before
-        return _end(chain, record, RunnerExit.PREFLIGHT, clock(), preflight_error)
+        return end_record(chain, record, RunnerExit.PREFLIGHT, clock(), preflight_error)
     plan = plan_schedule(clock(), settings.runner_seconds, _margin(settings, status), slurm_end)
-    return _run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
+    return run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
 
 
 def _job_end(settings: Settings, slurm_end: float | None, start: float) -> float:
@@ -257,87 +236,6 @@ def _margin(settings: Settings, status: ChainStatus) -> int:
     return max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
 
 
-def _run_app(
-    chain: ChainDir,
-    settings: Settings,
-    backend: Backend,
-    record: RunnerRecord,
-    plan: Schedule,
-    status: ChainStatus,
-    workdir: Path,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> int:
-    """Start the app (never beside an earlier one of the chain), supervise
-    it, record how it ended."""
-    lock = AppLock(str(chain.root / "app.lock"))
-    if not lock.acquire(until=plan.stop_at, clock=clock, sleep=sleep):
-        lock.close()
-        record.iter_after = record.iter_before
-        return _end(
-            chain,
-            record,
-            RunnerExit.APP_ALIVE,
-            clock(),
-            "an earlier app of this chain is still running: not starting a second one",
-        )
-    argv = ["bash", "-c", settings.app_cmd]
-    if settings.launch_mode is LaunchMode.SRUN:
-        argv = ["srun", *settings.srun_argv, *argv]
-    record.status, record.argv, record.start = RunnerPhase.RUNNING, argv, plan.start
-    record.end_planned, record.margin = plan.end, plan.margin
-    record.stop_at, record.kill_at, record.slurm_end = plan.stop_at, plan.kill_at, plan.slurm_end
-    chain.write_runner_record(record)
-    _say(
-        record,
-        f"start, counter {record.iter_before}, stop signal at "
-        f"{time.strftime('%H:%M:%S', time.localtime(plan.stop_at))}",
-    )
-    signals = Signals()
-    signals.install()
-    stop_sig = settings.stop_signum
-    offset = log_offset() if settings.progress_pattern else None  # the app's output starts here
-    try:
-        # the app holds the lock (an inherited descriptor) for as long as it
-        # lives, and gets the stop signal if this runner dies (preexec_fn:
-        # the runner has no threads, and prctl must run in the child)
-        proc = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            env=_app_env(chain, settings, status, plan, record),
-            start_new_session=True,
-            umask=app_umask(os.environ),
-            pass_fds=(lock.fd,),
-            preexec_fn=lambda: die_with_parent(stop_sig),  # noqa: PLW1509
-        )
-    except OSError as exc:
-        record.iter_after = record.iter_before
-        return _end(chain, record, RunnerExit.CANNOT_START, clock(), f"cannot start the app: {exc.strerror}")
-    finally:
-        lock.close()
-    record.app_start = clock()
-    chain.write_runner_record(record)
-    guard = _start_guard(proc.pid, settings, stop_sig, record)
-    deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else _step_sender(proc, backend, record)
-    end = supervise(
-        proc,
-        plan,
-        stop_signal=stop_sig,
-        deliver=deliver,
-        signals=signals,
-        clock=clock,
-        say=lambda line: _say(record, line),
-        watch=_stall_watch(chain, settings, workdir),
-    )
-    if guard is not None:
-        os.close(guard)  # the app has ended: its guard finds nothing to stop
-    if settings.progress_pattern:
-        record.iter_first, record.iter_reached = iterations_printed(settings.progress_pattern, offset)
-    if end.external == "SIGTERM":
-        record.preempted = _preempting(backend, record)
-    return _record_end(chain, settings, record, end, workdir)
-
-
 def _job_nodes(environ: Mapping[str, str]) -> list[str]:
     """This job's nodes as Slurm names them (SLURM_JOB_NODELIST); none
     outside Slurm, or when the list cannot be read."""
@@ -345,152 +243,3 @@ def _job_nodes(environ: Mapping[str, str]) -> list[str]:
         return expand_hostlist(environ.get("SLURM_JOB_NODELIST", ""))
     except ValueError:
         return []
-
-
-def _heartbeat(chain: ChainDir) -> Path:
-    return chain.root / "heartbeat"
-
-
-def _stall_watch(chain: ChainDir, settings: Settings, workdir: Path) -> StallWatch | None:
-    """The watchdog of ``--stall-timeout`` (none by default): the counter,
-    the iteration log, the heartbeat file and the job's log as signs of progress."""
-    if not settings.stall_timeout:
-        return None
-    paths = [
-        workdir / settings.ckpt_path,
-        workdir / os.environ.get("CHAIN_ITER_LOG", "iterations.log"),
-        _heartbeat(chain),
-    ]
-    return StallWatch(float(settings.stall_timeout), lambda: progress_marks(paths))
-
-
-def _preempting(backend: Backend, record: RunnerRecord) -> bool:
-    """Whether the outside SIGTERM was Slurm's preemption (one quick question,
-    within the preemption's grace): the runner is then judged "preempted",
-    never a failure or a runner without progress."""
-    try:
-        return backend.preempting(record.job_id, restarts=restart_count(os.environ))
-    except ChainError as exc:
-        _say(record, f"could not ask whether the job is being preempted: {exc}")
-        return False
-
-
-def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: RunnerRecord) -> int | None:
-    """Start the app's guard (``jobs.guard``): it stops the app's process
-    group if this runner dies first. Returns the pipe's write end, which
-    only this process holds (closed at exit, however it exits)."""
-    read_end, write_end = os.pipe()
-    grace = min(max(settings.runner_margin, 10), 60)
-    try:
-        subprocess.Popen(
-            [sys.executable, "-m", "chain.jobs.guard", str(app_pid), str(grace), str(int(stop_sig))],
-            stdin=read_end,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:  # the app runs unguarded: PDEATHSIG and the app lock remain
-        _say(record, f"could not start the app's guard: {exc.strerror}")
-        os.close(write_end)
-        return None
-    finally:
-        os.close(read_end)
-    return write_end
-
-
-def _app_env(
-    chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule, record: RunnerRecord
-) -> dict[str, str]:
-    """The contract's variables (``chain.app.contract``) on the job's environment."""
-    env = mark_resuming(app_environ(os.environ, venv_on_path=settings.venv_on_path), record.iter_before or 0)
-    env.update(
-        MAX_ITER=str(settings.max_iter),
-        CKPT_PATH=settings.ckpt_path,
-        CHECKPOINT_EVERY=str(settings.checkpoint_every),
-        CHAIN_DEADLINE=f"{plan.stop_at:.3f}",
-        CHAIN_STOP_SIGNAL=settings.stop_signal,
-        CHAIN_SHELL_HELPERS=str(shell_helpers_dir({})),
-        CHAIN_DIR=str(chain.root),
-        CHAIN_ID=status.chain_id,
-    )
-    if settings.stall_timeout:
-        env["CHAIN_HEARTBEAT"] = str(_heartbeat(chain))  # touched by the app: a sign of life
-    return env
-
-
-def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: RunnerRecord) -> Deliver:
-    """Signals for an app under srun: srun turns SIGTERM into killing the step
-    and needs two SIGINTs, so the job steps (srun's tasks) are signalled
-    through the scheduler; SIGKILL goes to srun itself."""
-
-    def deliver(sig: int) -> None:
-        try:
-            if sig == signal.SIGKILL:
-                proc.kill()
-            else:
-                backend.cancel(record.job_id, signal=signal_name(sig), steps_only=True)
-        except ProcessLookupError:
-            pass
-        except ChainError as exc:
-            _say(record, f"could not signal the job steps: {exc}")
-
-    return deliver
-
-
-def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: AppEnd, workdir: Path) -> int:
-    before, present = record.iter_before or 0, True
-    try:
-        reading = read_counter_state(settings, workdir)
-        record.iter_after, counter_error, present = reading.value, "", reading.present
-        record.saved_at = saved_at(reading)
-    except CheckpointError as exc:
-        record.iter_after, counter_error = before, str(exc)
-    # the app saw a stop signal either way (an outside one is forwarded as the stop signal): an exit 0
-    # after it is a save-and-exit, judged by its counter, never "done" below MAX_ITER
-    we_stopped = end.stop_sent is not None and (end.external is None or end.app_exit_code == 0)
-    code = (
-        RunnerExit.BAD_CHECKPOINT
-        if counter_error
-        else classify_exit(
-            end.app_exit_code,
-            we_stopped,
-            record.iter_after > before,
-            reached_max=record.iter_after >= settings.max_iter,
-        )
-    )
-    record.app_exit_code, record.stop_sent, record.external_signal = end.app_exit_code, end.stop_sent, end.external
-    record.killed, record.stalled = end.killed, end.stalled
-    record.stop_to_exit = (end.ended - end.stop_sent) if end.stop_sent else None
-    detail = counter_error or describe_exit(
-        end.how,
-        end.ended - (record.app_start or end.ended),
-        settings.stop_signal,
-        end.stop_sent is not None,
-        end.external,
-        end.killed,
-        exit_code=end.returncode if end.returncode >= 0 else None,
-    )
-    if end.stalled is not None:
-        detail = f"stopped as stalled, no sign of progress for {end.stalled:.0f} s: {detail}"
-    if not counter_error and not present:
-        # read as 0, the chain would only see "no advance": name the file the app never wrote
-        detail += f"; {missing_counter(counter_source(settings), before)}"
-    _end(chain, record, code, end.ended, detail)
-    _say(record, f"{detail}; counter {before}->{record.iter_after}; exit {code}")
-    return code
-
-
-def _end(
-    chain: ChainDir, record: RunnerRecord, code: int, when: float, detail: str, *, superseded: bool = False
-) -> int:
-    """Record the outcome: from here the submitter may judge this runner."""
-    record.status, record.exit_code, record.end, record.detail = RunnerPhase.ENDED, code, when, detail
-    record.superseded = superseded
-    chain.write_runner_record(record)
-    if not superseded and code in (RunnerExit.BAD_CHECKPOINT, RunnerExit.PREFLIGHT):
-        _say(record, detail)
-    return code
-
-
-def _say(record: RunnerRecord, line: str) -> None:
-    """A line of the runner's log, the runner named as ``chain logs`` and ``chain status`` name it."""
-    print(f"chain {runner_name(record.seq, record.job_id)}: {line}", flush=True)
