@@ -121,9 +121,10 @@ def _is_chain_dir(path: Path) -> bool:
 
 def list_rows(chain_dirs: Iterable[Path], *, now: float | None = None) -> list[ChainRow]:
     """One row per chain, from its own files only (no scheduler call, no
-    counter command): its state file, two keys of its settings and its last
-    few runners, so a thousand chains list in well under a second. A chain
-    that cannot be read is shown with its error as the reason."""
+    counter command): its state file, four keys of its settings, its counter
+    as ``chain status`` shows it (``store.counter.known_counter``) and its
+    last few runners, so a thousand chains list in well under a second. A
+    chain that cannot be read is shown with its error as the reason."""
     import time
 
     when = time.time() if now is None else now
@@ -139,6 +140,7 @@ def list_rows(chain_dirs: Iterable[Path], *, now: float | None = None) -> list[C
 def _row(directory: Path, now: float) -> ChainRow:
     from chain.api.status import open_chain
     from chain.reporting.metrics import RECENT_RUNNERS, progress_metrics
+    from chain.store.counter import counter_settings, known_counter
     from chain.store.jsonio import read_json
     from chain.store.records import RunnerView
 
@@ -152,9 +154,8 @@ def _row(directory: Path, now: float) -> ChainRow:
     max_iter = raw_max if isinstance(raw_max, int) else 0
     mode = raw_mode if isinstance(raw_mode, str) else "submitter"
     metrics: Mapping[str, float | None] = {"rate_per_hour": None, "eta_seconds": None}
-    iteration = status.iteration
+    iteration = known_counter(status.iteration, status.workdir, **counter_settings(settings))
     if not status.state.ended:
-        iteration = _live_counter(settings, status.workdir, iteration)
         runners, _ = chain.recent_runners(RECENT_RUNNERS + 1)
         current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
         metrics = progress_metrics(RunnerView.window(runners, current), iteration, max_iter, now)
@@ -169,18 +170,3 @@ def _row(directory: Path, now: float) -> ChainRow:
         metrics["eta_seconds"],
         status.reason,
     )
-
-
-def _live_counter(settings: Mapping[str, Any], workdir: str, recorded: int) -> int:
-    """A running chain's counter as its file holds it now (a plain file only:
-    a ``--counter-cmd`` may be costly, so its chains show the recorded one)."""
-    from chain.errors import CheckpointError
-    from chain.store import read_counter
-
-    ckpt = settings.get("ckpt_path")
-    if settings.get("counter_cmd") or not isinstance(ckpt, str) or not workdir:
-        return recorded
-    try:
-        return read_counter(Path(workdir) / ckpt)
-    except CheckpointError:
-        return recorded

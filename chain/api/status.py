@@ -16,9 +16,10 @@ from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.decision import cancelled_outside
 from chain.core.model import ChainState
 from chain.core.settings import Mode
-from chain.errors import ChainDirError, CheckpointError, SchedulerError
-from chain.store import ChainDir, ChainStatus, read_counter, tail_lines
+from chain.errors import ChainDirError, SchedulerError
+from chain.store import ChainDir, ChainStatus, tail_lines
 from chain.store.codec import encode
+from chain.store.counter import known_counter
 from chain.store.records import JudgedRunner, RunnerRecord, RunnerView
 
 METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
@@ -133,11 +134,9 @@ def status_report(
         recent, total = chain.recent_runners(max(history, METRICS_WINDOW))
         runners = recent[-history:] if history else []
     current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
-    iteration = status.iteration
-    try:
-        iteration = read_counter(Path(status.workdir) / settings.ckpt_path)
-    except CheckpointError:  # the status view must not fail on a bad counter
-        pass
+    # what the jobs last recorded, refreshed from the checkpoint where that runs no program
+    where = {"counter_cmd": settings.counter_cmd, "ckpt_path": settings.ckpt_path}
+    iteration = known_counter(status.iteration, status.workdir, **where)
 
     from chain.reporting.metrics import chain_metrics
 

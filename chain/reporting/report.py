@@ -19,7 +19,6 @@ saved after its hooks), the final one the hook is told (``CHAIN_STATE``,
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import time
@@ -55,6 +54,7 @@ from chain.reporting.usage import (
     usage_totals,
 )
 from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store.counter import counter_settings, known_counter
 from chain.store.records import RunnerView
 
 if TYPE_CHECKING:
@@ -75,13 +75,14 @@ def report_backend(name: str, chain_dir: Path) -> Backend:
     return make_backend(name, chain_dir, REPORT_RETRY)
 
 
-def _max_iter(chain: ChainDir) -> int:
+def _stored_settings(chain: ChainDir) -> dict[str, Any]:
+    """``settings.json`` as read, {} when it is not there or not readable:
+    the report reads a few keys of it, and is made whatever they are."""
     try:
-        data = json.loads(chain.settings_file.read_text(encoding="utf-8"))
-        value = data.get("max_iter") if isinstance(data, dict) else None
-        return value if isinstance(value, int) else 0
-    except (OSError, ValueError):
-        return 0
+        data = chain.read_settings()
+    except (OSError, ChainError):  # not there (FileNotFoundError), refused, corrupt
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def final_state(status: ChainStatus | None, environ: Mapping[str, str]) -> tuple[str, str]:
@@ -126,16 +127,18 @@ class _Chain:
         status = chain.load_status()
         workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
         runners = load_runners(chain)
-        iteration = (
+        stored = _stored_settings(chain)
+        recorded = (
             status.iteration if status else max([r.iter_after for r in runners if r.iter_after is not None], default=0)
         )
         events = _read_events(workdir)
+        max_iter = stored.get("max_iter")
         return cls(
             chain,
             status,
             workdir,
-            _max_iter(chain),
-            iteration,
+            max_iter if isinstance(max_iter, int) and not isinstance(max_iter, bool) else 0,
+            known_counter(recorded, workdir, **counter_settings(stored)),
             runners,
             load_submitter_ids(chain, status.submitter_job_id if status else ""),
             events,

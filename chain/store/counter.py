@@ -3,12 +3,18 @@
 Without ``--counter-cmd`` the counter is the contract's file CKPT_PATH (a
 plain integer, ``store.jsonio.read_counter``). With one it comes from the
 app's own checkpoint (``chain.core.counterspec``): a JSON key path, the
-newest ``…-N`` name, a key of a ``torch.save`` dict (loaded by
-``chain.store.torch_counter`` in a subprocess, so the chain never imports
+newest ``…-N`` name, a key of a ``torch.save`` dict (a plain integer read
+from the file without torch, ``chain.store.torch_counter.plain_counter``;
+anything else loaded by torch in a subprocess, so the chain never imports
 torch), or a shell command bounded by ``COUNTER_CMD_TIMEOUT``.
 
-Every reader says 0 when there is no checkpoint yet, and raises a one-line
-``CheckpointError`` for anything it cannot read.
+Two entries: ``read_counter_state`` (and ``read_chain_counter``), what the
+jobs decide on: every reader, a shell command and torch included; every
+reader says 0 when there is no checkpoint yet, and raises a one-line
+``CheckpointError`` for anything it cannot read. ``known_counter``, what the
+login-node views show (``chain status``, ``chain list``, the report): the
+counter the jobs last recorded, refreshed from the checkpoint only where
+that runs no program.
 """
 
 from __future__ import annotations
@@ -19,14 +25,18 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from chain.core.counterspec import (
     CounterKind,
     CounterSpec,
+    SpecError,
     as_counter,
     key_path_value,
+    parse_counter_spec,
     trailing_integer,
 )
 from chain.core.decision import COUNTER_CMD_LABEL
@@ -35,6 +45,7 @@ from chain.errors import CheckpointError
 from chain.primitives.atomic import CounterFormatError, parse_counter
 from chain.primitives.codes import NO_CHECKPOINT_EXIT
 from chain.store.jsonio import read_counter
+from chain.store.torch_counter import plain_counter
 
 COUNTER_CMD_TIMEOUT = 120.0  # seconds a --counter-cmd command (or the torch reader) may take
 
@@ -68,28 +79,59 @@ def read_chain_counter(settings: Settings, workdir: Path) -> int:
     return read_counter_state(settings, workdir).value
 
 
-def read_chain_counter_cheap(settings: Settings, workdir: Path) -> int | None:
-    """The counter when reading it runs no program (CKPT_PATH, json:, glob:);
-    None for a shell command or torch: (``chain status`` on a login node
-    then shows the last recorded counter). Raises ``CheckpointError``."""
-    if settings.counter_spec.runs_code:
-        return None
-    return read_chain_counter(settings, workdir)
+def known_counter(recorded: int, workdir: str | Path, *, counter_cmd: str, ckpt_path: str) -> int:
+    """The chain's counter as chain last knew it, for the login-node views
+    (``chain status``, ``chain list``, the report: they must agree):
+    ``recorded``, what its jobs last recorded (``state.json``'s iteration),
+    refreshed from the app's checkpoint where reading it runs no program
+    (CKPT_PATH, ``json:``, ``glob:``, ``torch:`` holding a plain integer).
+    No program is run: a shell command's counter, a checkpoint not there,
+    unreadable or half-written, stays the recorded one."""
+    if not workdir or not (counter_cmd or ckpt_path):
+        return recorded
+    try:
+        reading = _read_in_process(parse_counter_spec(counter_cmd), ckpt_path, Path(workdir))
+    except (SpecError, CheckpointError):
+        return recorded
+    return reading.value if reading is not None and reading.present else recorded
+
+
+def counter_settings(stored: Mapping[str, Any]) -> dict[str, str]:
+    """``known_counter``'s ``counter_cmd`` and ``ckpt_path`` from a chain's
+    stored settings as read (``chain list`` and the report read a few keys
+    of ``settings.json``, not all of it): a value that is not text is ""."""
+    values = {key: stored.get(key) for key in ("counter_cmd", "ckpt_path")}
+    return {key: value if isinstance(value, str) else "" for key, value in values.items()}
 
 
 def read_counter_state(settings: Settings, workdir: Path, *, timeout: float = COUNTER_CMD_TIMEOUT) -> CounterReading:
     """The counter with its facts (``CounterReading``). Raises ``CheckpointError``."""
     spec = settings.counter_spec
+    reading = _read_in_process(spec, settings.ckpt_path, workdir)
+    if reading is not None:
+        return reading
+    if spec.kind is CounterKind.TORCH:
+        return _read_torch(spec, workdir / spec.path, timeout)
+    return read_cmd(spec.command, workdir, timeout=timeout)
+
+
+def _read_in_process(spec: CounterSpec, ckpt_path: str, workdir: Path) -> CounterReading | None:
+    """The counter when reading it runs no program; None when it takes one
+    (a shell command; a torch value only torch can read). Raises ``CheckpointError``."""
     if spec.kind is CounterKind.FILE:
-        path = workdir / settings.ckpt_path
+        path = workdir / ckpt_path
         return CounterReading(read_counter(path), path.exists(), path)
     if spec.kind is CounterKind.JSON:
         return _read_json(spec, workdir / spec.path)
     if spec.kind is CounterKind.GLOB:
         return _read_glob(spec, workdir)
     if spec.kind is CounterKind.TORCH:
-        return _read_torch(spec, workdir / spec.path, timeout)
-    return read_cmd(spec.command, workdir, timeout=timeout)
+        path = workdir / spec.path
+        if not path.exists():
+            return CounterReading(0, False, path)
+        value = plain_counter(path, spec.key[0])
+        return CounterReading(value, True, path) if value is not None else None
+    return None
 
 
 def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
@@ -128,11 +170,10 @@ def _read_glob(spec: CounterSpec, workdir: Path) -> CounterReading:
 
 
 def _read_torch(spec: CounterSpec, path: Path, timeout: float) -> CounterReading:
-    if not path.exists():
-        return CounterReading(0, False, path)
+    """What ``plain_counter`` could not read: torch, in a subprocess."""
     argv = [sys.executable, "-m", "chain.store.torch_counter", str(path), spec.key[0]]
     reading = _run_reader(argv, f"--counter-cmd {spec.text}", path.parent, timeout)
-    return CounterReading(reading.value, True, path)
+    return CounterReading(reading.value, reading.present, path)
 
 
 def read_cmd(command: str, workdir: Path, *, timeout: float = COUNTER_CMD_TIMEOUT) -> CounterReading:

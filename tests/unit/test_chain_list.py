@@ -72,7 +72,9 @@ def _with(path: Path, **settings: str) -> Path:
 
 def test_a_row_reads_the_live_counter_file_but_never_runs_a_counter_command(tmp_path: Path) -> None:
     """Issue 29: a thousand chains list fast and without side effects: a plain counter file
-    is read (a running chain moves between judgments), a --counter-cmd is not run."""
+    is read (a running chain moves between judgments), a --counter-cmd is not run. Issue 38:
+    the counter is chain status's (store.counter.known_counter), an ended chain's too (a
+    cancelled runner's last save is in its checkpoint, not in state.json)."""
     plain = _chain(tmp_path / "plain" / ".chain", "chain-plain0", ChainState.RUNNING)
     (tmp_path / "plain" / "state_iter.txt").write_text("17\n")
     marker = tmp_path / "ran"
@@ -80,9 +82,14 @@ def test_a_row_reads_the_live_counter_file_but_never_runs_a_counter_command(tmp_
         _chain(tmp_path / "cmd" / ".chain", "chain-cmd000", ChainState.RUNNING), counter_cmd=f"touch {marker}; echo 33"
     )
     ended = _chain(tmp_path / "ended" / ".chain", "chain-ended0", ChainState.COMPLETED)
-    (tmp_path / "ended" / "state_iter.txt").write_text("40\n")  # an ended chain keeps its final record
+    (tmp_path / "ended" / "state_iter.txt").write_text("40\n")
     rows = {r.chain_id: r.iteration for r in listing.list_rows([plain, command, ended])}
-    assert rows == {"chain-plain0": 17, "chain-cmd000": 10, "chain-ended0": 10}
+    assert rows == {"chain-plain0": 17, "chain-cmd000": 10, "chain-ended0": 40}
+    assert {d: status_report(d, live=False).iteration for d in (plain, command, ended)} == {
+        plain: 17,
+        command: 10,
+        ended: 40,
+    }
     assert not marker.exists()
 
 

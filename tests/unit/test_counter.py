@@ -20,8 +20,8 @@ from chain.store import counter
 from chain.store.counter import (
     CounterReading,
     counter_source,
+    known_counter,
     read_chain_counter,
-    read_chain_counter_cheap,
     read_cmd,
     read_counter_state,
     saved_at,
@@ -39,7 +39,10 @@ def test_without_a_spec_the_counter_is_ckpt_path(tmp_path: Path) -> None:
     assert read_counter_state(s, tmp_path) == CounterReading(0, False, tmp_path / "out/n.txt")
     (tmp_path / "out").mkdir()
     (tmp_path / "out/n.txt").write_text("12\n")
-    assert read_chain_counter(s, tmp_path) == 12 and read_chain_counter_cheap(s, tmp_path) == 12
+    assert (
+        read_chain_counter(s, tmp_path) == 12
+        and known_counter(3, tmp_path, counter_cmd="", ckpt_path="out/n.txt") == 12
+    )
     assert counter_source(s) == "out/n.txt"
     (tmp_path / "out/n.txt").write_text("twelve\n")
     with pytest.raises(CheckpointError, match="does not hold a plain integer"):
@@ -53,7 +56,7 @@ def test_json_key_paths(tmp_path: Path) -> None:
     path = tmp_path / "out/trainer_state.json"
     path.write_text(json.dumps({"state": {"log": [{"step": 5}, {"step": 500}]}}))
     assert read_counter_state(s, tmp_path) == CounterReading(500, True, path)
-    assert read_chain_counter_cheap(s, tmp_path) == 500
+    assert known_counter(3, tmp_path, counter_cmd=s.counter_cmd, ckpt_path="") == 500
     assert counter_source(s) == "out/trainer_state.json (--counter-cmd json:out/trainer_state.json:state.log.1.step)"
     assert (
         counter_source(_settings("glob:out/checkpoint-*")) == "out/checkpoint-* (--counter-cmd glob:out/checkpoint-*)"
@@ -99,7 +102,7 @@ def test_a_shell_command_prints_the_counter(tmp_path: Path) -> None:
     (tmp_path / "n").write_text("42\n")
     assert read_cmd("cat n", tmp_path) == CounterReading(42, True, None)  # run in the working directory
     assert read_chain_counter(_settings("cat n"), tmp_path) == 42
-    assert read_chain_counter_cheap(_settings("cat n"), tmp_path) is None  # never run by chain status
+    assert known_counter(3, tmp_path, counter_cmd="cat n", ckpt_path="") == 3  # never run by chain status
 
 
 def test_exit_100_means_no_checkpoint_yet(tmp_path: Path) -> None:
@@ -145,7 +148,7 @@ def test_saved_at_is_the_files_mtime(tmp_path: Path) -> None:
 def test_torch_missing_file_is_zero_without_starting_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess, "Popen", None)  # would fail if called
     assert read_counter_state(_settings("torch:out/ckpt.pt:iter_num"), tmp_path).value == 0
-    assert read_chain_counter_cheap(_settings("torch:out/ckpt.pt:iter_num"), tmp_path) is None
+    assert known_counter(3, tmp_path, counter_cmd="torch:out/ckpt.pt:iter_num", ckpt_path="") == 3
 
 
 def test_torch_not_importable_is_a_clear_error(tmp_path: Path) -> None:
@@ -186,8 +189,9 @@ def test_torch_reads_a_key_of_a_saved_dict(tmp_path: Path) -> None:
 
 
 def test_the_runner_side_never_imports_torch(tmp_path: Path) -> None:
-    """The torch: reader loads the checkpoint in a subprocess: reading the
-    counter leaves torch out of the reading process."""
+    """The torch: reader reads a plain integer from the file itself and loads
+    anything else in a subprocess: reading the counter leaves torch out of
+    the reading process."""
     probe = (
         "import sys; from pathlib import Path; from chain.core.settings import resolve; "
         "from chain.store.counter import read_chain_counter; "
@@ -196,3 +200,59 @@ def test_the_runner_side_never_imports_torch(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "False"]
+
+
+class _Runs:
+    """Unpickled by pickle itself, this would run a command."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (self.command,))
+
+
+def _torch_like(path: Path, data: object, name: str = "ckpt/data.pkl") -> Path:
+    """A file shaped as torch.save's: a zip whose <name>/data.pkl is the pickle."""
+    import pickle
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(name, pickle.dumps(data, protocol=2))
+        archive.writestr("ckpt/byteorder", "little")
+    return path
+
+
+def test_a_plain_integer_is_read_from_the_zip_without_torch_and_runs_nothing(tmp_path: Path) -> None:
+    from collections import OrderedDict
+
+    from chain.store.torch_counter import plain_counter
+
+    marker = tmp_path / "pwned"
+    data = {"iter_num": 40, "evil": _Runs(f"touch {marker}"), "model": OrderedDict(w=_Runs(f"touch {marker}"))}
+    path = _torch_like(tmp_path / "ckpt.pt", data)
+    assert plain_counter(path, "iter_num") == 40 and not marker.exists()
+    for key in ("evil", "model", "absent"):
+        assert plain_counter(path, key) is None  # torch decides (and words the error)
+    assert plain_counter(_torch_like(tmp_path / "t.pt", {"iter_num": True}), "iter_num") is None
+    assert plain_counter(_torch_like(tmp_path / "n.pt", {"iter_num": -1}), "iter_num") is None
+    assert plain_counter(_torch_like(tmp_path / "l.pt", [40]), "iter_num") is None
+    assert plain_counter(_torch_like(tmp_path / "d.pt", {"iter_num": 4}, "a/b/data.pkl"), "iter_num") is None
+    (tmp_path / "half.pt").write_bytes(path.read_bytes()[:-30])  # mid-write: no central directory yet
+    assert plain_counter(tmp_path / "half.pt", "iter_num") is None
+    assert not marker.exists()
+
+
+def test_the_views_counter_is_the_recorded_one_unless_a_checkpoint_tells_without_a_program(tmp_path: Path) -> None:
+    def shown(counter_cmd: str = "", ckpt_path: str = "state_iter.txt", workdir: Path | str = tmp_path) -> int:
+        return known_counter(7, workdir, counter_cmd=counter_cmd, ckpt_path=ckpt_path)
+
+    assert shown() == 7  # no checkpoint (yet, or any more): what the jobs recorded
+    (tmp_path / "state_iter.txt").write_text("nine\n")
+    assert shown() == 7  # unreadable: the view goes on with the recorded one
+    (tmp_path / "state_iter.txt").write_text("9\n")
+    assert shown() == 9 and shown(workdir="") == 7 and shown(ckpt_path="") == 7
+    assert shown("json:") == 7  # a spec that does not parse: nothing is read
+    _torch_like(tmp_path / "ckpt.pt", {"iter_num": 11, "step": _Runs("true")})
+    assert shown("torch:ckpt.pt:iter_num") == 11
+    assert shown("torch:ckpt.pt:step") == 7  # only torch can read it: not here
