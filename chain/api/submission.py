@@ -35,11 +35,9 @@ from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainDirError, CheckpointError, ConfigError
-from chain.primitives import atomic
 from chain.store import (
     ChainDir,
     ChainStatus,
-    write_json_atomic,
 )
 from chain.store.counter import counter_source, read_chain_counter
 
@@ -217,7 +215,7 @@ def _checked_settings(
         settings = None
     else:
         settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None, notify)
-    _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new, cancelling=chain.cancel_file.exists())
+    _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new, cancelling=chain.cancel_requested())
     assert settings is not None  # resuming nothing was refused just above
     counter = check_app(settings, workdir)
     _warn_about_launcher(settings, notify)
@@ -230,7 +228,7 @@ def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, b
     """Submitter mode: the first runner (adopted by the submitter), then the submitter."""
     _presubmit_first_runner(chain, status, settings, backend, workdir)
     job_id = backend.submit(
-        chain.scripts / SUBMITTER_SCRIPT,
+        chain.script(SUBMITTER_SCRIPT),
         job_name=submitter_job_name(status.chain_id, status.submitter_cycle),
         cwd=workdir,
     )
@@ -271,13 +269,13 @@ def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workd
     rendered before anything is written."""
     scripts = render(settings, chain_id, chain.root, workdir)
     chain.create()
-    _write_script(chain.scripts / SUBMITTER_SCRIPT, scripts.submitter)
-    _write_script(chain.scripts / RUNNER_SCRIPT, scripts.runner)
+    chain.write_script(SUBMITTER_SCRIPT, scripts.submitter)
+    chain.write_script(RUNNER_SCRIPT, scripts.runner)
     if scripts.mail:
-        _write_script(chain.scripts / MAIL_SCRIPT, scripts.mail)
+        chain.write_script(MAIL_SCRIPT, scripts.mail)
     else:
-        (chain.scripts / MAIL_SCRIPT).unlink(missing_ok=True)
-    write_json_atomic(chain.settings_file, settings.to_json())
+        chain.remove_script(MAIL_SCRIPT)
+    chain.write_settings(settings.to_json())
 
 
 def _resumed_status(
@@ -290,7 +288,7 @@ def _resumed_status(
         # a pre-queued runner of the previous run (its submitter died
         # before dropping it) must not run beside the new runners
         drop_next(chain, backend, status, echo=False)
-    chain.cancel_file.unlink(missing_ok=True)
+    chain.clear_cancel()
     return status
 
 
@@ -402,12 +400,6 @@ def _presubmit_first_runner(
         # runner 2 queued now, not when the submitter job gets to it: on a
         # busy cluster the submitter may start after runner 1 has ended
         prequeue_next(chain, backend, status, workdir, echo=False)
-
-
-def _write_script(path: Path, text: str) -> None:
-    """A job script: executable by its owner only, written atomically (a
-    symlink planted at the temporary name is not followed)."""
-    atomic.write_text_atomic(path, text, mode=0o700)
 
 
 FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook

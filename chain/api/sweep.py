@@ -151,7 +151,7 @@ def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> di
                 relay = stored_settings(ChainDir(directory)).mode is Mode.RELAY
             except ChainError:
                 continue
-            cancelling = ChainDir(directory).cancel_file.exists()
+            cancelling = ChainDir(directory).cancel_requested()
             if why := stranded(statuses[directory], slurm, relay=relay, cancelling=cancelling):
                 found[directory] = why
     return found

@@ -326,10 +326,7 @@ def logs(
     chain, status = api.open_chain(directory)
     source = logs_api.submitter_log(chain, status) if submitter else logs_api.runner_log(chain, status, runner_seq)
     typer.echo(f"==> {source.what}: {source.path} <==", err=True)
-    try:
-        typer.echo(source.path.read_text(encoding="utf-8", errors="replace"), nl=False)
-    except FileNotFoundError:
-        raise ChainError(f"{source.path} does not exist (yet)") from None
+    typer.echo(logs_api.read_output(chain, source), nl=False)
 
 
 @app.command("list")

@@ -108,7 +108,7 @@ def key_path_value(data: object, key: tuple[str, ...]) -> object:
             if part not in node:
                 raise KeyError(where)
             node = node[part]
-        elif isinstance(node, list) and re.fullmatch(r"-?[0-9]+", part) and -len(node) <= int(part) < len(node):
+        elif isinstance(node, list) and re.fullmatch(r"-?[0-9]{1,18}", part) and -len(node) <= int(part) < len(node):
             node = node[int(part)]
         else:
             raise KeyError(where)
@@ -141,7 +141,7 @@ def compile_progress_pattern(text: str) -> re.Pattern[str]:
 
 def _matched(line: str, pattern: re.Pattern[str]) -> int | None:
     match = pattern.search(line)
-    if match is not None and match.group(1) is not None and re.fullmatch(r"[0-9]+", match.group(1).strip()):
+    if match is not None and match.group(1) is not None and re.fullmatch(r"[0-9]{1,18}", match.group(1).strip()):
         return int(match.group(1).strip())
     return None
 

@@ -6,6 +6,8 @@ import re
 
 # a Slurm job id (array tasks as 12_3): nothing else reaches a scheduler command
 JOB_ID = re.compile(r"[0-9]{1,12}(_[0-9]{1,9})?")
+# a runner's number or a submitter's cycle in a job name: ASCII digits, bounded (never a huge int())
+_SEQ = re.compile(r"[0-9]{1,9}")
 
 RUNNER_SCRIPT = "runner.sbatch"
 MAIL_SCRIPT = "mail.sbatch"  # the end-of-chain mail job (--mail-user)
@@ -33,10 +35,10 @@ def runner_name(seq: int | None, job_id: str) -> str:
 def runner_seq(job_name: str) -> int | None:
     """Sequence number from a runner job name ``<chain_id>.r<seq>``."""
     _head, sep, tail = job_name.rpartition(".r")
-    return int(tail) if sep and tail.isdigit() else None
+    return int(tail) if sep and _SEQ.fullmatch(tail) else None
 
 
 def submitter_cycle(job_name: str) -> int | None:
     """Cycle number from a submitter job name ``<chain_id>.s<cycle>``."""
     _, sep, tail = job_name.rpartition(".s")
-    return int(tail) if sep and tail.isdigit() else None
+    return int(tail) if sep and _SEQ.fullmatch(tail) else None

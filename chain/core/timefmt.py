@@ -13,7 +13,7 @@ from chain.errors import ConfigError
 _FORMATS = (
     "minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes or days-hours:minutes:seconds"
 )
-_NUM = r"([0-9]+)"
+_NUM = r"0*([0-9]{1,12})"  # digits bounded: a longer number is no time, never a huge int()
 _PATTERNS: tuple[tuple[re.Pattern[str], tuple[int, ...]], ...] = (
     # (pattern, seconds per captured group)
     (re.compile(rf"^{_NUM}$"), (60,)),

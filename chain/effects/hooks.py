@@ -80,7 +80,7 @@ def run_hooks(
         chain.log(f"hook {hook.name}: running {' '.join(argv)}")
         entry: dict[str, Any] = {"name": hook.name, "argv": argv, "log": str(log_path), "started": started}
         try:
-            with log_path.open("a", encoding="utf-8") as log:
+            with chain.open_output(f"hook-{hook.name}.log") as log:
                 env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
                 env.update(
                     CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value, CHAIN_REASON=reason

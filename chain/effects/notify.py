@@ -63,7 +63,7 @@ def announce_end(
 def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Path, timeout: float) -> None:
     log_path = chain.slurm_logs / f"{name}.log"
     try:
-        with log_path.open("a", encoding="utf-8") as log:
+        with chain.open_output(f"{name}.log") as log:
             rc = subprocess.run(
                 ["bash", "-c", cmd],
                 cwd=workdir if workdir.is_dir() else None,
@@ -97,7 +97,7 @@ def _mail(
     name = f"{status.chain_id}.{state.value}"
     try:
         job_id = backend.submit(
-            chain.scripts / MAIL_SCRIPT, job_name=name, cwd=workdir if workdir.is_dir() else chain.root
+            chain.script(MAIL_SCRIPT), job_name=name, cwd=workdir if workdir.is_dir() else chain.root
         )
     except ChainError as exc:
         chain.log(f"mail: could not submit the mail job: {exc}", echo=False)

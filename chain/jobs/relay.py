@@ -103,7 +103,7 @@ class Relay:
             status = self.chain.load_status()
             if status is None or status.state.ended:
                 return TakeOver(Turn.LEAVE, status, "the chain has ended")
-            if self.chain.cancel_file.exists():
+            if self.chain.cancel_requested():
                 return TakeOver(Turn.LEAVE, status, "the chain is being cancelled")
             if status.queued_next(self.job_id, self.seq):
                 verdict = self._judge_predecessor(status)
@@ -264,7 +264,7 @@ class Relay:
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
                 if not status.next_job_id:  # the relay broke at the start: try once more
                     self.queue_successor(status)
-                elif not self.chain.cancel_file.exists() and self._successor_cancelled(status.next_job_id):
+                elif not self.chain.cancel_requested() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
                     self._judge_own(status, outcome, record)

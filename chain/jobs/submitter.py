@@ -155,7 +155,7 @@ class Submitter:
         this job's own end (hand over at once: the chain goes on unattended),
         or someone's scancel (leave; ``chain status`` says nothing drives the
         chain)."""
-        if self.chain.cancel_file.exists():
+        if self.chain.cancel_requested():
             self.chain.log(f"submitter {self.job_id}: stopped by chain cancel")
             return 0
         try:
@@ -222,7 +222,7 @@ class Submitter:
     def _loop(self, status: ChainStatus) -> int:
         while True:
             self.term.check()
-            if self.chain.cancel_file.exists():
+            if self.chain.cancel_requested():
                 return self._finish_cancelled(status)
             if status.runner_live:
                 outcome = self._wait(status)
@@ -367,7 +367,7 @@ class Submitter:
                 found[-1]
                 if found
                 else self.backend.submit(
-                    self.chain.scripts / SUBMITTER_SCRIPT,
+                    self.chain.script(SUBMITTER_SCRIPT),
                     job_name=name,
                     dependency=dependency or None,
                     cwd=self.workdir,

@@ -199,7 +199,7 @@ def gather_outcome(
         status,
         record,
         info,
-        cancelled=chain.cancel_file.exists(),
+        cancelled=chain.cancel_requested(),
         counter=None if reading is None else reading.value,
         missing_counter_file=missing,
     )

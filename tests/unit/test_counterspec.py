@@ -150,6 +150,13 @@ def test_the_last_matching_line_gives_the_iteration() -> None:
     assert last_iteration("a\n  iter 9: x\niter 8: y\n", compile_progress_pattern(r"iter (\d+): (\w)")) == 8
 
 
+def test_numbers_past_any_counter_are_no_match_never_a_huge_int() -> None:
+    huge = "9" * 5000  # past Python's 4300-digit int() limit
+    assert last_iteration(f"step 7\nstep {huge}\n", compile_progress_pattern(r"^step (\S+)")) == 7
+    with pytest.raises(KeyError):
+        key_path_value({"a": [1, 2]}, ("a", huge))
+
+
 def test_patterns_need_a_group_and_must_compile() -> None:
     for bad in (r"^iter \d+", "(", r"(?:iter) \d+"):
         with pytest.raises(SpecError):

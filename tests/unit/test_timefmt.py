@@ -23,7 +23,10 @@ def test_six_slurm_formats(text: Any, seconds: Any) -> None:
     assert parse_slurm_time(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1:2:3:4", "-5", "0", "0:00", "1-", "UNLIMITED", "1.5", "1--2"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "abc", "1:2:3:4", "-5", "0", "0:00", "1-", "UNLIMITED", "1.5", "1--2", "9" * 5000, "1-" + "9" * 5000, "٣"],
+)
 def test_bad_times_are_config_errors(text: Any) -> None:
     with pytest.raises(ConfigError):
         parse_slurm_time(text, what="runner time")
@@ -44,3 +47,7 @@ def test_format_duration() -> None:
     assert format_duration(42) == "42s"
     assert format_duration(185) == "3m05s"
     assert format_duration(3720) == "1h02m"
+
+
+def test_leading_zeros_are_still_a_time() -> None:
+    assert parse_slurm_time("0" * 50 + "90") == 5400
