@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from chain.reporting.metrics import chain_metrics, efficiency, lost_iterations, redone_from_runners
-from chain.reporting.report import redone_line
+from chain.reporting.printed import redone_line
 from chain.store.records import RunnerView
 
 
