@@ -141,12 +141,11 @@ def _row(directory: Path, now: float) -> ChainRow:
     from chain.api.status import open_chain
     from chain.reporting.metrics import RECENT_RUNNERS, progress_metrics
     from chain.store.counter import counter_settings, known_counter
-    from chain.store.jsonio import read_json
     from chain.store.records import RunnerView
 
     chain, status = open_chain(directory)
     try:
-        stored = read_json(chain.settings_file, "settings")  # corrupt: a ChainDirError, the row says so
+        stored = chain.read_settings()  # corrupt: a ChainDirError, the row says so
     except FileNotFoundError:
         stored = None
     settings = stored if isinstance(stored, dict) else {}

@@ -7,9 +7,9 @@ log and the PNG separately.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import matplotlib
 
@@ -204,8 +204,9 @@ def progress_title(data: ProgressData) -> str:
     return f"chain {data.chain_id}: progress ({len(data.spans)} runners, rate {rate})"
 
 
-def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
-    """Draw ``data`` to a PNG at ``path`` (no global pyplot state is used)."""
+def render_progress(data: ProgressData, *, dpi: int = 110) -> bytes:
+    """Draw ``data``: the PNG's bytes (no global pyplot state is used; the
+    caller writes them, through the chain directory's guard)."""
     fig = Figure(figsize=(9, 5), dpi=dpi)
     ax = fig.add_subplot(1, 1, 1)
     t0 = data.t0
@@ -226,9 +227,9 @@ def render_progress(data: ProgressData, path: Path, *, dpi: int = 110) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    out = io.BytesIO()
+    fig.savefig(out, format="png")
+    return out.getvalue()
 
 
 def _draw_allocations(ax: Axes, data: ProgressData, x: Callable[[float], float]) -> None:

@@ -20,6 +20,7 @@ saved after its hooks), the final one the hook is told (``CHAIN_STATE``,
 from __future__ import annotations
 
 import csv
+import io
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from chain.backends.base import Backend, JobUsage
 from chain.core.model import ChainState
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainError
+from chain.primitives import atomic
 from chain.reporting.metrics import (
     IterEvent,
     Redone,
@@ -52,7 +54,7 @@ from chain.reporting.usage import (
     load_submitter_ids,
     usage_totals,
 )
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_settings, known_counter
 from chain.store.records import RunnerView
 
@@ -187,12 +189,13 @@ def _ended(chain: _Chain) -> list[str]:
     return [j for j in ended + [j for j in chain.submitters if j != current] if j != here]
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+def _csv_bytes(rows: list[dict[str, Any]]) -> bytes:
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return out.getvalue().encode("utf-8")
 
 
 def _rates(
@@ -217,7 +220,7 @@ def _plot(chain: _Chain, chain_id: str, notes: list[str]) -> Path | None:
         from chain.reporting.plot import progress_data, render_progress
 
         data = progress_data(chain.events, chain.runners, max_iter=chain.max_iter, chain_id=chain_id)
-        return render_progress(data, chain.dir.reports / "progress.png")
+        return chain.dir.write_report("progress.png", render_progress(data))
     except Exception as exc:  # noqa: BLE001  (a broken plot must not lose the usage report)
         notes.append(f"progress plot failed: {type(exc).__name__}: {exc}")
         return None
@@ -251,17 +254,14 @@ def _summary(
 
 def _write_files(chain: _Chain, rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[Path]:
     """usage.csv, summary.json and progress.png (its failure is a note of the summary)."""
-    chain.dir.reports.mkdir(parents=True, exist_ok=True)
-    csv_path = chain.dir.reports / "usage.csv"
-    _write_csv(csv_path, rows)
+    csv_path = chain.dir.write_report("usage.csv", _csv_bytes(rows))
     summary["files"]["usage"] = str(csv_path)
     paths = [csv_path]
     png = _plot(chain, summary["chain_id"], summary["notes"])
     if png is not None:
         paths.append(png)
         summary["files"]["progress"] = str(png)
-    summary_path = chain.dir.reports / "summary.json"
-    write_json_atomic(summary_path, summary)
+    summary_path = chain.dir.write_report("summary.json", atomic.json_bytes(summary))
     paths.insert(1, summary_path)
     return paths
 

@@ -112,11 +112,7 @@ def load_runners(chain: ChainDir) -> list[RunnerView]:
     ``reason``, ``submitted``, the runner ``exit_code``): ``RunnerView.merge``;
     either may be missing.
     """
-    ids: list[str] = []
-    try:
-        ids = [line.strip() for line in chain.worker_ids.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except OSError:
-        pass
+    ids = chain.worker_id_list()
     judged: dict[str, JudgedRunner] = {}
     for entry in chain.iter_runners():
         if entry.job_id:
@@ -131,11 +127,7 @@ def load_runners(chain: ChainDir) -> list[RunnerView]:
 def load_submitter_ids(chain: ChainDir, current: str = "") -> list[str]:
     """Every submitter job of the chain, in submission order: submitter_ids.txt,
     then ``current`` (state.json's) if the file lacks it."""
-    ids: list[str] = []
-    try:
-        ids = [line.strip() for line in chain.submitter_ids.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except OSError:
-        pass
+    ids = chain.submitter_id_list()
     return list(dict.fromkeys([*ids, current] if current else ids))
 
 

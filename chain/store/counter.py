@@ -42,10 +42,13 @@ from chain.core.counterspec import (
 from chain.core.decision import COUNTER_CMD_LABEL
 from chain.core.settings import Settings
 from chain.errors import CheckpointError
+from chain.primitives import bounded, safeio
 from chain.primitives.atomic import CounterFormatError, parse_counter
 from chain.primitives.codes import NO_CHECKPOINT_EXIT
 from chain.store.jsonio import read_counter
 from chain.store.torch_counter import plain_counter
+
+JSON_COUNTER_CAP = 64 << 20  # bytes of a json: counter file read at most (a trainer state, not a data set)
 
 COUNTER_CMD_TIMEOUT = 120.0  # seconds a --counter-cmd command (or the torch reader) may take
 
@@ -137,15 +140,17 @@ def _read_in_process(spec: CounterSpec, ckpt_path: str, workdir: Path) -> Counte
 def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
     what = f"--counter-cmd {spec.text}"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = safeio.read_file(path, JSON_COUNTER_CAP)
     except FileNotFoundError:
         return CounterReading(0, False, path)
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:  # a FIFO, a device or a file past the cap included: refused, never waited on
         raise CheckpointError(f"{what}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        data = json.loads(text)
+        data = bounded.loads_json(text)
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{what}: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except ValueError as exc:  # past a bound: a huge number, nested too deep, not UTF-8
+        raise CheckpointError(f"{what}: {path} cannot be read as a counter: {exc}") from None
     try:
         value = key_path_value(data, spec.key)
     except KeyError as exc:

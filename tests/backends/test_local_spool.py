@@ -69,9 +69,10 @@ def test_start_ticks_are_a_zombies_too() -> None:
     assert Proc.read(proc.pid) is None and start_ticks(proc.pid) is None
 
 
-def _record(job_id: str = "3", **fields: object) -> dict[str, object]:
+def _record(**fields: object) -> dict[str, object]:
+    """Job 3's record as chain writes it, with ``fields`` laid over it."""
     record = JobRecord(
-        job_id=job_id,
+        job_id="3",
         name="n",
         user="u",
         batch_script="/s/jobs/3.sh",
@@ -162,7 +163,7 @@ def test_a_15_digit_counter_gives_an_id_chain_accepts(tmp_path: Path) -> None:
 
 def _job_of(spool: Spool, pid: int, ticks: int | None) -> JobRecord:
     """A RUNNING job whose supervisor is gone and whose batch shell is ``pid``."""
-    data = _record("3", state="RUNNING", start=1.0, supervisor_pid=2**22 + 1, supervisor_ticks=1)
+    data = _record(state="RUNNING", start=1.0, supervisor_pid=2**22 + 1, supervisor_ticks=1)
     data.update(batch_pid=pid, batch_ticks=ticks)
     spool.ensure()
     spool.record_path("3").write_text(json.dumps(data))

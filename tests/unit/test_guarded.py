@@ -92,6 +92,20 @@ def test_the_report_writer_replaces_a_linked_report_file(tmp_path: Path, chain_d
     assert path.read_bytes() == b"seq,job_id\n" and not path.is_symlink()
 
 
+@pytest.mark.parametrize("name", ["usage.csv", "summary.json", "progress.png"])
+def test_chain_report_replaces_a_linked_report_file_never_its_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    chain_dir = make_chain(tmp_path, 1, ChainState.COMPLETED)
+    target = victim(tmp_path)
+    (chain_dir / "report").mkdir()
+    link(chain_dir / "report" / name, target)
+    result = run_cli(tmp_path, monkeypatch, ["report"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert target.read_text() == "precious\n"
+    assert not (chain_dir / "report" / name).is_symlink()
+
+
 def test_job_scripts_and_outputs_go_through_the_guard(tmp_path: Path, chain_dir: Path) -> None:
     chain = ChainDir(chain_dir)
     script = chain.write_script("runner.sbatch", "#!/bin/bash\n")
@@ -178,6 +192,27 @@ def test_a_fifo_as_the_config_file_or_the_counter_is_not_waited_on(
     fifo(chain_dir.parent / "state_iter.txt")
     result = run_cli(chain_dir.parent, monkeypatch, ["status"])
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["fifo", "zero", "deep", "huge"])
+def test_a_json_counter_file_that_is_hostile_is_one_checkpoint_error(tmp_path: Path, how: str) -> None:
+    from chain.core.settings import Settings
+    from chain.errors import CheckpointError
+    from chain.store.counter import read_chain_counter
+
+    path = tmp_path / "trainer_state.json"
+    if how == "fifo":
+        fifo(path)
+    elif how == "zero":
+        link(path, "/dev/zero")
+    elif how == "deep":
+        path.write_text('{"global_step": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        path.write_text('{"global_step": ' + "9" * 5000 + "}")
+    settings = Settings(app_cmd="true", counter_cmd="json:trainer_state.json:global_step")
+    with pytest.raises(CheckpointError, match="--counter-cmd json:trainer_state.json:global_step"):
+        read_chain_counter(settings, tmp_path)
 
 
 def test_a_counter_that_is_not_a_file_is_a_checkpoint_error(tmp_path: Path) -> None:
