@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from chain import __version__
-from chain.cli.group import ChainGroup
+from chain.cli.group import ChainGroup, interrupted
 from chain.cli.options import setting_flags, with_setting_options
 from chain.errors import ChainError
 from chain.primitives.codes import CliExit
@@ -139,8 +139,8 @@ def submit(
         typer.echo(f"chain directory: {result.chain_dir}")
         if wait:
             code = _watch_until_ended(result.chain_dir, 1.0, None)
-    except KeyboardInterrupt:
-        if not wait:
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if not (wait and interrupted(exc)):
             raise
         code = _stopped_watching(result.chain_dir, "chain status --watch")
     if wait:
@@ -223,7 +223,9 @@ def _watch(directory: Path, interval: float, history: int | None = None) -> int:
     of the final state: 0 only for a completed chain; 130 on Ctrl-C."""
     try:
         return _watch_until_ended(directory, interval, history)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if not interrupted(exc):
+            raise
         return _stopped_watching(directory, "chain status --watch")
 
 
@@ -318,7 +320,9 @@ def logs(
             raise ChainError("--follow follows the current runner; it takes no --runner")
         try:
             logs_api.follow(directory, lambda text: typer.echo(text, nl=False), submitter=submitter, sleep=_sleep)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RuntimeError) as exc:
+            if not interrupted(exc):
+                raise
             raise typer.Exit(
                 _stopped_watching(directory, "chain logs --follow" + (" --submitter" if submitter else ""))
             ) from None

@@ -55,6 +55,18 @@ class Interrupted(KeyboardInterrupt):
     ``except KeyboardInterrupt`` still catches it."""
 
 
+def interrupted(exc: BaseException) -> bool:
+    """``exc`` is a ^C, or an error a ^C caused: Python reports an exception
+    raised inside a class's ``__set_name__`` (a dataclass built while a module
+    is imported) as a RuntimeError from it, so a ^C landing there surfaces so."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
     raise Interrupted
 
@@ -112,6 +124,8 @@ class ChainGroup(typer.core.TyperGroup):
         except KeyboardInterrupt:
             sys.exit(CliExit.INTERRUPTED)
         except Exception as exc:  # a bug: still one line, the traceback on request
+            if interrupted(exc):
+                sys.exit(CliExit.INTERRUPTED)
             if os.environ.get("CHAIN_DEBUG"):
                 raise
             typer.echo(

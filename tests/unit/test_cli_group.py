@@ -74,3 +74,47 @@ def test_pythons_own_handler_is_replaced() -> None:
             signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a bytecode boundary for the handler to run at
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class _SetName:
+    """A descriptor whose ``__set_name__`` is where the ^C lands (as in a
+    dataclass field while a module is imported)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        raise group.Interrupted
+
+
+def test_a_ctrl_c_inside_set_name_is_still_an_interrupt() -> None:
+    # Python 3.11 wraps it in RuntimeError(...) from it; 3.12+ lets it through with a note
+    with pytest.raises((RuntimeError, KeyboardInterrupt)) as raised:
+
+        class Built:
+            field = _SetName()
+
+    assert group.interrupted(raised.value)
+    assert not group.interrupted(RuntimeError("a bug"))
+    assert not group.interrupted(ValueError("x"))
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_watching_stops_with_one_line_and_130_however_the_ctrl_c_surfaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wrapped: bool
+) -> None:
+    from _chains import make_chain
+    from typer.testing import CliRunner
+
+    from chain.cli import commands
+    from chain.core.model import ChainState
+
+    def interrupted_watch(*args: object) -> int:
+        if wrapped:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from group.Interrupted()
+        raise group.Interrupted
+
+    make_chain(tmp_path, 1, ChainState.RUNNING)
+    monkeypatch.setattr(commands, "_watch_until_ended", interrupted_watch)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(commands.app, ["status", "--watch"])
+    assert result.exit_code == 130, result.output
+    assert "chain: stopped watching; the chain goes on" in result.stderr
+    assert "internal error" not in result.output + result.stderr
