@@ -5,15 +5,18 @@ tables; ``chain.cli.table_layout`` lays out the tables). A terminal gets
 them through rich (``chain.cli.rich_view``: colours, boxed tables); a pipe
 or a file as plain text, without importing rich (``chain status`` starts in
 0.25 s on 10 000 runners). Text that comes from the chain (reasons, names,
-paths) is printed literally, never as markup.
+paths) is printed literally, never as markup, and with its control
+characters spelled out (``printable``): a reason or an app's line read from
+disk never sends an escape sequence to the user's terminal.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chain.api.listing import ChainRow
@@ -65,6 +68,26 @@ class TableItem:
 Item = Line | Bar | TableItem
 
 
+# C0 but tab, DEL, C1, and the Unicode line and paragraph separators
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """``text`` as a terminal may be shown it: each control character spelled
+    out (``\\x1b``), never sent (an escape sequence in a reason or in an app's
+    output could set the user's clipboard or title)."""
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def _printable(item: Item) -> Item:
+    if isinstance(item, Line):
+        return replace(item, parts=tuple((printable(text), style) for text, style in item.parts))
+    if isinstance(item, TableItem):
+        columns = [replace(column, cells=[printable(cell) for cell in column.cells]) for column in item.columns]
+        return TableItem(printable(item.title), columns)
+    return item
+
+
 def _line(text: str, style: str = "", *, fold: bool = False) -> Line:
     return Line(((text, style),), fold=fold)
 
@@ -81,7 +104,7 @@ def progress_line(report: StatusReport) -> str:
         line += f", {runner_name(report.current_runner_number, report.runner_job_id)} {phase}"
     if report.reason:
         line += f" ({report.reason})"
-    return line
+    return printable(line)
 
 
 def print_status(report: StatusReport, *, history: int = 10, console: Console | None = None) -> None:
@@ -96,7 +119,9 @@ def print_status(report: StatusReport, *, history: int = 10, console: Console | 
 
 
 def show(items: list[Item], console: Console | None = None) -> None:
-    """Through rich on a terminal (or into ``console``), else as plain text."""
+    """Through rich on a terminal (or into ``console``), else as plain text;
+    either way with every control character spelled out."""
+    items = [_printable(item) for item in items]
     if console is None and not sys.stdout.isatty():
         width = _plain_width()
         sys.stdout.write("".join(line + "\n" for item in items for line in plain_lines(item, width)))

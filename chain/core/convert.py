@@ -50,18 +50,40 @@ def integer(minimum: int) -> Callable[[Any, str], int]:
     return convert
 
 
-_CONTROL = frozenset(chr(c) for c in (*range(9), *range(10, 32), 127))  # tab is allowed
+# C0 (tab allowed), DEL, C1 and Unicode's line and paragraph separators: each ends a line for
+# some reader (a shell, an sbatch directive, Python's splitlines) that another check let through
+_CONTROL = frozenset(chr(c) for c in (*range(9), *range(10, 32), *range(127, 160), 0x2028, 0x2029))
+MAX_TEXT = 4096  # characters of a name, a path or a hook: far beyond any real one
+# one argument of an exec (Linux MAX_ARG_STRLEN, less its NUL): the app runs as `bash -c APP_CMD`
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1
 
 
-def text(value: Any, what: str) -> str:
-    """One line of text: no control characters, valid UTF-8."""
+def text(value: Any, what: str, *, limit: int = MAX_TEXT) -> str:
+    """One line of text: valid UTF-8, no control characters (C0 but tab, DEL,
+    C1, U+2028, U+2029), at most ``limit`` characters. Every text setting is
+    checked by this one rule."""
     if not isinstance(value, str):
-        raise ConfigError(f"{what} must be a string, got {value!r}")
-    if any(c in value for c in _CONTROL):
-        raise ConfigError(f"{what} must be a single line of text (no control characters)")
+        raise ConfigError(f"{what} must be a string, got {_shown(value)}")
     if any("\udc80" <= c <= "\udcff" for c in value):  # bytes that were not UTF-8
         raise ConfigError(f"{what} is not valid UTF-8 text")
+    if any(c in _CONTROL for c in value):
+        raise ConfigError(f"{what} must be a single line of text (no control characters)")
+    if len(value) > limit:
+        raise ConfigError(f"{what} is {len(value)} characters long; at most {limit}")
     return value
+
+
+def app_command(value: Any, what: str) -> str:
+    """The app's shell command: one line of text that fits in one argument of
+    an exec (the runner runs ``bash -c`` with it; a longer one would fail in
+    every runner with "Argument list too long")."""
+    size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+    if size > MAX_ARGUMENT_BYTES:
+        raise ConfigError(
+            f"{what} is {size} bytes long; at most {MAX_ARGUMENT_BYTES} fit in one argument "
+            "(put the command in a script and run that)"
+        )
+    return text(value, what, limit=MAX_ARGUMENT_BYTES)
 
 
 _GRES_COUNT = re.compile(r"([A-Za-z0-9_.-]+:)?[1-9][0-9]{0,5}")
@@ -173,11 +195,14 @@ def boolean(value: Any, what: str) -> bool:
 def commands(value: Any, what: str) -> tuple[str, ...]:
     """Shell commands: a list, or (environment) one per line or ';;'-separated."""
     if isinstance(value, str):
-        items = [part.strip() for part in value.replace(";;", "\n").splitlines()]
-        return tuple(item for item in items if item)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(v for v in value if v.strip())
-    raise ConfigError(f"{what} must be a list of command strings, got {value!r}")
+        items = [part.strip() for part in value.replace(";;", "\n").split("\n")]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        items = list(value)
+    else:
+        raise ConfigError(f"{what} must be a list of command strings, got {_shown(value)}")
+    if len(items) > 100:
+        raise ConfigError(f"{what}: {len(items)} commands; at most 100")
+    return tuple(text(item, what) for item in items if item.strip())
 
 
 def mail_user(value: Any, what: str) -> str:
@@ -188,11 +213,18 @@ def mail_user(value: Any, what: str) -> str:
     return given
 
 
+_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
 def job_name(value: Any, what: str) -> str:
-    """A job name prefix: 1-64 characters without spaces."""
+    """A job name prefix: 1-64 letters, digits and ``._+-`` (a letter or a digit
+    first): what every Slurm command and the chain's own names (its
+    directories, ``<name>.r3``) take as they are."""
     given = text(value, what).strip()
-    if not given or any(c.isspace() for c in given) or len(given) > 64:
-        raise ConfigError(f"{what} {value!r} must be 1-64 characters without spaces")
+    if not _JOB_NAME.fullmatch(given):
+        raise ConfigError(
+            f"{what} {_shown(value)} must be 1-64 letters, digits and . _ + - (a letter or a digit first)"
+        )
     return given
 
 

@@ -183,7 +183,7 @@ class FieldSpec:
 
 
 FIELDS: tuple[FieldSpec, ...] = (
-    FieldSpec("app_cmd", "APP_CMD", cv.text, "shell command that runs the app", metavar="CMD"),
+    FieldSpec("app_cmd", "APP_CMD", cv.app_command, "shell command that runs the app", metavar="CMD"),
     FieldSpec(
         "max_iter",
         "MAX_ITER",

@@ -99,7 +99,7 @@ CASES = [
     ("app not on PATH", ["submit", "--app-cmd", "no-such-program-xyz --flag"], {}, {}, "not found on PATH"),
     ("app cmd bad quoting", ["submit", "--app-cmd", "python3 'unterminated"], {}, {}, "No closing quotation"),
     ("srun args bad quoting", ["submit", *OK, "--srun-args", "-n 'x"], {}, {}, "--srun-args"),
-    ("job name with space", ["submit", *OK, "--job-name", "a b"], {}, {}, "without spaces"),
+    ("job name with space", ["submit", *OK, "--job-name", "a b"], {}, {}, "1-64 letters, digits"),
     (
         "checkpoint every zero",
         ["submit", *OK, "--checkpoint-every", "0"],
