@@ -181,11 +181,23 @@ def _out_of_memory(outcome: Outcome, policy: Policy, progress: Tally) -> Decisio
     return None
 
 
+def overshoot(counter: int, max_iter: int) -> str:
+    """The note for a counter past MAX_ITER (the app ignored it: its work past
+    MAX_ITER was allocated and is not the chain's); "" when it is not past."""
+    if counter <= max_iter:
+        return ""
+    return f"; the counter went past MAX_ITER to {counter} (the app ignored MAX_ITER)"
+
+
 def _done(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.exit_code != RunnerExit.DONE or outcome.slurm_state not in (None, JobState.COMPLETED):
         return None
     if outcome.iter_after >= policy.max_iter:
-        return Decision(Verdict.COMPLETE, f"app finished at {outcome.iter_after}", Tally())
+        return Decision(
+            Verdict.COMPLETE,
+            f"app finished at {outcome.iter_after}{overshoot(outcome.iter_after, policy.max_iter)}",
+            Tally(),
+        )
     if outcome.missing_counter_file:
         why = (
             f"app exited 0 but {missing_counter(outcome.missing_counter_file, outcome.iter_before)}: "

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from chain.backends.base import Backend, JobState
-from chain.core.decision import Decision, Outcome
+from chain.core.decision import Decision, Outcome, overshoot
 from chain.core.events import CancelledUnjudged, Ended, Ending, Judged
 from chain.core.exclusion import blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
@@ -117,7 +117,7 @@ def complete_chain(
     (``effects.notify``), then mark the chain completed."""
     started = time.monotonic()
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
-    reason = f"reached MAX_ITER={settings.max_iter}"
+    reason = f"reached MAX_ITER={settings.max_iter}{overshoot(status.iteration, settings.max_iter)}"
     # the state turns completed after the hooks and the announcement (a
     # watcher's --wait ends with the report made and the notify commands run);
     # both are told the final state and reason

@@ -21,6 +21,13 @@ def test_done_at_max_iter_completes() -> None:
     assert d.verdict is Verdict.COMPLETE
 
 
+def test_an_app_that_ignored_max_iter_completes_with_the_overshoot_named() -> None:
+    d = decide(outcome(0, 30, 180), POLICY, Tally())
+    assert d.verdict is Verdict.COMPLETE
+    assert d.reason == "app finished at 180; the counter went past MAX_ITER to 180 (the app ignored MAX_ITER)"
+    assert decide(outcome(0, 90, 100), POLICY, Tally()).reason == "app finished at 100"
+
+
 def test_done_below_max_iter_is_a_failure() -> None:
     d = decide(outcome(0, 10, 50), POLICY, Tally())
     assert d.verdict is Verdict.STOP and d.state is ChainState.FAILED and "50 < MAX_ITER 100" in d.reason

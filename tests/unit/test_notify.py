@@ -130,3 +130,13 @@ def test_the_end_is_saved_after_it_was_announced(tmp_path: Path, ending: str) ->
     assert json.loads(seen.read_text())["state"] == "pending"  # not yet ended while it ran
     final = chain.load_status()
     assert final is not None and final.state.value == expected and final.end_announced
+
+
+def test_a_chain_whose_app_went_past_max_iter_completes_saying_so(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, status = _chain(tmp_path, fake)
+    status.iteration = 80  # the app ignored MAX_ITER=10 and ran on
+    complete_chain(chain, fake, status, api.stored_settings(chain), tmp_path, now=0.0)
+    final = chain.load_status()
+    assert final is not None and final.state is ChainState.COMPLETED
+    assert final.reason == "reached MAX_ITER=10; the counter went past MAX_ITER to 80 (the app ignored MAX_ITER)"
