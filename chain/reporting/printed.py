@@ -111,17 +111,30 @@ def redone_line(redone: dict[str, Any], totals: dict[str, Any]) -> str:
     )
 
 
+def allocation_line(t: dict[str, Any]) -> str:
+    """The allocation as a true sum: new work + redone work + lost = allocated
+    (the efficiency is the new work's share); with the redone work unknown,
+    useful + lost, and no efficiency claimed."""
+    allocated, lost = _dur(t["allocated_s"]), _dur(t["lost_s"])
+    if t["efficiency"] is None or t["redone_s"] is None:
+        return f"allocated {allocated} = useful {_dur(t['useful_s'])} + lost {lost} (efficiency unknown)"
+    redone = min(t["redone_s"], t["useful_s"])
+    new = _dur(t["useful_s"] - redone)
+    return (
+        f"allocated {allocated} = new work {new} + redone {_dur(redone)} + lost {lost} "
+        f"(efficiency {_percent(t['efficiency'])})"
+    )
+
+
 def _lines(summary: dict[str, Any]) -> list[str]:
     t, m = summary["totals"], summary["metrics"]
-    eff = t["efficiency"]
     rss = t["max_rss_bytes"]
     state = summary["state"] or "?"
     lines = [
         f"state {state}"
         + (f" ({summary['reason']})" if summary.get("reason") else "")
         + f"; counter {summary['iteration']}/{summary['max_iter']}",
-        f"allocated {_dur(t['allocated_s'])} = useful {_dur(t['useful_s'])} + lost {_dur(t['lost_s'])}"
-        + (f" (efficiency {_percent(eff)})" if eff is not None else " (efficiency unknown)"),
+        allocation_line(t),
         f"queue wait {_dur(t['queue_wait_s'])}; cpu {_dur(t['cpu_s'])}; max RSS "
         + (f"{rss / 2**20:.0f} MiB" if rss else "-")
         + f"; stop→exit {_dur(t['stop_to_exit_s'])}",
