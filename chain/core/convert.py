@@ -140,9 +140,9 @@ def time(value: Any, what: str) -> str:
     """A Slurm time (``--time`` syntax), kept as written."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
         raise ConfigError(f"{what} {_shown(value)} is longer than {MAX_SECONDS // 86400} days")
+    if isinstance(value, str) and _LONG_DIGITS.search(value):  # more digits than any time within MAX_SECONDS
+        raise ConfigError(f"{what} {_shown(value)} is longer than {MAX_SECONDS // 86400} days")
     given = text(value, what) if not isinstance(value, int) else str(value)
-    if _LONG_DIGITS.search(given):  # more digits than any time within MAX_SECONDS: never converted
-        raise ConfigError(f"{what} {_shown(given)} is longer than {MAX_SECONDS // 86400} days")
     parse_slurm_time(given, what=what)
     return given.strip()
 
