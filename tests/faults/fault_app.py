@@ -6,7 +6,7 @@ the app marks where it is, so a SIGKILL "mid-save" is proven by the app's own
 log, not assumed:
 
 - ``saving <i>``: about to call ``chain.app.write_counter``;
-- ``inside <i>``: inside ``chain.primitives.atomic.write_bytes_atomic`` (chain.app's), the
+- ``inside <i>``: inside ``chain.primitives.atomic.write_at`` (chain.app's write), the
   temporary written and fsync'ed, the rename not done (logged by the rename
   itself, see ``RenameGate``; it then holds ``FAULT_SAVE_DELAY`` seconds, the
   window the driver kills in);
@@ -71,8 +71,8 @@ def pace(default: float, default_delay: float) -> tuple[float, float]:
 
 class RenameGate:
     """Stands in for ``os`` inside ``chain.primitives.atomic`` only (every attribute
-    is the real module's) except ``replace``: called there by
-    ``write_bytes_atomic`` after the temporary is written and fsync'ed, it logs
+    is the real module's) except ``replace``: called there by ``write_at``
+    (``write_bytes_atomic``'s) after the temporary is written and fsync'ed, it logs
     ``inside`` (checking its caller is chain.app's atomic write), holds
     ``delay`` seconds, then renames. A kill in that hold lands inside
     chain.app's save."""
@@ -85,14 +85,15 @@ class RenameGate:
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)
 
-    def replace(self, src: Any, dst: Any) -> None:
+    def replace(self, src: Any, dst: Any, **dir_fds: Any) -> None:
+        # the one atomic writer (write_at, under write_bytes_atomic) renames within its directory's fd
         caller = sys._getframe(1).f_code
-        if caller.co_name != "write_bytes_atomic" or caller is not chain_atomic.write_bytes_atomic.__code__:
+        if caller.co_name != "write_at" or caller is not chain_atomic.write_at.__code__:
             raise AssertionError(f"RenameGate called from {caller.co_filename}:{caller.co_name}")
         self.log("inside", self.value)
         if self.delay:
             time.sleep(self.delay)
-        os.replace(src, dst)
+        os.replace(src, dst, **dir_fds)
 
 
 def main() -> int:

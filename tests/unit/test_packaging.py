@@ -2,6 +2,7 @@
 and the `chain` command its metadata declares runs."""
 
 import configparser
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,8 +14,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_ships_templates_and_helpers_and_renders(tmp_path: Path) -> None:
+    # from a copy of the tracked files: a build in the checkout writes build/ and the egg-info there
+    source = tmp_path / "src"
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True, timeout=60
+    ).stdout.split(b"\0")
+    for name in filter(None, tracked):
+        target = source / name.decode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name.decode(), target)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         check=True,
         timeout=300,
     )
