@@ -186,8 +186,10 @@ def paused_save(obj, f, *args, **kwargs):
     real_save(obj, f, *args, **kwargs)
     saves += 1
     if saves == int(os.environ["PAUSE_AT_SAVE"]):
-        with open(os.environ["PAUSE_MARKER"], "w") as fh:
+        # published whole by a rename: the test reads it as soon as it exists
+        with open(os.environ["PAUSE_MARKER"] + ".part", "w") as fh:
             fh.write(str(f))
+        os.replace(os.environ["PAUSE_MARKER"] + ".part", os.environ["PAUSE_MARKER"])
         time.sleep(120)  # inside the save: shard written, no DONE manifest, counter not moved
 torch.save = paused_save
 sys.argv = [sys.argv[1]]

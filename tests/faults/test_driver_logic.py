@@ -135,7 +135,8 @@ def test_the_shim_tags_calls_and_holds_a_jobs_sbatch_at_the_gate(
     calls.gate.touch()
     proc = subprocess.Popen(["sbatch", "--job-name=c.r3", "x"], env=env, stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 10
-    while not calls.held.exists() and time.time() < deadline:
+    # the shim's printf may not have written its line yet when the file appears
+    while not (calls.held.exists() and calls.held.read_text().endswith("\n")) and time.time() < deadline:
         time.sleep(0.05)
     assert calls.held.read_text().split() == ["42", "--job-name=c.r3", "x"]
     assert proc.poll() is None and not calls.calls()  # held: not run yet
