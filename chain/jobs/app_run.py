@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from chain.core.settings import LaunchMode, Settings
 from chain.core.stall import StallWatch
 from chain.effects.appenv import app_environ, app_umask, mark_resuming
 from chain.errors import ChainError, CheckpointError
+from chain.jobs.guard import guard_argv
 from chain.jobs.progress import iterations_printed, log_offset, progress_marks
 from chain.jobs.sigterm import restart_count
 from chain.jobs.supervise import AppEnd, AppLock, Deliver, Signals, die_with_parent, group_sender, supervise
@@ -151,7 +151,7 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: Runner
     grace = min(max(settings.runner_margin, 10), 60)
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "chain.jobs.guard", str(app_pid), str(grace), str(int(stop_sig))],
+            guard_argv(app_pid, grace, stop_sig),
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             start_new_session=True,

@@ -19,10 +19,10 @@ from waiting import wait_until
 
 from chain.backends.base import JobInfo, JobState
 from chain.backends.local.backend import LocalBackend
-from chain.backends.local.procs import Proc
 from chain.backends.local.sbatch import parse_directives
 from chain.backends.local.spool import current_user
 from chain.errors import SchedulerError
+from chain.primitives.procs import Proc
 
 pytestmark = pytest.mark.timeout(60)
 

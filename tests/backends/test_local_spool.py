@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from chain.backends.local.backend import LocalBackend
-from chain.backends.local.procs import Caller, Proc, mismatch, refusal, start_ticks
 from chain.backends.local.spool import JobRecord, Spool, kill_job_group, next_job_id
 from chain.core import names
 from chain.core.model import JobState
 from chain.errors import ChainDirError, SchedulerError
+from chain.primitives.procs import Caller, Proc, mismatch, refusal, start_ticks
 from chain.store.codec import RecordError
 
 pytestmark = pytest.mark.timeout(60)

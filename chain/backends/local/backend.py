@@ -24,11 +24,11 @@ from pathlib import Path
 
 import chain
 from chain.backends.base import Backend, JobInfo, JobState, JobUsage
-from chain.backends.local import procs
 from chain.backends.local.dependency import parse_dependency
 from chain.backends.local.sbatch import Directives, parse_directives, substitute, time_limit
 from chain.backends.local.spool import JobRecord, Spool, current_user, short_hostname
 from chain.errors import ChainDirError, ConfigError, SchedulerError
+from chain.primitives import procs
 from chain.primitives.signals import signal_named
 
 TIME_SCALE_ENV = "CHAIN_LOCAL_TIME_SCALE"  # test knob: multiplies every time limit

@@ -14,7 +14,7 @@ record is the truth, and a record whose supervisor vanished is finished as
 NODE_FAIL by whoever looks at it next (``Spool.refresh``). A record is
 checked like ``state.json`` when read (every field's type, its id, pids
 above 1): a corrupt one is a one-line ``ChainDirError``. Process identity
-(pid plus start time plus boot id, ``chain.backends.local.procs``) guards
+(pid plus start time plus boot id, ``chain.primitives.procs``) guards
 every signal: only a process chain started is ever signalled.
 """
 
@@ -35,12 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chain.backends.local import procs
 from chain.core.model import JobState
 from chain.core.names import JOB_ID
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError, SchedulerError
-from chain.primitives import atomic
+from chain.primitives import atomic, procs
 from chain.store.codec import RecordError, decode
 from chain.store.jsonio import read_json
 
@@ -296,7 +295,7 @@ def kill_job_group(record: JobRecord, sig: signal.Signals, *, own_child: bool = 
     """Signal the job's process group (its id is the batch shell's pid) if
     its leader is the batch shell recorded, alive or not yet reaped (while
     it holds its pid, the group id cannot be anyone else's); why not, ""
-    when sent (``chain.backends.local.procs``). ``own_child``: the caller is
+    when sent (``chain.primitives.procs``). ``own_child``: the caller is
     the supervisor, which has not reaped the batch shell."""
     if record.batch_pid is None:
         return "not started"

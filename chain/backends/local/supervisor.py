@@ -18,10 +18,10 @@ from pathlib import Path
 from types import FrameType
 
 from chain.backends.local.dependency import dependency_verdict
-from chain.backends.local.procs import boot_id, start_ticks
 from chain.backends.local.spool import JobRecord, Spool, kill_job_group, short_hostname
 from chain.core.model import JobState
 from chain.primitives.output import keep_job_output
+from chain.primitives.procs import boot_id, start_ticks
 
 POLL = 0.1  # seconds between looks at the spool / the job: local files, cheap
 

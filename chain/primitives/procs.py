@@ -1,6 +1,7 @@
-"""Which processes the local backend may signal: only the ones it started.
+"""Which processes chain may signal: only the ones it started (the local
+backend's jobs, and the app's process group its guard ends, ``jobs.guard``).
 
-A job record names two processes, its supervisor and its batch shell (the
+A local job record names two processes, its supervisor and its batch shell (the
 leader of the job's process group), each by pid, start time (``/proc/PID/stat``
 field 22, clock ticks after boot, recorded when the process is started) and
 the boot id. Nothing in a record is trusted: before any signal the pid is
