@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chain.backends.base import Backend, JobState
 from chain.core.decision import Decision, Outcome, overshoot
-from chain.core.events import CancelledUnjudged, Ended, Ending, Judged
+from chain.core.events import CancelledUnjudged, CounterRead, Ended, Ending, Judged
 from chain.core.exclusion import blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
@@ -17,6 +17,7 @@ from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks
 from chain.effects.notify import announce_end
 from chain.store import ChainDir, ChainStatus, judged_runner
+from chain.store.counter import known_counter
 from chain.store.records import RunnerRecord
 
 MARGIN_WARNING = "margin does not fit"  # the reason chain status shows while the app's stop does not fit
@@ -171,7 +172,9 @@ def end_chain(
 def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend, settings: Settings) -> None:
     """The chain is cancelled with no job of it left to say so (``chain
     cancel``, or a relay whose jobs were scancelled): judge the runner nobody
-    judged, forget the queued one, announce the end, save."""
+    judged, forget the queued one, record the counter as chain last knows it,
+    announce the end, save."""
+    record: RunnerRecord | None = None
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
         chain.judge_runner(
@@ -189,7 +192,18 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
         )
     run = Executor(chain, backend)
     run.apply(status, CancelledUnjudged())
+    if not status.state.ended:  # nobody reads the counter between runners any more: status must not stay stale
+        run.apply(status, CounterRead(_last_counter(status, settings, record)))
     final = (status.state, status.reason) if status.state.ended else (ChainState.CANCELLED, reason)
     announce_end(chain, backend, status, settings, Path(status.workdir or chain.root), final=final)
     run.apply(status, Ended(*final))
     chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)
+
+
+def _last_counter(status: ChainStatus, settings: Settings, record: RunnerRecord | None) -> int:
+    """The chain's counter at a cancel, as the views show it (``known_counter``,
+    which runs no program): the app's checkpoint where it is read without one,
+    else what the cancelled runner recorded at its end (a ``--counter-cmd``
+    read once, by the runner), else what the chain recorded last."""
+    recorded = record.iter_after if record is not None and record.iter_after is not None else status.iteration
+    return known_counter(recorded, status.workdir, counter_cmd=settings.counter_cmd, ckpt_path=settings.ckpt_path)

@@ -15,8 +15,10 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.core.model import ChainState
+from chain.effects.ending import mark_cancelled
 from chain.errors import ChainError
 from chain.store import ChainDir
+from chain.store.records import RunnerRecord
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -91,3 +93,43 @@ def test_cancel_writes_neither_through_a_linked_cancel_mark_nor_a_linked_log(
     assert mark.read_text() == log.read_text() == "precious\n"
     assert "chain.log is a symbolic link" in result.stderr and "Traceback" not in result.stderr
     assert ChainDir(chain_dir).load_status().state is ChainState.CANCELLED  # type: ignore[union-attr]
+
+
+def test_a_cancel_records_the_counter_of_the_apps_checkpoint(tmp_path: Path) -> None:
+    """The app checkpointed past what the chain last recorded before it was
+    cancelled: state.json keeps the checkpoint's counter (status showed the
+    stale one)."""
+    chain_dir = _live_chain(tmp_path, FakeBackend())
+    (tmp_path / "state_iter.txt").write_text("99037\n")
+    api.cancel(chain_dir, backend=FakeBackend(), wait=0)
+    final = ChainDir(chain_dir).load_status()
+    assert final is not None and final.state is ChainState.CANCELLED
+    assert final.iteration == 99037
+
+
+def test_a_cancel_records_a_counter_cmds_counter_from_the_runners_record_and_runs_no_program(
+    tmp_path: Path,
+) -> None:
+    """A --counter-cmd chain: the cancelled runner read the counter at its
+    end (its record); the cancel keeps that, and runs the program no more."""
+    fake = FakeBackend()
+    chain_dir = _live_chain(tmp_path, fake)
+    edit_json(chain_dir / "settings.json", counter_cmd=f"touch {tmp_path / 'ran'}; echo 5")
+    ChainDir(chain_dir).write_runner_record(RunnerRecord("102", iter_before=99010, iter_after=99055))
+    api.cancel(chain_dir, backend=fake, wait=0)
+    final = ChainDir(chain_dir).load_status()
+    assert final is not None and final.state is ChainState.CANCELLED
+    assert final.iteration == 99055
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_cancel_of_an_ended_chain_leaves_its_counter(tmp_path: Path) -> None:
+    """Ended meanwhile (its submitter saw the end first): the end stands, as it was recorded."""
+    chain_dir = make_chain(tmp_path, 1, ChainState.COMPLETED)
+    (tmp_path / "state_iter.txt").write_text("99099\n")
+    chain = ChainDir(chain_dir)
+    status = chain.load_status()
+    assert status is not None
+    mark_cancelled(chain, status, "late", backend=FakeBackend(), settings=api.stored_settings(chain))
+    final = chain.load_status()
+    assert final is not None and final.state is ChainState.COMPLETED and final.iteration == 99010
