@@ -174,9 +174,7 @@ class LocalBackend(Backend):
 
     def _record(self, job_id: str, request: _Request) -> JobRecord:
         """The new job's record (written by the spool under its counter's lock)."""
-        # sbatch keeps its own copy: later edits of the file do not reach the job.
-        batch = self.spool.script_path(job_id)
-        batch.write_text(request.text)
+        batch = self.spool.write_script(job_id, request.text)
         found, name, user = request.found, request.name, current_user()
         work_dir = request.submit_dir / found.chdir if found.chdir else request.submit_dir
         stdout = work_dir / substitute(found.output or "slurm-%j.out", job_id, name, user)
@@ -208,7 +206,7 @@ class LocalBackend(Backend):
         # cwd = the directory holding the `chain` package, so `-m` finds it
         # even when it is not installed; the job's own cwd is in the record.
         package_root = Path(chain.__file__).absolute().parent.parent
-        with open(log, "ab") as log_fh:
+        with open(self.spool.open_log(job_id), "ab") as log_fh:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "chain.backends.local", "_supervise", str(self.spool.root), job_id],
                 cwd=package_root,

@@ -2,7 +2,8 @@
 
 Layout of a spool directory (every file is plain text, safe to inspect)::
 
-    counter                 last job id handed out (read-modify-write under flock)
+    counter                 last job id handed out, replaced atomically
+    counter.lock            flock held while an id is handed out
     jobs/<id>.json          the job record (JobRecord), replaced atomically
     jobs/<id>.lock          flock held for every read-modify-write of the record
     jobs/<id>.sh            the batch script as submitted (sbatch copies it too)
@@ -16,6 +17,13 @@ checked like ``state.json`` when read (every field's type, its id, pids
 above 1): a corrupt one is a one-line ``ChainDirError``. Process identity
 (pid plus start time plus boot id, ``chain.primitives.procs``) guards
 every signal: only a process chain started is ever signalled.
+
+Every file of the spool is reached through ``chain.store.guarded`` from the
+spool's parent (the chain directory): no link in the spool is followed, its
+directories are real ones of this user's, and the counter, each record and
+each batch script are replaced by the one atomic writer
+(``chain.primitives.atomic.write_at``): a crash or a full disk mid-write
+leaves the old file whole, never half a record or an empty counter.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError, SchedulerError
 from chain.primitives import atomic, procs
 from chain.store.codec import RecordError, decode
-from chain.store.jsonio import read_json
+from chain.store.guarded import ChainFileError, Guarded
 
 # A record still without a supervisor this long after submit lost its submitter
 # mid-submit (submit() itself waits for the supervisor to register).
@@ -176,10 +184,16 @@ class Spool:
         self.storage = storage or RetryPolicy.for_storage()
         self.jobs = self.root / "jobs"
         self.names = self.root / "names"
+        # from the parent: the spool directory itself is no link either
+        self.guard = Guarded(self.root.parent)
+
+    def _rel(self, *parts: str) -> str:
+        """A file of the spool by its name in ``self.guard``."""
+        return "/".join((self.root.name, *parts))
 
     def ensure(self) -> None:
-        self.jobs.mkdir(parents=True, exist_ok=True)
-        self.names.mkdir(parents=True, exist_ok=True)
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        self.guard.make_dirs(self._rel("jobs"), self._rel("names"))
 
     def record_path(self, job_id: str) -> Path:
         return self.jobs / f"{job_id}.json"
@@ -199,25 +213,38 @@ class Spool:
         submitted.
         """
         self.ensure()
-        with open(self.root / "counter", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
-            fh.seek(0)
-            job_id = next_job_id(fh.read(64), self.all_ids())
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"{job_id}\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        # a lock file of its own: the counter is replaced by a rename, and a
+        # lock on a replaced file would not exclude the next process
+        with self._flock(self._rel("counter.lock")):
+            job_id = next_job_id(self._counter_text(), self.all_ids())
+            self.guard.write(self._rel("counter"), f"{job_id}\n".encode())
             record = make(job_id)
             self.write(record)
             self.add_name(record.name, job_id)
         return record
 
+    def _counter_text(self) -> str:
+        """The counter file's text; "" when it is missing or not chain's (a
+        link, a FIFO, too long): ``next_job_id`` recovers it from the records,
+        and the write that follows replaces it."""
+        try:
+            return self.guard.read_bytes(self._rel("counter"), 64).decode("utf-8", "replace")
+        except (FileNotFoundError, ChainFileError):
+            return ""
+
+    @contextlib.contextmanager
+    def _flock(self, rel: str) -> Iterator[None]:
+        fd = self.guard.open_append(rel)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file closes
+            yield
+        finally:
+            os.close(fd)
+
     @contextlib.contextmanager
     def locked(self, job_id: str) -> Iterator[None]:
         """Serialise read-modify-write of one record (client vs supervisor)."""
-        with open(self.jobs / f"{job_id}.lock", "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        with self._flock(self._rel("jobs", f"{job_id}.lock")):
             yield
 
     def read(self, job_id: str) -> JobRecord | None:
@@ -227,7 +254,7 @@ class Spool:
             return None
         path = self.record_path(job_id)
         try:
-            data = read_json(path, "local job record")
+            data = self.guard.read_json(self._rel("jobs", f"{job_id}.json"), "local job record")
         except FileNotFoundError:
             return None
         try:
@@ -239,8 +266,18 @@ class Spool:
         """Atomic (readers see the old or the new record, never half of one)
         and durable (fsync: records must survive a reboot); a file system that
         refuses writes for a while is ridden out (``RetryPolicy.for_storage``)."""
-        path, data = self.record_path(record.job_id), record.to_json()
-        self.storage.call(lambda: atomic.write_json_atomic(path, data))
+        rel, data = self._rel("jobs", f"{record.job_id}.json"), atomic.json_bytes(record.to_json())
+        self.storage.call(lambda: self.guard.write(rel, data))
+
+    def write_script(self, job_id: str, text: str) -> Path:
+        """Keep the job's batch script (sbatch's own copy: later edits of the
+        file do not reach the job), atomically: a half script never runs."""
+        self.guard.write(self._rel("jobs", f"{job_id}.sh"), text.encode())
+        return self.script_path(job_id)
+
+    def open_log(self, job_id: str) -> int:
+        """A descriptor appending to the supervisor's own log; the caller closes it."""
+        return self.guard.open_append(self._rel("jobs", f"{job_id}.supervisor.log"))
 
     def name_dir(self, name: str) -> Path:
         quoted = urllib.parse.quote(name, safe="")
@@ -249,9 +286,7 @@ class Spool:
         return self.names / quoted
 
     def add_name(self, name: str, job_id: str) -> None:
-        directory = self.name_dir(name)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / job_id).touch()
+        self.guard.write(self._rel("names", self.name_dir(name).name, job_id), b"")
 
     def ids_by_name(self, name: str) -> list[str]:
         try:
