@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -133,16 +133,40 @@ def preempted_runners(runners: list[RunnerView]) -> list[str]:
 
 
 def efficiency(runners: list[RunnerView], redone: Redone | None = None) -> float | None:
-    """Useful compute / allocated time (runner wall time) over all finished
-    runners: 0.0 when nothing was useful; None when nothing was allocated or
-    when ``redone`` (default: ``redone_from_runners``) cannot tell the work a
-    killed app lost, so a rework nobody saw is never counted as useful."""
+    """New work / allocated time (runner wall time) over all finished runners,
+    the new work being the useful compute less the part of it spent redoing
+    (``redone_part``): 0.0 when nothing was useful; None when nothing was
+    allocated or when ``redone`` (default: ``redone_from_runners``) cannot
+    tell the work a killed app lost, so a rework nobody saw is never counted
+    as useful."""
     allocated = sum(runner_wall(r) or 0.0 for r in runners)
     redone = redone_from_runners(runners) if redone is None else redone
     if allocated <= 0 or redone.unknown:
         return None
-    useful = sum(min(useful_seconds(r), runner_wall(r) or 0.0) for r in runners)
-    return max(0.0, useful - redone.seconds) / allocated
+    useful = [(r.job_id, min(useful_seconds(r), runner_wall(r) or 0.0)) for r in runners]
+    return sum(u - redone_part(redone, job, u) for job, u in useful) / allocated
+
+
+def redone_part(redone: Redone, job_id: str, useful: float) -> float:
+    """Pure: the part of a runner's ``useful`` seconds spent computing again
+    what an earlier runner computed but did not save (``redone`` counts it
+    for the job that redid it): at most its useful time, so that per runner,
+    as in total, allocated = new work + redone + lost."""
+    return min(useful, redone.seconds_by_job.get(job_id, 0.0))
+
+
+def redone_figures(runners: list[RunnerView], redone: Redone) -> dict[str, Any]:
+    """``redone_iterations`` and ``redone_s``: the work the ``runners`` redid,
+    as their rows of the report count it (``redone_part``); both None when
+    ``redone`` cannot tell what a killed app lost."""
+    if redone.unknown:
+        return {"redone_iterations": None, "redone_s": None}
+    jobs = list(dict.fromkeys(r.job_id for r in runners))
+    useful = {r.job_id: min(useful_seconds(r), runner_wall(r) or 0.0) for r in runners}
+    return {
+        "redone_iterations": sum(redone.by_job.get(job, 0) for job in jobs),
+        "redone_s": round(sum(redone_part(redone, job, useful[job]) for job in jobs), 3),
+    }
 
 
 def chain_metrics(
@@ -154,9 +178,10 @@ def chain_metrics(
     ended: bool = False,
     redone: Redone | None = None,
 ) -> dict[str, Any]:
-    """``rate_per_hour``, ``eta_seconds``, ``efficiency`` and ``redone_unknown``
+    """``rate_per_hour``, ``eta_seconds``, ``efficiency``, ``redone_unknown``
     (the runners whose lost work nothing tells: ``redone``, by default
-    ``redone_from_runners``) for ``chain status``.
+    ``redone_from_runners``) and the work they redid (``redone_figures``) for
+    ``chain status``.
 
     ``runners``: runner records or runners.jsonl entries, or both merged (as
     ``chain.reporting.usage.load_runners`` returns them); ``iteration``: the current
@@ -166,7 +191,11 @@ def chain_metrics(
     failed chain's ETA would promise an end that will not come.
     """
     redone = redone_from_runners(runners) if redone is None else redone  # the report's, from its log
-    known = {"efficiency": efficiency(runners, redone), "redone_unknown": list(redone.unknown)}
+    known = {
+        "efficiency": efficiency(runners, redone),
+        "redone_unknown": list(redone.unknown),
+        **redone_figures(runners, redone),
+    }
     return {**progress_metrics(runners, iteration, max_iter, now, ended=ended), **known}
 
 
@@ -244,6 +273,7 @@ class Redone:
     # the runners (seq, else job id) whose lost work nothing tells: the figures above are then
     # a lower bound, and no efficiency is claimed
     unknown: tuple[str, ...] = ()
+    seconds_by_job: dict[str, float] = field(default_factory=dict)  # ``seconds`` per job that redid them
 
     def to_json(self) -> dict[str, Any]:
         """``summary.json``'s ``work_redone``: a lower bound when ``unknown`` names runners."""
@@ -252,6 +282,7 @@ class Redone:
             "seconds": round(self.seconds, 3),
             "restarts_behind": self.restarts,
             "by_job": self.by_job,
+            "seconds_by_job": {job: round(sec, 3) for job, sec in self.seconds_by_job.items()},
             "source": self.source,
             "unknown": list(self.unknown),
         }
@@ -268,7 +299,8 @@ def work_redone(events: Iterable[IterEvent]) -> Redone:
     highest = 0
     last_time: dict[int, float] = {}
     by_job: dict[str, int] = {}
-    count, seconds, restarts = 0, 0.0, 0
+    seconds_by_job: dict[str, float] = {}
+    count, restarts = 0, 0
     for ev in events:
         previous = last_time.get(ev.pid)
         last_time[ev.pid] = ev.time
@@ -282,10 +314,10 @@ def work_redone(events: Iterable[IterEvent]) -> Redone:
             count += 1
             by_job[ev.job] = by_job.get(ev.job, 0) + 1
             if previous is not None:
-                seconds += max(0.0, ev.time - previous)
+                seconds_by_job[ev.job] = seconds_by_job.get(ev.job, 0.0) + max(0.0, ev.time - previous)
         seen.add(ev.iteration)
         highest = max(highest, ev.iteration)
-    return Redone(iterations=count, seconds=seconds, by_job=by_job, restarts=restarts)
+    return Redone(count, sum(seconds_by_job.values()), by_job, restarts, seconds_by_job=seconds_by_job)
 
 
 # --- work redone, from the runner records --------------------------------------------
@@ -333,19 +365,24 @@ def redone_from_runners(runners: list[RunnerView]) -> Redone:
     computed). A runner whose counter did not advance is left out: its
     whole time already counts as lost. The last runner redoes, it loses nothing."""
     by_job: dict[str, int] = {}
+    seconds_by_job: dict[str, float] = {}
     unknown: list[str] = []
-    count, seconds = 0, 0.0
     for loser, redoer, lost in lost_and_redone(runners):
         if lost is None:
             unknown.append(str(loser.seq) if loser.seq is not None else loser.job_id)
             continue
         if lost == 0:
             continue
-        count += lost
         job = redoer.job_id
         by_job[job] = by_job.get(job, 0) + lost
         computed = advance(loser) + lost
-        seconds += useful_seconds(loser) * lost / computed
+        seconds_by_job[job] = seconds_by_job.get(job, 0.0) + useful_seconds(loser) * lost / computed
     return Redone(
-        iterations=count, seconds=seconds, by_job=by_job, restarts=0, source="runner records", unknown=tuple(unknown)
+        sum(by_job.values()),
+        sum(seconds_by_job.values()),
+        by_job,
+        restarts=0,
+        source="runner records",
+        unknown=tuple(unknown),
+        seconds_by_job=seconds_by_job,
     )

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-def _dur(seconds: Any) -> str:
-    """Short duration: tenths under a minute (margins are seconds), else 1h02m."""
+def short_duration(seconds: Any) -> str:
+    """Short duration: tenths under a minute (margins are seconds), else 1h02m;
+    ``-`` when unknown. The report's and ``chain status``'s redone time."""
     if not isinstance(seconds, (int, float)):
         return "-"
     return f"{seconds:.1f}s" if abs(seconds) < 59.95 else format_duration(seconds)
@@ -42,8 +43,9 @@ def driver_line(driver: dict[str, Any]) -> str:
         return head + ", allocation unknown (no accounting record)"
     part = "" if driver["accounted"] == jobs else f" ({driver['accounted']} accounted)"
     if driver["cpu_s"] is None:
-        return head + part + f", {_dur(driver['elapsed_s'])} elapsed; CPU-seconds unknown (no allocated CPUs recorded)"
-    line = head + part + f" held {driver['cpu_s']:,.0f} CPU-s ({_dur(driver['elapsed_s'])} elapsed)"
+        elapsed = short_duration(driver["elapsed_s"])
+        return head + part + f", {elapsed} elapsed; CPU-seconds unknown (no allocated CPUs recorded)"
+    line = head + part + f" held {driver['cpu_s']:,.0f} CPU-s ({short_duration(driver['elapsed_s'])} elapsed)"
     if driver["ratio"] is not None:
         line += f" = {100 * driver['ratio']:.1f}% of the runners' {driver['runner_cpu_s']:,.0f} CPU-s"
     return line
@@ -53,19 +55,20 @@ def _table(summary: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
     from rich import box
     from rich.table import Table
 
-    # Nine short columns, two spaces apart (the box's blank divider and one of
+    # Ten short columns, one space apart (the box's blank divider, no
     # padding), fit 80 characters with 8-digit job ids, node names of 8-10,
     # 6-digit counters and day-long runners; the rest is in usage.csv and the
-    # lines under the table.
+    # lines under the table. alloc = new work + redone + lost, row by row and
+    # in total (the allocation line).
     table = Table(
         title=f"chain {summary['chain_id']}: {len(rows)} runner(s), {summary['backend'] or '?'} backend",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
-        padding=(0, 1, 0, 0),
+        padding=0,
     )
-    for i, head in enumerate(("#", "job", "node", "state", "exit", "counter", "wait", "alloc", "lost")):
+    for i, head in enumerate(("#", "job", "node", "state", "exit", "counter", "wait", "alloc", "redone", "lost")):
         table.add_column(head, justify="right" if i >= 5 else "left", no_wrap=True)
     for r in rows:
         state = (r["slurm_state"] or "-").split(" ")[0]  # "CANCELLED by 0" -> "CANCELLED"
@@ -77,9 +80,10 @@ def _table(summary: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
             state,
             "-" if code is None else str(code),
             _counter(r["iter_before"], r["iter_after"]),
-            _dur(r["queue_wait_s"]),
-            _dur(r["allocated_s"]),
-            _dur(r["lost_s"]),
+            short_duration(r["queue_wait_s"]),
+            short_duration(r["allocated_s"]),
+            short_duration(r["redone_s"]),
+            short_duration(r["lost_s"]),
         )
     t = summary["totals"]
     table.add_section()
@@ -90,38 +94,43 @@ def _table(summary: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
         "",
         "",
         f"+{t['iterations']}",
-        _dur(t["queue_wait_s"]),
-        _dur(t["allocated_s"]),
-        _dur(t["lost_s"]),
+        short_duration(t["queue_wait_s"]),
+        short_duration(t["allocated_s"]),
+        short_duration(t["redone_s"]),
+        short_duration(t["lost_s"]),
     )
     return table
 
 
 def redone_line(redone: dict[str, Any], totals: dict[str, Any]) -> str:
-    """Pure: the printed line for ``summary["work_redone"]``: known, or why not."""
+    """Pure: the printed line for ``summary["work_redone"]``: known (the
+    runners' work redone, the sum of the table's column, and any the
+    iteration log counts for jobs that are not the chain's runners), or why not."""
     unknown = redone.get("unknown") or []
     if unknown:
         at_least = f" (≥ {redone['iterations']} it)" if redone.get("iterations") else ""
         who = ", ".join(unknown) if len(unknown) <= 3 else f"{unknown[0]}, … {unknown[-1]} ({len(unknown)})"
         # an app killed (or failed) lost what it computed since its last save: nothing says how much
         return f"redone unknown{at_least}: runner {who} killed or failed; see --progress-pattern"
-    return (
-        f"redone {totals['redone_iterations']} it ({_dur(totals['redone_s'])}), "
+    line = (
+        f"redone {totals['redone_iterations']} it ({short_duration(totals['redone_s'])}), "
         f"from the {redone.get('source') or 'iterations.log'}"
     )
+    elsewhere = (redone.get("iterations") or 0) - (totals["redone_iterations"] or 0)
+    return line + (f"; {elsewhere} more by jobs not of this chain" if elsewhere > 0 else "")
 
 
 def allocation_line(t: dict[str, Any]) -> str:
     """The allocation as a true sum: new work + redone work + lost = allocated
     (the efficiency is the new work's share); with the redone work unknown,
     useful + lost, and no efficiency claimed."""
-    allocated, lost = _dur(t["allocated_s"]), _dur(t["lost_s"])
+    allocated, lost = short_duration(t["allocated_s"]), short_duration(t["lost_s"])
     if t["efficiency"] is None or t["redone_s"] is None:
-        return f"allocated {allocated} = useful {_dur(t['useful_s'])} + lost {lost} (efficiency unknown)"
+        return f"allocated {allocated} = useful {short_duration(t['useful_s'])} + lost {lost} (efficiency unknown)"
     redone = min(t["redone_s"], t["useful_s"])
-    new = _dur(t["useful_s"] - redone)
+    new = short_duration(t["useful_s"] - redone)
     return (
-        f"allocated {allocated} = new work {new} + redone {_dur(redone)} + lost {lost} "
+        f"allocated {allocated} = new work {new} + redone {short_duration(redone)} + lost {lost} "
         f"(efficiency {_percent(t['efficiency'])})"
     )
 
@@ -135,9 +144,9 @@ def _lines(summary: dict[str, Any]) -> list[str]:
         + (f" ({summary['reason']})" if summary.get("reason") else "")
         + f"; counter {summary['iteration']}/{summary['max_iter']}",
         allocation_line(t),
-        f"queue wait {_dur(t['queue_wait_s'])}; cpu {_dur(t['cpu_s'])}; max RSS "
+        f"queue wait {short_duration(t['queue_wait_s'])}; cpu {short_duration(t['cpu_s'])}; max RSS "
         + (f"{rss / 2**20:.0f} MiB" if rss else "-")
-        + f"; stop→exit {_dur(t['stop_to_exit_s'])}",
+        + f"; stop→exit {short_duration(t['stop_to_exit_s'])}",
         redone_line(summary["work_redone"], t),
         driver_line(summary["driver"]),
     ]

@@ -286,12 +286,8 @@ def make_report(
     chain = _Chain.read(chain_dir)
     now = time.time()
     accounting = _accounting(chain, backends or report_backend, settle)
-    rows = build_rows(
-        chain.runners,
-        accounting.records if accounting.trusted else {},
-        None if chain.redone.unknown else chain.redone.by_job,
-        now=now,
-    )
+    records = accounting.records if accounting.trusted else {}
+    rows = build_rows(chain.runners, records, None if chain.redone.unknown else chain.redone, now=now)
     summary = _summary(chain, accounting, rows, now, os.environ if environ is None else environ)
     paths = _write_files(chain, rows, summary)
     if echo:

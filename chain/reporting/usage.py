@@ -18,7 +18,7 @@ from typing import Any
 
 from chain.backends.base import Backend, JobUsage
 from chain.errors import SchedulerError
-from chain.reporting.metrics import Redone, runner_wall, useful_seconds
+from chain.reporting.metrics import Redone, redone_part, runner_wall, useful_seconds
 from chain.store import ChainDir
 from chain.store.records import JudgedRunner, RunnerView
 
@@ -47,6 +47,7 @@ COLUMNS = (
     "redone_iterations",
     "allocated_s",
     "useful_s",
+    "redone_s",
     "lost_s",
     "stop_to_exit_s",
     "verdict",
@@ -216,7 +217,7 @@ def _r(value: float | None) -> float | None:
 def build_rows(
     runners: list[RunnerView],
     acct: Mapping[str, JobUsage],
-    redone_by_job: Mapping[str, int] | None = None,
+    redone: Redone | None = None,
     *,
     now: float | None = None,
 ) -> list[dict[str, Any]]:
@@ -226,15 +227,18 @@ def build_rows(
     allocated = the accounting's elapsed (else the runner's own wall time);
     useful = app start to stop signal or exit (capped at allocated), 0 when
     the counter did not advance (``chain.reporting.metrics.useful_seconds``);
-    lost = allocated - useful, so the three add up per row. A runner still
-    running (a start, no end) counts as useful up to ``now`` if given.
+    lost = allocated - useful, so the three add up per row; redone = the
+    part of useful this runner spent computing again what an earlier one
+    lost (``redone``, the chain's work redone: ``redone_part``), so
+    allocated = (useful - redone) + redone + lost: the allocation line's sum,
+    row by row. The redone columns are None when ``redone`` is (nothing tells
+    what a killed app lost). A runner still running (a start, no end) counts
+    as useful up to ``now`` if given.
     """
-    return [_row(runner, acct.get(runner.job_id), redone_by_job, now) for runner in runners]
+    return [_row(runner, acct.get(runner.job_id), redone, now) for runner in runners]
 
 
-def _row(
-    runner: RunnerView, u: JobUsage | None, redone_by_job: Mapping[str, int] | None, now: float | None
-) -> dict[str, Any]:
+def _row(runner: RunnerView, u: JobUsage | None, redone: Redone | None, now: float | None) -> dict[str, Any]:
     """The runner's row of usage.csv: where the typed runner becomes the file's dict."""
     job_id = runner.job_id
     if now is not None and runner.start is not None and runner.end is None and not runner.judged:
@@ -249,10 +253,10 @@ def _row(
         verdict=runner.verdict,
         reason=runner.reason,
         node=_short_host(runner.host),
-        redone_iterations=_redone(redone_by_job, job_id),
+        redone_iterations=None if redone is None else redone.by_job.get(job_id, 0),
         **_counters(runner),
     )
-    row.update(_times(runner, u.elapsed if u is not None else None))
+    row.update(_times(runner, u.elapsed if u is not None else None, redone))
     row.update(_accounted(u, row["node"]) if u is not None else {"queue_wait_s": _own_queue_wait(runner)})
     return row
 
@@ -263,23 +267,23 @@ def _counters(runner: RunnerView) -> dict[str, Any]:
     return {"iter_before": before, "iter_after": after, "iterations": iterations}
 
 
-def _redone(redone_by_job: Mapping[str, int] | None, job_id: str) -> int | None:
-    """Redone iterations of this job: 0 when it redid none, None when nothing tells."""
-    return None if redone_by_job is None else redone_by_job.get(job_id, 0)
-
-
-def _times(runner: RunnerView, elapsed: float | None) -> dict[str, Any]:
-    """allocated (accounted elapsed, else the runner's own wall time) = useful + lost."""
+def _times(runner: RunnerView, elapsed: float | None, redone: Redone | None) -> dict[str, Any]:
+    """allocated (accounted elapsed, else the runner's own wall time) = useful + lost;
+    redone, the part of useful spent redoing (None when unknown)."""
     allocated = elapsed if elapsed is not None else runner_wall(runner)
     useful = useful_seconds(runner)
-    if allocated is None:
-        return {"allocated_s": None, "useful_s": _r(useful), "lost_s": None}
-    useful = min(useful, allocated)
-    return {
-        "allocated_s": _r(allocated),
-        "useful_s": _r(useful),
-        "lost_s": round(float(_r(allocated) or 0) - float(_r(useful) or 0), 3),
+    if allocated is not None:
+        useful = min(useful, allocated)
+    useful = float(_r(useful) or 0.0)
+    times = {
+        "useful_s": useful,
+        "redone_s": None if redone is None else _r(redone_part(redone, runner.job_id, useful)),
+        "allocated_s": None,
+        "lost_s": None,
     }
+    if allocated is not None:
+        times.update(allocated_s=_r(allocated), lost_s=round(float(_r(allocated) or 0) - useful, 3))
+    return times
 
 
 def _accounted(u: JobUsage, own_node: str | None) -> dict[str, Any]:
@@ -317,15 +321,21 @@ def _sum(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def usage_totals(rows: list[dict[str, Any]], redone: Redone | None = None) -> dict[str, Any]:
-    """Totals over the rows; allocated_s == useful_s + lost_s (each is a row sum).
+    """Totals over the rows, each a row sum: allocated_s == useful_s + lost_s,
+    and ``redone_s`` (and ``redone_iterations``) the sum of the rows' redone
+    columns: the work the chain's runners redid, the part of useful that is
+    not new work (``redone``, the chain's work redone, tells whether it is
+    known; work redone by jobs that are not the chain's runners, in an
+    iteration log, is in no row and so in no total).
 
     The efficiency is (useful - redone) / allocated: None when ``redone``
-    (the chain's work redone) is missing or cannot tell what a killed app lost.
+    is missing or cannot tell what a killed app lost.
     """
     rss = [int(r["max_rss_bytes"]) for r in rows if isinstance(r.get("max_rss_bytes"), int)]
     allocated = _sum(rows, "allocated_s")
     useful = _sum(rows, "useful_s")
     known = redone is not None and not redone.unknown
+    redone_s = _sum(rows, "redone_s")
     return {
         "runners": len(rows),
         "allocated_s": allocated,
@@ -336,9 +346,7 @@ def usage_totals(rows: list[dict[str, Any]], redone: Redone | None = None) -> di
         "max_rss_bytes": max(rss) if rss else None,
         "stop_to_exit_s": _sum(rows, "stop_to_exit_s"),
         "iterations": int(_sum(rows, "iterations")),
-        "redone_iterations": redone.iterations if redone is not None and known else None,
-        "redone_s": round(redone.seconds, 3) if redone is not None and known else None,
-        "efficiency": round(max(0.0, useful - redone.seconds) / allocated, 4)
-        if redone is not None and known and allocated > 0
-        else None,
+        "redone_iterations": int(_sum(rows, "redone_iterations")) if known else None,
+        "redone_s": redone_s if known else None,
+        "efficiency": round(max(0.0, useful - redone_s) / allocated, 4) if known and allocated > 0 else None,
     }

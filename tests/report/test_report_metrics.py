@@ -65,7 +65,14 @@ def test_rate_uses_the_recent_runners_and_gaps_between_them() -> None:
 
 def test_eta_unknown_before_any_progress() -> None:
     m = chain_metrics([R(start=10.0, iter_before=0, submitted=5.0)], 0, 100, now=50.0)
-    assert m == {"rate_per_hour": None, "eta_seconds": None, "efficiency": None, "redone_unknown": []}
+    assert m == {
+        "rate_per_hour": None,
+        "eta_seconds": None,
+        "efficiency": None,
+        "redone_unknown": [],
+        "redone_iterations": 0,
+        "redone_s": 0.0,
+    }
     assert chain_metrics([], 0, 100, now=0.0)["eta_seconds"] is None
 
 

@@ -6,12 +6,22 @@ takes the efficiency away instead of counting the rework as useful."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
+from _report_data import ITER_LOG_RESTART
 
-from chain.reporting.metrics import chain_metrics, efficiency, lost_iterations, redone_from_runners
+from chain.reporting.metrics import (
+    chain_metrics,
+    efficiency,
+    lost_iterations,
+    parse_iteration_log,
+    redone_from_runners,
+    work_redone,
+)
 from chain.reporting.printed import redone_line
+from chain.reporting.usage import build_rows, usage_totals
 from chain.store.records import RunnerView
 
 
@@ -102,3 +112,85 @@ def test_the_printed_line_says_what_is_known() -> None:
     assert len(line) <= 80
     many = redone_line({"iterations": 0, "unknown": [str(n) for n in range(1, 41)]}, totals)
     assert "runner 1, … 40 (40) killed" in many and len(many) <= 80
+
+
+# --- the columns add up to the totals (issue 38: numbers that add up) -------------------------------
+
+# nanoGPT's shape: the counter checkpointed every 5 steps, the app killed by the stop signal between
+# two saves (no handler: exit 143); "iter N" printed after computing N (0-based). Runner 1 computed
+# 0..12 and kept 10 (3 lost), runner 2 computed 10..24 and kept 20 (5 lost), runner 3 finished.
+NANOGPT_LIKE = [
+    _runner(1, 0, 10, iter_first=0, iter_reached=12, app_exit_code=143, killed=False),
+    _runner(2, 10, 20, iter_first=10, iter_reached=24, app_exit_code=143),
+    dataclasses.replace(_runner(3, 20, 30, app_exit_code=0), end=340.0, stop_to_exit=None),
+]
+
+
+def _check_sums(rows: list[dict[str, Any]], totals: dict[str, Any]) -> None:
+    """Each row and the totals: allocated = new work + redone + lost, the columns summing to the totals."""
+    for row in rows:
+        new = row["useful_s"] - row["redone_s"]
+        assert new >= 0 and row["allocated_s"] == pytest.approx(new + row["redone_s"] + row["lost_s"])
+    for column in ("allocated_s", "useful_s", "redone_s", "lost_s", "redone_iterations"):
+        assert totals[column] == pytest.approx(sum(row[column] for row in rows)), column
+    new = totals["useful_s"] - totals["redone_s"]
+    assert totals["allocated_s"] == pytest.approx(new + totals["redone_s"] + totals["lost_s"])
+    assert totals["efficiency"] == pytest.approx(new / totals["allocated_s"], abs=1e-4)
+
+
+def test_each_runner_shows_the_work_it_redid_and_the_columns_add_up() -> None:
+    redone = redone_from_runners(NANOGPT_LIKE)
+    rows = build_rows(NANOGPT_LIKE, {}, redone)
+    totals = usage_totals(rows, redone)
+    # what runner 1 lost (3) runner 2 redid at runner 1's pace (55 s for 13), runner 2's 5 runner 3 at its own
+    assert [(r["job_id"], r["redone_iterations"], r["redone_s"]) for r in rows] == [
+        ("41", 0, 0.0),
+        ("42", 3, round(55.0 * 3 / 13, 3)),
+        ("43", 5, round(55.0 * 5 / 15, 3)),
+    ]
+    assert [r["lost_s"] for r in rows] == [5.0, 5.0, 0.0]  # the stop-to-exit margins
+    assert (totals["redone_iterations"], totals["redone_s"]) == (8, round(55.0 * 3 / 13, 3) + round(55.0 * 5 / 15, 3))
+    _check_sums(rows, totals)
+    # chain status's figures are the same: its efficiency and its redone work
+    metrics = chain_metrics(NANOGPT_LIKE, 30, 30, now=400.0, ended=True)
+    assert metrics["redone_iterations"] == 8 and metrics["redone_s"] == pytest.approx(totals["redone_s"], abs=2e-3)
+    assert metrics["efficiency"] == pytest.approx(totals["efficiency"], abs=1e-4)
+
+
+def test_a_runner_that_redid_work_and_then_kept_nothing_counts_its_time_once() -> None:
+    # runner 2 redid runner 1's 3 lost iterations, then was killed before its first save: its
+    # counter did not move, so its whole allocation is lost, none of it redone (not counted twice)
+    stalled = _runner(2, 10, 10, iter_first=10, iter_reached=14, app_exit_code=143)
+    runners = [NANOGPT_LIKE[0], stalled, dataclasses.replace(NANOGPT_LIKE[2], iter_before=10)]
+    redone = redone_from_runners(runners)
+    rows = build_rows(runners, {}, redone)
+    assert [(r["redone_iterations"], r["redone_s"], r["lost_s"]) for r in rows] == [
+        (0, 0.0, 5.0),
+        (3, 0.0, 60.0),
+        (0, 0.0, 0.0),
+    ]
+    _check_sums(rows, usage_totals(rows, redone))
+
+
+def test_the_iteration_logs_redone_work_is_in_the_row_of_the_job_that_redid_it() -> None:
+    # an app whose counter went back: job 37 computed 11..13 and lost them, job 38 computed them again
+    log = ITER_LOG_RESTART.replace(" 50 ", " 37 ").replace(" 51 ", " 38 ")
+    runners = [
+        RunnerView(job_id="37", seq=1, iter_before=0, iter_after=10, start=999.5, end=1014.0, app_exit_code=137),
+        RunnerView(job_id="38", seq=2, iter_before=10, iter_after=15, start=1019.5, end=1028.0, app_exit_code=0),
+    ]
+    redone = work_redone(parse_iteration_log(log))
+    rows = build_rows(runners, {}, redone)
+    assert [(r["job_id"], r["redone_iterations"], r["redone_s"]) for r in rows] == [("37", 0, 0.0), ("38", 3, 4.5)]
+    totals = usage_totals(rows, redone)
+    assert (totals["redone_iterations"], totals["redone_s"]) == (3, 4.5)
+    _check_sums(rows, totals)
+
+
+def test_unknown_redone_work_leaves_the_columns_empty() -> None:
+    runners = [_runner(1, 0, 10, app_exit_code=143), _runner(2, 10, 20, app_exit_code=0)]
+    rows = build_rows(runners, {}, None)
+    totals = usage_totals(rows, redone_from_runners(runners))
+    assert {(r["redone_iterations"], r["redone_s"]) for r in rows} == {(None, None)}
+    assert (totals["redone_iterations"], totals["redone_s"], totals["efficiency"]) == (None, None, None)
+    assert chain_metrics(runners, 20, 20, now=500.0)["redone_iterations"] is None

@@ -30,6 +30,7 @@ from chain.backends.slurm.parse import (
 )
 from chain.core.retry import RetryPolicy
 from chain.reporting.metrics import Redone
+from chain.reporting.printed import redone_line
 from chain.reporting.report import make_report
 from chain.reporting.usage import (
     COLUMNS,
@@ -202,7 +203,8 @@ def test_fetch_usage_retries_transient_errors() -> None:
 
 def test_rows_and_totals_add_up(tmp_path: Path) -> None:
     runners = load_runners(ChainDir(write_chain(tmp_path)))
-    rows = build_rows(runners, parse_sacct_usage(SACCT_CHAIN), {"37": 0})
+    none_redone = Redone(iterations=0, seconds=0.0, by_job={}, restarts=0)
+    rows = build_rows(runners, parse_sacct_usage(SACCT_CHAIN), none_redone)
     assert [r["job_id"] for r in rows] == ["36", "37", "38"]
     for row in rows:
         assert row["allocated_s"] == row["elapsed_s"]
@@ -218,8 +220,8 @@ def test_rows_and_totals_add_up(tmp_path: Path) -> None:
     )
     assert (r1["iter_before"], r1["iter_after"], r1["iterations"], r1["runner_exit_code"]) == (0, 11, 11, 99)
     assert r1["useful_s"] == pytest.approx(1795938881.5052211 - 1795938875.6853447, abs=1e-3)
-    assert rows[0]["redone_iterations"] == 0
-    t = usage_totals(rows, Redone(iterations=0, seconds=0.0, by_job={}, restarts=0))
+    assert (rows[0]["redone_iterations"], rows[0]["redone_s"]) == (0, 0.0)
+    t = usage_totals(rows, none_redone)
     assert t["allocated_s"] == 17.0 and t["queue_wait_s"] == 5.0 and t["iterations"] == 30
     assert t["allocated_s"] == pytest.approx(t["useful_s"] + t["lost_s"])
     assert t["useful_s"] == pytest.approx(sum(r["useful_s"] for r in rows))
@@ -313,9 +315,14 @@ def test_make_report_local_backend_makes_no_slurm_call(tmp_path: Path) -> None:
     paths = make_report(chain, echo=False, backends=backends(never), settle=0)
     summary = json.loads(paths[1].read_text())
     assert summary["notes"][0].startswith("accounting unavailable: the chain ran on the local backend")
-    # the log's jobs (50, 51) are not the records' (36-38): redone counted, rows show 0
-    assert summary["work_redone"]["iterations"] == 3 and summary["totals"]["redone_iterations"] == 3
-    assert {r["redone_iterations"] for r in _csv(paths[0])} == {"0"}
+    # the log's jobs (50, 51) are not the records' (36-38): redone in the log, in no runner's
+    # allocation: the rows and their totals show 0, the printed line says where the 3 are
+    totals = summary["totals"]
+    assert summary["work_redone"]["iterations"] == 3 and (totals["redone_iterations"], totals["redone_s"]) == (0, 0)
+    assert {(r["redone_iterations"], r["redone_s"]) for r in _csv(paths[0])} == {("0", "0.0")}
+    assert redone_line(summary["work_redone"], totals) == (
+        "redone 0 it (0.0s), from the iterations.log; 3 more by jobs not of this chain"
+    )
 
 
 def test_make_report_without_iteration_log(tmp_path: Path) -> None:
