@@ -20,11 +20,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chain.api.listing import ChainRow
-from chain.api.status import FailureOutput, StatusReport
+from chain.api.status import METRICS_WINDOW, FailureOutput, StatusReport
 from chain.cli.table_layout import Column, plain_table
 from chain.core.names import runner_name
 from chain.core.timefmt import format_duration
 from chain.reporting.metrics import format_rate
+from chain.reporting.printed import short_duration
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -179,9 +180,24 @@ def _header(report: StatusReport) -> list[Item]:
         parts.append(f"efficiency {100 * metrics['efficiency']:.0f}%")
     elif metrics.get("redone_unknown"):  # a killed app lost work nobody saw: no efficiency claimed
         parts.append("redone work unknown")
+    if redone := redone_phrase(report):
+        parts.append(redone)
     if parts:
         items.append(_line("  ".join(parts)))
     return items
+
+
+def redone_phrase(report: StatusReport) -> str:
+    """The work the runners redid after a kill, in words ("redone 13
+    iterations (4.8s)"), over the runners the metrics read; "" when none was
+    redone or nothing tells (then "redone work unknown" is said)."""
+    count = report.metrics.get("redone_iterations")
+    if not count:
+        return ""
+    phrase = f"redone {count} iteration{'s' if count != 1 else ''} ({short_duration(report.metrics.get('redone_s'))})"
+    if report.runner_count > METRICS_WINDOW:
+        phrase += f" in the last {METRICS_WINDOW} runners"
+    return phrase
 
 
 def _jobs(report: StatusReport) -> list[Item]:

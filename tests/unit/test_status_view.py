@@ -6,6 +6,7 @@ user's clipboard) is shown spelled out, in plain text and through rich."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from chain.cli import status_view
 from chain.cli.commands import app
 from chain.core.model import ChainState
-from chain.store import ChainDir
+from chain.store import ChainDir, JudgedRunner
 
 HOSTILE = "app said \x1b]52;c;ZXZpbA==\x07 then\u2028\x9b31m"
 
@@ -51,3 +52,58 @@ def test_the_rich_view_gets_the_spelled_out_text(tmp_path: Path) -> None:
     status_view.print_status(api.status_report(tmp_path / ".chain", history=5), console=console)
     assert "\\x1b]52" in out.getvalue() and "\x1b]52" not in out.getvalue()
     assert "\x07" not in out.getvalue() and "\u2028" not in out.getvalue()
+
+
+# --- the work redone (issue 38: numbers that add up) ------------------------------------------------
+
+
+def _killed_between_saves(chain: ChainDir, seq: int, before: int, after: int, reached: int) -> None:
+    """A judged runner whose app the stop signal killed (no handler) ``reached - after + 1``
+    iterations past its last save (nanoGPT's 0-based "iter N" printed after computing N)."""
+    start = 1000.0 * seq
+    chain.append_runner(
+        JudgedRunner(
+            job_id=str(40 + seq),
+            seq=seq,
+            exit_code=99,
+            app_exit_code=143,
+            iter_before=before,
+            iter_after=after,
+            iter_first=before,
+            iter_reached=reached,
+            verdict="continue",
+            reason="app killed",
+            start=start,
+            end=start + 60.0,
+            stop_sent=start + 55.0,
+        )
+    )
+
+
+@pytest.mark.parametrize("runners", [2, 201])
+def test_status_says_what_the_runners_redid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runners: int) -> None:
+    chain = ChainDir(make_chain(tmp_path, 0, ChainState.RUNNING, first=0, max_iter=100000))
+    for seq in range(1, runners):  # each lost 3 of the 13 it computed (55 s), redone by the next
+        _killed_between_saves(chain, seq, 10 * (seq - 1), 10 * seq, 10 * seq + 2)
+    _killed_between_saves(chain, runners, 10 * (runners - 1), 10 * runners, 10 * runners - 1)  # lost none
+    monkeypatch.chdir(tmp_path)
+    shown = CliRunner().invoke(app, ["status"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)["metrics"]
+    if runners == 2:
+        assert "  redone 3 iterations (12.7s)\n" in shown.stdout
+        assert (data["redone_iterations"], data["redone_s"]) == (3, 12.692)
+    else:  # over the runners the metrics read, and said so
+        assert "  redone 597 iterations (42m06s) in the last 200 runners\n" in shown.stdout
+        assert (data["redone_iterations"], data["redone_s"]) == (597, pytest.approx(199 * 55.0 * 3 / 13, abs=1e-2))
+
+
+def test_status_says_nothing_of_redone_work_when_none_was_redone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_chain(tmp_path, 3, ChainState.RUNNING)  # each app saved and exited 99 by itself: nothing lost
+    monkeypatch.chdir(tmp_path)
+    shown = CliRunner().invoke(app, ["status"], env={"COLUMNS": "200"}).stdout
+    assert "efficiency" in shown and "redone" not in shown
+    data = json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)["metrics"]
+    assert (data["redone_iterations"], data["redone_s"]) == (0, 0.0)
