@@ -65,7 +65,7 @@ Rule = Callable[["ChainStatus", Any], tuple[Change, tuple[Effect, ...]]]
 Guard = Callable[["ChainStatus", Any], str]  # why the event is refused; "" when it is not
 _RULES: dict[type, Rule] = {}
 _LEGAL: dict[type, frozenset[ChainState]] = {}
-_GUARDS: dict[type, Guard] = {}
+_GUARDS: dict[type, tuple[Guard, str]] = {}  # the guard, and what it asks, for the docs' table
 E = TypeVar("E")
 
 # the states an event is legal in: a chain that has ended takes only a resume,
@@ -75,13 +75,16 @@ ANY = frozenset(ChainState)
 
 
 def _rule(
-    event: type[E], legal: frozenset[ChainState] = ACTIVE, guard: Guard | None = None
+    event: type[E], legal: frozenset[ChainState] = ACTIVE, guard: Guard | None = None, only: str = ""
 ) -> Callable[[Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]], Rule]:
+    """Register a rule: legal in ``legal`` states, and then only if ``guard``
+    finds nothing against it (``only`` says what it asks, for the table)."""
+
     def register(fn: Callable[[ChainStatus, E], tuple[Change, tuple[Effect, ...]]]) -> Rule:
         _RULES[event] = fn
         _LEGAL[event] = legal
         if guard is not None:
-            _GUARDS[event] = guard
+            _GUARDS[event] = (guard, only)
         return fn
 
     return register
@@ -215,7 +218,7 @@ def _relay_broken(s: ChainStatus, e: RelayBroken) -> tuple[Change, tuple[Effect,
     )
 
 
-@_rule(RelayTookOver, guard=_is_the_current_runner)
+@_rule(RelayTookOver, guard=_is_the_current_runner, only="the current runner only")
 def _relay_took_over(s: ChainStatus, e: RelayTookOver) -> tuple[Change, tuple[Effect, ...]]:
     return {"state": ChainState.RUNNING}, SAVE
 
@@ -265,7 +268,13 @@ def _ending(s: ChainStatus, e: Ending) -> tuple[Change, tuple[Effect, ...]]:
     return {**change, "runner_live": False}, effects
 
 
-@_rule(Ended, ANY)
+def _not_after_a_cancel(s: ChainStatus, e: Ended) -> str:
+    # a cancel is the user's word: only a resume reopens the chain (a submitter
+    # stopped by that cancel, ending its own way a moment later, is refused)
+    return "the chain was cancelled" if s.state is ChainState.CANCELLED and e.state is not ChainState.CANCELLED else ""
+
+
+@_rule(Ended, ANY, guard=_not_after_a_cancel, only="after a cancel, only another cancel")
 def _ended(s: ChainStatus, e: Ended) -> tuple[Change, tuple[Effect, ...]]:
     change: Change = {"state": e.state, "reason": e.reason, "runner_live": False}
     if e.completed_at is not None:
@@ -283,7 +292,7 @@ def transition(status: ChainStatus, event: Event) -> tuple[ChainStatus, tuple[Ef
         raise TypeError(f"not a protocol event: {event!r}") from None
     if status.state not in _LEGAL[type(event)]:
         raise ProtocolError(status.chain_id, type(event).__name__, f"the chain is {status.state.value}")
-    guard = _GUARDS.get(type(event))
+    guard, _ = _GUARDS.get(type(event), (None, ""))
     if guard is not None and (why := guard(status, event)):
         raise ProtocolError(status.chain_id, type(event).__name__, why)
     change, effects = rule(status, event)
@@ -298,7 +307,7 @@ def legal_states(event: type) -> frozenset[ChainState]:
 def _legal_text(event: type) -> str:
     states = _LEGAL[event]
     text = "any" if states == ANY else ", ".join(s.value for s in ChainState if s in states)
-    return text + (" (the current runner only)" if event in _GUARDS else "")
+    return text + (f" ({_GUARDS[event][1]})" if event in _GUARDS else "")
 
 
 def protocol_table() -> list[tuple[str, str, str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from chain.backends.base import Backend
 from chain.core.settings import Settings
-from chain.errors import ChainError
+from chain.errors import ChainError, ProtocolError
 from chain.store import ChainDir
 
 
@@ -42,7 +42,7 @@ def submitter_main(chain_dir: str, environ: Mapping[str, str] = os.environ) -> i
 
     keep_job_output()  # a full disk under the job's log must not end the submitter
     chain, settings, backend, workdir = job_context(chain_dir)
-    return Submitter(
+    submitter = Submitter(
         chain,
         settings,
         backend,
@@ -50,7 +50,11 @@ def submitter_main(chain_dir: str, environ: Mapping[str, str] = os.environ) -> i
         environ.get("SLURM_JOB_ID", ""),
         job_name=environ.get("SLURM_JOB_NAME", ""),
         restarts=restart_count(environ),
-    ).run()
+    )
+    try:
+        return submitter.run()
+    except ProtocolError as exc:
+        return leave_an_ended_chain(chain, f"submitter {submitter.job_id}", exc)
 
 
 def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[str, str] = os.environ) -> int:
@@ -63,14 +67,29 @@ def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[st
     die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
     keep_job_output()  # a full disk under the job's log must not end the runner
     chain, settings, backend, workdir = job_context(chain_dir)
-    return job_exit_code(
-        runner.run(
+    job_id = environ.get("SLURM_JOB_ID", "0")
+    try:
+        code = runner.run(
             chain,
             settings,
             backend,
-            job_id=environ.get("SLURM_JOB_ID", "0"),
+            job_id=job_id,
             job_name=environ.get("SLURM_JOB_NAME", ""),
             workdir=workdir,
             preflight_error=preflight_error,
         )
-    )
+    except ProtocolError as exc:
+        code = leave_an_ended_chain(chain, f"runner job {job_id}", exc)
+    return job_exit_code(code)
+
+
+def leave_an_ended_chain(chain: ChainDir, who: str, refused: ProtocolError) -> int:
+    """A job whose event was refused because another process ended the chain
+    first (``chain cancel`` beside a save: the executor's compare-and-save)
+    has nothing left to do: it says so and leaves (0). Any other refusal
+    is a fault in chain, raised."""
+    status = chain.load_status()
+    if status is None or not status.state.ended:
+        raise refused
+    chain.log(f"{who}: the chain was {status.state.value} by another process meanwhile; leaving")
+    return 0

@@ -23,12 +23,16 @@ from typing import IO, Any
 
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError
+from chain.primitives import safeio
 from chain.primitives.atomic import json_bytes
-from chain.store.guarded import IDS_CAP, ChainFileError, Guarded
+from chain.store.guarded import IDS_CAP, ChainFileError, Guarded, refusals
 from chain.store.records import JudgedRunner, RunnerRecord
 from chain.store.status import ChainStatus
 
 LOCK_WAIT = 30.0  # seconds a chain command waits for another one on the same chain
+# seconds a save of state.json waits for another one: saves take milliseconds,
+# so this is only ever reached beside a process stopped while it held the lock
+SAVE_WAIT = 300.0
 
 # the names of its files and directories, relative to it
 STATE, SETTINGS, LOG, RUNNERS_LOG = "state.json", "settings.json", "chain.log", "runners.jsonl"
@@ -133,9 +137,31 @@ class ChainDir:
         return ChainStatus.from_json(data, self.root / STATE)
 
     def save_status(self, status: ChainStatus) -> None:
+        """Write ``status`` as it is: the executor's compare-and-save
+        (``saving``) is the only caller."""
         status.updated = time.time()
         data = json_bytes(status.to_json())
         self._durably(STATE, lambda: self.guard.write(STATE, data))
+
+    @contextlib.contextmanager
+    def saving(
+        self,
+        *,
+        wait: float = SAVE_WAIT,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[None]:
+        """Hold the lock of ``state.json``'s writers (``flock`` on the chain
+        directory itself: one per chain, so a sweep's chains never wait for
+        each other) around a re-read, apply and save. Not the commands'
+        ``locked``: a save inside a command's check-then-act takes both."""
+        with refusals(self.root):
+            fd = safeio.open_dir(self.root)
+        try:
+            _flock(fd, wait, clock, sleep, f"{self.root}: state.json stayed locked by another process for {wait:.0f} s")
+            yield  # what the caller's block raises is its own, not the lock's
+        finally:
+            os.close(fd)
 
     def read_settings(self) -> Any:
         """``settings.json`` as JSON (``api.config.stored_settings`` checks it). FileNotFoundError when missing."""
@@ -174,17 +200,7 @@ class ChainDir:
         except OSError as exc:
             raise ChainDirError(f"cannot create chain directory {self.root}: {exc.strerror}") from None
         try:
-            give_up = clock() + wait
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if clock() >= give_up:
-                        raise ChainDirError(
-                            f"{self.root} is busy: another chain command is working on it; try again"
-                        ) from None
-                    sleep(0.1)
+            _flock(fd, wait, clock, sleep, f"{self.root} is busy: another chain command is working on it; try again")
             yield
         finally:
             os.close(fd)  # releases the lock
@@ -305,6 +321,19 @@ class ChainDir:
         """``report/<name>`` replaced atomically (``report/`` made when missing)."""
         self.guard.write(f"{REPORTS}/{name}", data)
         return self.root / REPORTS / name
+
+
+def _flock(fd: int, wait: float, clock: Callable[[], float], sleep: Callable[[float], None], busy: str) -> None:
+    """``flock`` ``fd`` exclusively, trying for ``wait`` seconds; then ``ChainDirError(busy)``."""
+    give_up = clock() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if clock() >= give_up:
+                raise ChainDirError(busy) from None
+            sleep(0.05)
 
 
 def _record(job_id: str) -> str:

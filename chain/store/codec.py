@@ -7,7 +7,8 @@ record edited by hand or torn by a crash is refused with its path and field,
 never half-used (``lenient``: a field that does not fit takes its default,
 for logs whose old lines are read as far as they go). ``encode`` is the
 inverse. Keys the reader does not know are ignored (a newer writer); missing
-keys take the field's default. A number a record holds (a counter, a count
+keys take the field's default. A field marked ``TRANSIENT`` (what a process
+holds of a record and never stores) is neither written nor read. A number a record holds (a counter, a count
 of seconds, an epoch time) is finite and at most ``bounded.MAX_NUMBER`` in
 size: ``1e300`` as a runner's start is refused here, not overflowed on later.
 """
@@ -27,6 +28,13 @@ from chain.primitives.bounded import MAX_NUMBER
 T = TypeVar("T")
 
 
+TRANSIENT = {"transient": True}  # ``field(metadata=TRANSIENT)``: kept in memory, never in the file
+
+
+def _stored(f: dataclasses.Field[Any]) -> bool:
+    return not f.metadata.get("transient", False)
+
+
 class RecordError(ValueError):
     """A record does not have the shape its type says (message: which field)."""
 
@@ -35,7 +43,7 @@ def encode(record: Any, *, skip_none: bool = False) -> dict[str, Any]:
     """A dataclass as a JSON object (enums by value, tuples as lists);
     ``skip_none`` leaves out the fields not known yet."""
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(record):
+    for f in filter(_stored, dataclasses.fields(record)):
         value = getattr(record, f.name)
         if value is None and skip_none:
             continue
@@ -80,7 +88,7 @@ def _shape(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     hints = typing.get_type_hints(cls)
     return tuple(
         (f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-        for f in dataclasses.fields(cls)
+        for f in filter(_stored, dataclasses.fields(cls))
     )
 
 

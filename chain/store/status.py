@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from chain.core import names
+from chain.core.events import Event
 from chain.core.model import ChainState
 from chain.errors import ChainDirError
-from chain.store.codec import RecordError, decode, encode
+from chain.store.codec import TRANSIENT, RecordError, decode, encode
 
 STATE_VERSION = 1
 # what ends up in scripts and scheduler commands: nothing that leaves its
@@ -51,6 +52,10 @@ class ChainStatus:
     end_announced: bool = False  # --notify / --mail-user ran for this end (reset on resume)
     completed_at: float = 0.0
     version: int = STATE_VERSION
+    revision: int = 0  # one more at every save: a writer that finds another number re-applies its events
+    # the events applied to this copy since it was last saved or read (the
+    # executor's compare-and-save applies them again over a newer state.json)
+    unsaved: list[Event] = field(default_factory=list, compare=False, repr=False, metadata=TRANSIENT)
 
     def to_json(self) -> dict[str, Any]:
         return encode(self)

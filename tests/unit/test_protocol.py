@@ -209,7 +209,11 @@ def test_every_state_and_event_pair_is_applied_or_refused_as_the_table_says(kind
     assert (state in p.legal_states(kind)) == legal
     before = _running(state=state)
     snapshot = replace(before, hooks=list(before.hooks))
-    if legal:
+    if (kind, state) == (ev.Ended, ChainState.CANCELLED):  # legal, and guarded: only a cancel ends it again
+        with pytest.raises(ProtocolError, match="Ended refused: the chain was cancelled"):
+            p.transition(before, EXAMPLE[kind])
+        assert p.transition(before, ev.Ended(ChainState.CANCELLED, "again"))[0].reason == "again"
+    elif legal:
         after, _ = p.transition(before, EXAMPLE[kind])
         assert after is not before
     else:
