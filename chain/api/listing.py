@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chain.errors import ChainError
+from chain.errors import ChainError, ConfigError
 
 SEARCH_DEPTH = 4  # directories below each given one that are searched
 STATE_NAMES = ("state.json", "settings.json")  # what makes a directory a chain directory
@@ -87,8 +87,8 @@ def find_chains(roots: Iterable[Path], depth: int = SEARCH_DEPTH) -> list[Path]:
     cannot be read and not following symlinks."""
     found: dict[Path, None] = {}
     for root in roots:
-        if not root.is_dir():
-            raise ChainError(f"{root} is not a directory")
+        if not root.is_dir():  # a directory named wrong (missing, /dev/null) is bad input: exit 2
+            raise ConfigError(f"{root} is not a directory")
         for path in _walk(root, depth):
             found.setdefault(path.resolve(), None)
     return sorted(found)

@@ -58,7 +58,9 @@ def test_list_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = CliRunner().invoke(app, ["list", str(tmp_path)], env={"COLUMNS": "200"})
     assert "chain-run100" in table.stdout and "stopped" in table.stdout and "10/50" in table.stdout
     empty = CliRunner().invoke(app, ["list", str(tmp_path / "run1" / "nothing-here")])
-    assert empty.exit_code == 1 and "is not a directory" in empty.stderr
+    assert empty.exit_code == 2 and "is not a directory" in empty.stderr
+    device = CliRunner().invoke(app, ["list", "/dev/null"])  # issue 38: was exit 1
+    assert device.exit_code == 2 and device.stderr == "chain: error: /dev/null is not a directory\n", device.stderr
     (tmp_path / "empty").mkdir()
     none = CliRunner().invoke(app, ["list", str(tmp_path / "empty"), "--json"])
     assert none.exit_code == 0 and json.loads(none.stdout) == []
