@@ -20,11 +20,8 @@ if TYPE_CHECKING:
     from chain.api.handle import Chain
     from chain.api.status import open_chain, status_report
     from chain.api.submission import (
-        FINISHING_WAIT,
         Submitted,
         archive_chain_dir,
-        known_submitters,
-        refuse_live_submitter,
         render,
         render_chain,
         submit,
@@ -39,28 +36,22 @@ _HOMES = {
     "Chain": "handle",
     "open_chain": "status",
     "status_report": "status",
-    "FINISHING_WAIT": "submission",
     "Submitted": "submission",
     "archive_chain_dir": "submission",
-    "known_submitters": "submission",
-    "refuse_live_submitter": "submission",
     "render": "submission",
     "render_chain": "submission",
     "submit": "submission",
 }
 
 __all__ = [
-    "FINISHING_WAIT",
     "Chain",
     "Submitted",
     "archive_chain_dir",
     "cancel",
     "chain_dir_path",
     "check_app",
-    "known_submitters",
     "load_settings",
     "open_chain",
-    "refuse_live_submitter",
     "render",
     "render_chain",
     "status_report",

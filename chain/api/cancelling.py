@@ -14,12 +14,12 @@ from pathlib import Path
 
 from chain.api.config import stored_settings
 from chain.api.status import open_chain
-from chain.api.submission import known_submitters
 from chain.backends import make_backend
 from chain.backends.base import Backend
 from chain.core.retry import RetryPolicy
 from chain.effects.ending import mark_cancelled
 from chain.errors import ChainDirError, ChainError
+from chain.modes.common import known_submitters
 from chain.store import ChainDir, ChainStatus
 
 # A person waits on chain cancel: a write the file system refuses is said at

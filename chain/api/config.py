@@ -15,6 +15,7 @@ from chain.core import settings as settings_mod
 from chain.core.limits import room
 from chain.core.settings import Settings
 from chain.errors import ChainDirError, CheckpointError, ConfigError
+from chain.modes import driver, least_needs
 from chain.store import ChainDir
 from chain.store.counter import read_chain_counter
 
@@ -155,7 +156,10 @@ def check_room(settings: Settings, backend: Backend, notify: Callable[[str], Non
     they only slow it down."""
     limits = backend.job_limits(account=settings.account, qos=settings.qos, partition=settings.partition)
     verdict = room(
-        settings.mode, lookahead=settings.lookahead, step_aside_after=settings.step_aside_after, limits=limits
+        driver(settings.mode).needs(settings.lookahead),
+        least_needs(),
+        step_aside_after=settings.step_aside_after,
+        limits=limits,
     )
     if verdict.refusal:
         raise ConfigError(verdict.refusal)

@@ -14,8 +14,8 @@ from pathlib import Path
 from chain.api.config import stored_settings
 from chain.api.status import open_chain
 from chain.core.names import runner_name
-from chain.core.settings import Mode
 from chain.errors import ChainDirError, ChainError
+from chain.modes import driver
 from chain.store import ChainDir, ChainStatus
 from chain.store.guarded import OUTPUT_TAIL, ChainFileError
 
@@ -74,11 +74,8 @@ def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> 
 
 def submitter_log(chain: ChainDir, status: ChainStatus) -> LogSource:
     if not status.submitter_job_id:
-        if stored_settings(chain).mode is Mode.RELAY:
-            raise ChainDirError(
-                f"chain {status.chain_id} runs in relay mode: it has no submitter job "
-                "(the runners' output says what each judged: chain logs --runner N)"
-            )
+        if why := driver(stored_settings(chain).mode).no_submitter_log(status):
+            raise ChainDirError(why)
         raise ChainDirError(f"chain {status.chain_id} has no submitter job yet")
     job = status.submitter_job_id
     return LogSource(f"submitter (job {job})", job, chain.submitter_output(job))

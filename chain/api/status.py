@@ -13,10 +13,10 @@ from typing import Any
 from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState
-from chain.core.decision import cancelled_outside
 from chain.core.model import ChainState
 from chain.core.settings import Mode
 from chain.errors import ChainDirError, SchedulerError
+from chain.modes import driver
 from chain.store import ChainDir, ChainStatus, tail_lines
 from chain.store.codec import encode
 from chain.store.counter import known_counter
@@ -45,7 +45,7 @@ class StatusReport:
     iteration: int
     max_iter: int
     backend: str = ""
-    mode: str = "submitter"
+    mode: Mode = Mode.SUBMITTER
     reason: str = ""
     submitter_cycle: int = 0
     submitter_job_id: str = ""
@@ -76,18 +76,23 @@ class StatusReport:
     failure: FailureOutput | None = None
 
     @property
+    def has_submitter(self) -> bool:
+        """A submitter job drives the chain (its mode's driver says; else its runners do)."""
+        return driver(self.mode).has_submitter
+
+    @property
     def submitter_lost(self) -> bool:
         """The chain is not over but nothing drives it (resume it)."""
         return (
-            self.mode != "relay"
+            self.has_submitter
             and self.state in (ChainState.RUNNING, ChainState.PENDING)
             and (self.nothing_driving or (bool(self.submitter_state) and JobState.parse(self.submitter_state).final))
         )
 
     @property
     def stalled(self) -> bool:
-        """A relay chain that is not over with no runner running or queued (resume it)."""
-        return self.mode == "relay" and not self.state.ended and self.nothing_driving
+        """A chain driven by its runners, not over, with none running or queued (resume it)."""
+        return not self.has_submitter and not self.state.ended and self.nothing_driving
 
     @property
     def current_runner_number(self) -> int:
@@ -125,7 +130,7 @@ def status_report(
     ``backend``: as ``submit`` (by default the chain's own)."""
     chain, status = open_chain(chain_dir)
     settings = stored_settings(chain)
-    relay = settings.mode is Mode.RELAY
+    mode = driver(settings.mode)
     slurm, scheduler_error, asked = _ask_scheduler(status, chain_dir, backend) if live else ({}, "", None)
     if history is None:
         runners = list(chain.iter_runners())
@@ -153,7 +158,7 @@ def status_report(
         iteration=iteration,
         max_iter=settings.max_iter,
         backend=status.backend,
-        mode=settings.mode.value,
+        mode=settings.mode,
         reason=status.reason,
         submitter_cycle=status.submitter_cycle,
         submitter_job_id=status.submitter_job_id,
@@ -177,10 +182,10 @@ def status_report(
         chain_dir=str(chain.root),
         log=str(chain.log_file),
         scheduler_error=scheduler_error,
-        nothing_driving=_nothing_driving(status, slurm, live and not scheduler_error, relay=relay),
-        cancelled_outside=_cancelled_outside(status, slurm, chain.cancel_file.exists())
-        if relay and asked is not None
-        else "",
+        nothing_driving=bool(live and not scheduler_error and mode.stranded(status, slurm, cancelling=False)),
+        cancelled_outside=(
+            mode.cancelled_outside(status, slurm, chain.cancel_file.exists()) if asked is not None else ""
+        ),
     )
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
         report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
@@ -213,18 +218,12 @@ def live_job_ids(status: ChainStatus) -> list[str]:
     ]
 
 
-def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, relay: bool, cancelling: bool = False) -> str:
+def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, mode: Mode, cancelling: bool = False) -> str:
     """Why no job of a chain that is not over can move it (``slurm``: the
     scheduler's answer about ``live_job_ids``), or "": what ``chain status``
     shows as "nothing drives it", "stalled" or "cancelled outside chain"
     (nothing while ``chain cancel`` is at work: ``cancelling``)."""
-    if cancelling:
-        return ""
-    if relay and (why := _cancelled_outside(status, slurm, cancelling)):
-        return why
-    if _nothing_driving(status, slurm, True, relay=relay):
-        return "nothing of it runs or is queued" if relay else "its submitter job has ended"
-    return ""
+    return driver(mode).stranded(status, slurm, cancelling)
 
 
 def _job_state(slurm: Mapping[str, JobInfo], job_id: str) -> str:
@@ -238,40 +237,6 @@ def _outputs(chain: ChainDir) -> list[str]:
         for p in (chain.reports / "usage.csv", chain.reports / "summary.json", chain.reports / "progress.png")
         if p.exists()
     ]
-
-
-def _nothing_driving(status: ChainStatus, slurm: Mapping[str, JobInfo], asked: bool, *, relay: bool = False) -> bool:
-    """A chain that is not over while no job of it can act: its submitter
-    job ended, or the scheduler no longer knows it; in relay mode, no runner
-    is running or queued (``chain submit --resume``)."""
-    if status.state.ended or not asked:
-        return False
-    if relay:
-        return not _relay_alive(status, slurm)
-    if not status.submitter_job_id:
-        return False
-    info = slurm.get(status.submitter_job_id)
-    return info is None or not info.state.active
-
-
-def _relay_alive(status: ChainStatus, slurm: Mapping[str, JobInfo]) -> bool:
-    ids = [i for i in (status.runner_job_id if status.runner_live else "", status.next_job_id) if i]
-    return any(slurm[i].state.active for i in ids if i in slurm)
-
-
-def _cancelled_outside(status: ChainStatus, slurm: Mapping[str, JobInfo], cancelling: bool) -> str:
-    """A relay chain not over whose last runner or queued successor someone
-    scancelled, with nothing of it left running or queued: the reason to show
-    (``chain cancel`` closes it, ``chain submit --resume`` goes on), else ""
-    (also while ``chain cancel``, whose own cancels these are, is at work)."""
-    if status.state.ended or cancelling or _relay_alive(status, slurm):
-        return ""
-    gone = [
-        i
-        for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
-        if i and i in slurm and slurm[i].state is JobState.CANCELLED
-    ]
-    return cancelled_outside(gone[0]) if gone else ""
 
 
 def _failure_output(chain: ChainDir, runner: JudgedRunner | None) -> FailureOutput | None:

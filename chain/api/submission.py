@@ -19,27 +19,26 @@ from chain.api.config import (
 )
 from chain.api.listing import register
 from chain.backends import choose_backend, make_backend
-from chain.backends.base import Backend, JobInfo, JobState
+from chain.backends.base import Backend
 from chain.core import settings as settings_mod
-from chain.core.events import Prepared, RelayStarted, Resumed, SubmitterQueued, SuccessorQueued
+from chain.core.events import Prepared, Resumed
 from chain.core.launchers import torchrun_signal_warning
 from chain.core.model import ChainState
 from chain.core.names import (
     MAIL_SCRIPT,
     RUNNER_SCRIPT,
     SUBMITTER_SCRIPT,
-    runner_job_name,
-    submitter_job_name,
 )
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
-from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job
-from chain.errors import ChainDirError, CheckpointError, ConfigError
+from chain.effects.runners import drop_next
+from chain.errors import ChainDirError, ConfigError
+from chain.modes import driver
 from chain.store import (
     ChainDir,
     ChainStatus,
 )
-from chain.store.counter import counter_source, read_chain_counter
+from chain.store.counter import counter_source
 
 if TYPE_CHECKING:
     from chain.api.templating import Scripts
@@ -165,11 +164,9 @@ def _submit(
         if notify:
             notify(f"kept the {existing.state.value} chain {existing.chain_id} as {kept}")
         existing = None
-    relay = settings.mode is settings_mod.Mode.RELAY
+    mode = driver(settings.mode)
     if resume and existing is not None:
-        if relay:
-            refuse_live_relay(backend, existing)
-        refuse_live_submitter(backend, existing, wait=FINISHING_WAIT, notify=notify)
+        mode.refuse_resume(backend, existing, notify)
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
     _write_chain_files(chain, stored, chain_id, workdir)
@@ -179,10 +176,7 @@ def _submit(
         else ChainStatus(chain_id=chain_id, created=time.time())
     )
     Executor(chain, backend).apply(status, Prepared(name, str(workdir)))
-    if relay:
-        job_id, what = _start_relay(chain, status, stored, backend, workdir), "runner"
-    else:
-        job_id, what = _start_submitter(chain, status, stored, backend, workdir), "submitter"
+    job_id, what = mode.start(chain, status, stored, backend, workdir), mode.job_kind
     chain.log(
         f"{'resumed' if resume else 'submitted'} chain {chain_id}: {what} job {job_id} on {name} ({why})", echo=False
     )
@@ -222,46 +216,6 @@ def _checked_settings(
     if not resume:
         _check_something_to_run(settings, workdir, counter)
     return settings
-
-
-def _start_submitter(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
-    """Submitter mode: the first runner (adopted by the submitter), then the submitter."""
-    _presubmit_first_runner(chain, status, settings, backend, workdir)
-    job_id = backend.submit(
-        chain.script(SUBMITTER_SCRIPT),
-        job_name=submitter_job_name(status.chain_id, status.submitter_cycle),
-        cwd=workdir,
-    )
-    Executor(chain, backend).apply(status, SubmitterQueued(job_id))
-    return job_id
-
-
-def _start_relay(chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
-    """Relay mode (``jobs.relay``): no submitter. A new chain queues runner 1
-    and runner 2 behind it; a resumed chain whose last runner was never
-    judged queues the runner that judges it first. The job to follow."""
-    Executor(chain, backend).apply(status, RelayStarted())
-    if not status.runner_live:
-        _presubmit_first_runner(chain, status, settings, backend, workdir, prequeue=True)
-        if status.runner_job_id and status.runner_live:
-            return status.runner_job_id
-    # a runner to judge first, or nothing to run (counter at MAX_ITER, or
-    # unreadable): one runner judges, then goes on or ends the chain (its id
-    # joins worker_ids.txt if it takes over)
-    name = runner_job_name(status.chain_id, status.runner_seq + 1)
-    job_id = submit_runner_job(chain, backend, status, name, workdir)
-    Executor(chain, backend).apply(status, SuccessorQueued(job_id))
-    return job_id
-
-
-def refuse_live_relay(backend: Backend, status: ChainStatus) -> None:
-    """Refuse to resume a relay chain while one of its runners is running or queued."""
-    ids = [i for i in (status.runner_job_id, status.next_job_id) if i]
-    live = [i for i, info in backend.query(ids).items() if info.state.active] if ids else []
-    if live:
-        raise ChainDirError(
-            f"chain {status.chain_id} still has a runner job {live[0]} running or queued; nothing to resume"
-        )
 
 
 def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workdir: Path) -> None:
@@ -368,114 +322,3 @@ def archive_chain_dir(chain_dir: Path, status: ChainStatus) -> Path:
     except OSError as exc:
         raise ChainDirError(f"cannot move {chain_dir} aside to {target}: {exc.strerror}") from None
     return target
-
-
-def _presubmit_first_runner(
-    chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path, *, prequeue: bool = False
-) -> None:
-    """Submit the first runner together with the submitter, which adopts it:
-    one scheduling pass less before the app starts (with lookahead, the
-    second runner too, queued behind the first). Skipped when there is
-    nothing to run (a resumed chain at MAX_ITER: the submitter completes it)
-    or the counter is unreadable (refused before, unless it changed since:
-    the submitter then stops the chain with the reason)."""
-    if status.runner_live:
-        return  # a resumed chain whose runner is still to be judged
-    try:
-        counter = read_chain_counter(settings, workdir)
-    except CheckpointError:
-        return
-    if counter >= settings.max_iter:
-        return
-    submit_runner(
-        chain,
-        status,
-        counter,
-        settings.max_iter,
-        time.time(),
-        lambda name: submit_runner_job(chain, backend, status, name, workdir),
-        echo=False,
-    )
-    if settings.lookahead or prequeue:
-        # runner 2 queued now, not when the submitter job gets to it: on a
-        # busy cluster the submitter may start after runner 1 has ended
-        prequeue_next(chain, backend, status, workdir, echo=False)
-
-
-FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook
-
-
-def refuse_live_submitter(
-    backend: Backend,
-    status: ChainStatus,
-    *,
-    wait: float = 0.0,
-    notify: Callable[[str], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> None:
-    """Refuse to resume while a submitter of this chain is live.
-
-    A chain that has ended (stopped, failed) may still have its submitter
-    writing the report: then wait up to ``wait`` seconds for it to exit
-    rather than send the user away for a few seconds.
-    """
-    cycles = submitters_by_cycle(backend, status)
-    ids = sorted(cycles)
-    # a queued submitter of an earlier cycle is a copy Slurm requeued after it handed over
-    # (preemption, a failed node): it leaves at its start and never drives the chain again
-    earlier = {i for i, cycle in cycles.items() if cycle < status.submitter_cycle}
-    deadline = clock() + wait
-    told = False
-    while True:
-        infos = backend.query(ids)
-        live = [
-            i
-            for i, info in infos.items()
-            if info.state.active and not (i in earlier and info.state is JobState.PENDING)
-        ]
-        if not live:
-            return
-        why = _why_not_resume(status, live, infos, wait, late=clock() >= deadline)
-        if why:
-            raise ChainDirError(why)
-        if notify and not told:
-            notify(f"waiting for submitter job {live[0]} to finish the {status.state.value} chain's report")
-            told = True
-        sleep(min(2.0, max(0.0, deadline - clock())))
-
-
-def _why_not_resume(
-    status: ChainStatus, live: list[str], infos: Mapping[str, JobInfo], wait: float, *, late: bool
-) -> str:
-    """Why a live submitter refuses the resume now; "" when it is an ended
-    chain's submitter finishing its report, worth waiting for."""
-    if not status.state.ended:
-        return f"chain {status.chain_id} still has an active submitter (job {live[0]}); nothing to resume"
-    pending = [i for i in live if infos[i].state is JobState.PENDING]
-    if pending:  # a successor submitter still queued: nothing will finish by itself
-        return (
-            f"chain {status.chain_id} is {status.state.value} but its submitter job "
-            f"{pending[0]} is still queued: scancel it, then resume"
-        )
-    if late:
-        return (
-            f"chain {status.chain_id} is {status.state.value} but its submitter (job {live[0]}) "
-            f"is still finishing its report after {wait:.0f}s; resume when it has ended"
-        )
-    return ""
-
-
-def known_submitters(backend: Backend, status: ChainStatus) -> list[str]:
-    """The chain's submitter jobs the scheduler may still run: the recorded
-    one, and any of the neighbouring cycles found by their unique names (a
-    successor submitted just before its predecessor died)."""
-    return sorted(submitters_by_cycle(backend, status))
-
-
-def submitters_by_cycle(backend: Backend, status: ChainStatus) -> dict[str, int]:
-    """``known_submitters`` with each one's cycle (the recorded one: the current cycle)."""
-    ids = {status.submitter_job_id: status.submitter_cycle} if status.submitter_job_id else {}
-    for cycle in range(max(0, status.submitter_cycle - 1), status.submitter_cycle + 2):
-        ids.update(dict.fromkeys(backend.find_by_name(submitter_job_name(status.chain_id, cycle)), cycle))
-    return ids

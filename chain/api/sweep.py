@@ -131,7 +131,6 @@ def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> di
     from chain.api.config import stored_settings
     from chain.api.status import live_job_ids, stranded
     from chain.backends import make_backend
-    from chain.core.settings import Mode
     from chain.errors import SchedulerError
 
     by_backend: dict[tuple[str, str], list[Path]] = {}
@@ -148,10 +147,10 @@ def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> di
             continue
         for directory in directories:
             try:
-                relay = stored_settings(ChainDir(directory)).mode is Mode.RELAY
+                mode = stored_settings(ChainDir(directory)).mode
             except ChainError:
                 continue
             cancelling = ChainDir(directory).cancel_requested()
-            if why := stranded(statuses[directory], slurm, relay=relay, cancelling=cancelling):
+            if why := stranded(statuses[directory], slurm, mode=mode, cancelling=cancelling):
                 found[directory] = why
     return found

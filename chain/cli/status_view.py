@@ -202,7 +202,7 @@ def redone_phrase(report: StatusReport) -> str:
 
 def _jobs(report: StatusReport) -> list[Item]:
     items: list[Item] = []
-    if report.mode == "relay":
+    if not report.has_submitter:
         queued = (
             f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "")
             if report.next_job_id

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.core.settings import Mode
-
 
 @dataclass(frozen=True)
 class Limit:
@@ -47,42 +45,46 @@ class Room:
     warning: str | None = None
 
 
-def jobs_needed(mode: Mode, lookahead: bool) -> tuple[int, int]:
-    """(queued or running, running side by side) at a chain's busiest."""
-    if mode is Mode.RELAY:
-        return 2, 1
-    return 3 + int(lookahead), 2
+@dataclass(frozen=True)
+class JobNeeds:
+    """What one chain of a mode holds at its busiest (its driver says:
+    ``chain.modes``): jobs queued or running at once, which ones (for the
+    refusal), and jobs running side by side."""
+
+    mode: str  # as --mode names it
+    queued: int
+    queued_what: str  # "at a handover (submitter, runner, successor)"
+    running: int
+    lookahead: bool = False
 
 
-def room(mode: Mode, *, lookahead: bool, step_aside_after: int, limits: JobLimits | None) -> Room:
-    """Whether ``limits`` leave room for one chain in ``mode``."""
+def room(needs: JobNeeds, least: JobNeeds, *, step_aside_after: int, limits: JobLimits | None) -> Room:
+    """Whether ``limits`` leave room for one chain that ``needs`` so many
+    jobs; ``least``: the mode that needs the fewest, named when it fits."""
     if limits is None:
         return Room()
-    queued, running = jobs_needed(mode, lookahead)
-    relay_queued, _ = jobs_needed(Mode.RELAY, False)
-    if limits.queued is not None and limits.queued.value < queued:
+    if limits.queued is not None and limits.queued.value < needs.queued:
         have = f"{limits.queued.source}={limits.queued.value}"
-        if mode is Mode.RELAY or limits.queued.value < relay_queued:
+        if limits.queued.value < least.queued or needs == least:
             return Room(
-                refusal=f"{have} leaves no room for a chain: it needs {relay_queued} jobs queued at "
-                f"once (a runner and its successor)"
+                refusal=f"{have} leaves no room for a chain: it needs {least.queued} jobs queued at "
+                f"once ({least.queued_what})"
             )
-        what = " with --lookahead" if lookahead else ""
+        what = " with --lookahead" if needs.lookahead else ""
         return Room(
-            refusal=f"{have} leaves no room for submitter mode{what}: it needs {queued} jobs queued "
-            f"at a handover (submitter, runner, successor); relay mode needs {relay_queued}: "
-            "use --mode relay"
+            refusal=f"{have} leaves no room for {needs.mode} mode{what}: it needs {needs.queued} jobs queued "
+            f"{needs.queued_what}; {least.mode} mode needs {least.queued}: use --mode {least.mode}"
         )
-    if mode is Mode.SUBMITTER and limits.running is not None and limits.running.value < running:
+    if needs.running > least.running and limits.running is not None and limits.running.value < needs.running:
         have = f"{limits.running.source}={limits.running.value}"
         if step_aside_after <= 0:
             return Room(
                 refusal=f"{have}: the submitter would hold the only job slot while its runner waits "
-                "for it; use --mode relay (or a --step-aside-after above 0)"
+                f"for it; use --mode {least.mode} (or a --step-aside-after above 0)"
             )
         return Room(
             warning=f"{have}: the submitter and its runner cannot run at once, so they take turns "
-            f"(the submitter steps aside after {step_aside_after}s each runner); --mode relay "
+            f"(the submitter steps aside after {step_aside_after}s each runner); --mode {least.mode} "
             "runs no submitter"
         )
     return Room()

@@ -24,10 +24,11 @@ from chain.core.runner_rules import (
     plan_schedule,
     promotion_give_up,
 )
-from chain.core.settings import Mode, Settings
+from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.app_run import end_record, run_app, say
 from chain.jobs.relay import Relay, Turn
+from chain.modes import RunnerJob, driver
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import read_chain_counter
@@ -92,23 +93,17 @@ def run(
         # started the next runner, so this copy must not run the app again.
         say(record, "this job already ran (requeued after recording its end); exiting without running the app")
         return 0
-    if settings.mode is Mode.RELAY:
-        return _run_relay(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
-    status = _await_promotion(chain, settings, backend, record, clock, sleep)
+    job = RunnerJob(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
+    return driver(settings.mode).run_runner(job)
+
+
+def run_promoted(job: RunnerJob) -> int:
+    """Submitter mode: run the app once the submitter has made this job the
+    chain's current runner (at once, unless lookahead queued it ahead)."""
+    status = _await_promotion(job.chain, job.settings, job.backend, job.record, job.clock, job.sleep)
     if status is None:
         return 0
-    return _run_current(
-        chain,
-        settings,
-        backend,
-        record,
-        status,
-        workdir,
-        preflight_error,
-        clock,
-        sleep,
-        slurm_end=_slurm_end(backend, job_id),
-    )
+    return _run_current(job, status, slurm_end=_slurm_end(job.backend, job.record.job_id))
 
 
 def _await_promotion(
@@ -147,31 +142,22 @@ def _await_promotion(
     return None
 
 
-def _run_relay(
-    chain: ChainDir,
-    settings: Settings,
-    backend: Backend,
-    record: RunnerRecord,
-    workdir: Path,
-    preflight_error: str | None,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> int:
+def run_relay(job: RunnerJob) -> int:
     """Relay mode (``jobs.relay``): judge the predecessor and take over, or end
     the chain here; after the app, end the chain if this runner's own outcome
     ends it."""
-    job_id = record.job_id
-    slurm_end = _slurm_end(backend, job_id)  # asked once: the relay and the app's schedule share it
+    chain, record, clock, job_id = job.chain, job.record, job.clock, job.record.job_id
+    slurm_end = _slurm_end(job.backend, job_id)  # asked once: the relay and the app's schedule share it
     relay = Relay(
         chain,
-        settings,
-        backend,
-        workdir,
+        job.settings,
+        job.backend,
+        job.workdir,
         job_id,
         record.seq,
         clock,
-        sleep,
-        job_end=_job_end(settings, slurm_end, record.start or clock()),
+        job.sleep,
+        job_end=_job_end(job.settings, slurm_end, record.start or clock()),
     )
     take = relay.take_over()
     if take.step is not Turn.RUN or take.status is None:
@@ -181,39 +167,26 @@ def _run_relay(
         relay.finish(take)
         return 0
     if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
-        slurm_end = _slurm_end(backend, job_id)
-    code = _run_current(
-        chain, settings, backend, record, take.status, workdir, preflight_error, clock, sleep, slurm_end=slurm_end
-    )
+        slurm_end = _slurm_end(job.backend, job_id)
+    code = _run_current(job, take.status, slurm_end=slurm_end)
     relay.finish(relay.after_app(chain.runner_record(job_id) or record))
     return code
 
 
-def _run_current(
-    chain: ChainDir,
-    settings: Settings,
-    backend: Backend,
-    record: RunnerRecord,
-    status: ChainStatus,
-    workdir: Path,
-    preflight_error: str | None,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-    *,
-    slurm_end: float | None,
-) -> int:
+def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None) -> int:
     """The chain's current runner: read the counter, run the app, record the
     end. ``slurm_end``: this job's end as the scheduler gave it (None: it
     could not say; the configured limit bounds the schedule)."""
+    chain, settings, record, clock = job.chain, job.settings, job.record, job.clock
     try:
-        record.iter_before = read_chain_counter(settings, workdir)
+        record.iter_before = read_chain_counter(settings, job.workdir)
     except CheckpointError as exc:
         return end_record(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), str(exc))
-    if preflight_error:
+    if job.preflight_error:
         record.iter_after = record.iter_before
-        return end_record(chain, record, RunnerExit.PREFLIGHT, clock(), preflight_error)
+        return end_record(chain, record, RunnerExit.PREFLIGHT, clock(), job.preflight_error)
     plan = plan_schedule(clock(), settings.runner_seconds, _margin(settings, status), slurm_end)
-    return run_app(chain, settings, backend, record, plan, status, workdir, clock, sleep)
+    return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep)
 
 
 def _job_end(settings: Settings, slurm_end: float | None, start: float) -> float:

@@ -12,9 +12,10 @@ import pytest
 from fakes import FakeBackend
 
 from chain import Chain
-from chain.core.limits import JobLimits, Limit, Room, jobs_needed, room
+from chain.core.limits import JobLimits, Limit, Room, room
 from chain.core.settings import Mode
 from chain.errors import ConfigError
+from chain.modes import driver, least_needs
 
 QUEUED = "association MaxSubmitJobs"
 RUNNING = "QOS normal MaxJobsPerUser"
@@ -27,53 +28,64 @@ def _limits(queued: int | None = None, running: int | None = None) -> JobLimits:
     )
 
 
+def _room(mode: Mode, *, lookahead: bool, step_aside_after: int, limits: JobLimits | None) -> Room:
+    """``core.limits.room`` for a chain of ``mode``, as ``chain submit`` asks it."""
+    return room(driver(mode).needs(lookahead), least_needs(), step_aside_after=step_aside_after, limits=limits)
+
+
+def _needs(mode: Mode, lookahead: bool) -> tuple[int, int]:
+    needs = driver(mode).needs(lookahead)
+    return needs.queued, needs.running
+
+
 def test_what_each_mode_needs_at_its_busiest() -> None:
-    assert jobs_needed(Mode.SUBMITTER, False) == (3, 2)  # submitter, runner, successor at a handover
-    assert jobs_needed(Mode.SUBMITTER, True) == (4, 2)  # and the runner queued ahead
-    assert jobs_needed(Mode.RELAY, False) == (2, 1)  # the runner and its queued successor
-    assert jobs_needed(Mode.RELAY, True) == (2, 1)  # relay always queues one ahead
+    assert _needs(Mode.SUBMITTER, False) == (3, 2)  # submitter, runner, successor at a handover
+    assert _needs(Mode.SUBMITTER, True) == (4, 2)  # and the runner queued ahead
+    assert _needs(Mode.RELAY, False) == (2, 1)  # the runner and its queued successor
+    assert _needs(Mode.RELAY, True) == (2, 1)  # relay always queues one ahead
+    assert least_needs() == driver(Mode.RELAY).needs(False)
 
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_no_limits_or_ample_ones_leave_room(mode: Mode) -> None:
-    assert room(mode, lookahead=False, step_aside_after=60, limits=None) == Room()
-    assert room(mode, lookahead=True, step_aside_after=60, limits=JobLimits()) == Room()
-    assert room(mode, lookahead=True, step_aside_after=0, limits=_limits(queued=4, running=2)) == Room()
+    assert _room(mode, lookahead=False, step_aside_after=60, limits=None) == Room()
+    assert _room(mode, lookahead=True, step_aside_after=60, limits=JobLimits()) == Room()
+    assert _room(mode, lookahead=True, step_aside_after=0, limits=_limits(queued=4, running=2)) == Room()
 
 
 def test_a_submit_limit_below_a_handover_refuses_submitter_mode_and_names_relay() -> None:
-    verdict = room(Mode.SUBMITTER, lookahead=False, step_aside_after=60, limits=_limits(queued=2))
+    verdict = _room(Mode.SUBMITTER, lookahead=False, step_aside_after=60, limits=_limits(queued=2))
     assert verdict.refusal is not None and verdict.warning is None
     assert "association MaxSubmitJobs=2" in verdict.refusal and "--mode relay" in verdict.refusal
     assert "needs 3" in verdict.refusal
     # relay fits in the same limit
-    assert room(Mode.RELAY, lookahead=False, step_aside_after=60, limits=_limits(queued=2)) == Room()
+    assert _room(Mode.RELAY, lookahead=False, step_aside_after=60, limits=_limits(queued=2)) == Room()
 
 
 def test_lookahead_needs_one_more_queued_job() -> None:
-    verdict = room(Mode.SUBMITTER, lookahead=True, step_aside_after=60, limits=_limits(queued=3))
+    verdict = _room(Mode.SUBMITTER, lookahead=True, step_aside_after=60, limits=_limits(queued=3))
     assert verdict.refusal is not None and "with --lookahead" in verdict.refusal and "needs 4" in verdict.refusal
-    assert room(Mode.SUBMITTER, lookahead=False, step_aside_after=60, limits=_limits(queued=3)) == Room()
+    assert _room(Mode.SUBMITTER, lookahead=False, step_aside_after=60, limits=_limits(queued=3)) == Room()
 
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_a_submit_limit_of_one_leaves_no_room_for_any_chain(mode: Mode) -> None:
-    verdict = room(mode, lookahead=False, step_aside_after=60, limits=_limits(queued=1))
+    verdict = _room(mode, lookahead=False, step_aside_after=60, limits=_limits(queued=1))
     assert verdict.refusal is not None and "no room for a chain" in verdict.refusal
     assert "--mode relay" not in verdict.refusal  # relay would not fit either
 
 
 def test_one_running_job_makes_the_submitter_step_aside_or_refuses_without_it() -> None:
-    slow = room(Mode.SUBMITTER, lookahead=False, step_aside_after=30, limits=_limits(running=1))
+    slow = _room(Mode.SUBMITTER, lookahead=False, step_aside_after=30, limits=_limits(running=1))
     assert slow.refusal is None and slow.warning is not None
     assert f"{RUNNING}=1" in slow.warning and "after 30s" in slow.warning and "--mode relay" in slow.warning
-    stuck = room(Mode.SUBMITTER, lookahead=False, step_aside_after=0, limits=_limits(running=1))
+    stuck = _room(Mode.SUBMITTER, lookahead=False, step_aside_after=0, limits=_limits(running=1))
     assert stuck.refusal is not None and "--mode relay" in stuck.refusal
-    assert room(Mode.RELAY, lookahead=False, step_aside_after=0, limits=_limits(running=1)) == Room()
+    assert _room(Mode.RELAY, lookahead=False, step_aside_after=0, limits=_limits(running=1)) == Room()
 
 
 def test_the_queued_limit_is_judged_before_the_running_one() -> None:
-    verdict = room(Mode.SUBMITTER, lookahead=False, step_aside_after=0, limits=_limits(queued=2, running=1))
+    verdict = _room(Mode.SUBMITTER, lookahead=False, step_aside_after=0, limits=_limits(queued=2, running=1))
     assert verdict.refusal is not None and QUEUED in verdict.refusal
 
 

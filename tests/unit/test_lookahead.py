@@ -17,6 +17,7 @@ from chain.core.model import ChainState
 from chain.errors import ChainDirError
 from chain.jobs import runner
 from chain.jobs.submitter import Submitter
+from chain.modes.common import refuse_live_submitter
 from chain.store import ChainDir, ChainStatus
 
 
@@ -150,4 +151,4 @@ def test_resume_refuses_at_once_while_a_successor_submitter_is_queued(tmp_path: 
     backend.set_state("41", JobState.PENDING)
     status = ChainStatus(chain_id="c-1", state=ChainState.STOPPED, submitter_job_id="41", submitter_cycle=2)
     with pytest.raises(ChainDirError, match="submitter job 41 is still queued: scancel it, then resume"):
-        api.refuse_live_submitter(backend, status, wait=120, sleep=lambda s: pytest.fail("it waited"))
+        refuse_live_submitter(backend, status, wait=120, sleep=lambda s: pytest.fail("it waited"))

@@ -14,6 +14,7 @@ from chain import api
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
 from chain.errors import ChainDirError
+from chain.modes.common import refuse_live_submitter
 from chain.store import ChainDir
 
 
@@ -81,7 +82,7 @@ def _ended_status(state: ChainState) -> Any:
 
 def test_resume_waits_for_an_ended_chains_submitter_to_finish_its_report() -> None:
     backend, clock, said = FinishingBackend(polls=3), SteppingClock(), list[str]()
-    api.refuse_live_submitter(
+    refuse_live_submitter(
         backend, _ended_status(ChainState.FAILED), wait=120, notify=said.append, sleep=clock.sleep, clock=clock
     )
     assert backend.queries == 4 and clock.slept == [2.0, 2.0, 2.0]
@@ -95,14 +96,14 @@ def test_resume_gives_up_waiting_with_a_clear_error() -> None:
         match=r"is stopped but its submitter \(job 41\) is still finishing "
         r"its report after 120s",
     ):
-        api.refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep, clock=clock)
+        refuse_live_submitter(backend, _ended_status(ChainState.STOPPED), wait=120, sleep=clock.sleep, clock=clock)
     assert clock.now == pytest.approx(120)
 
 
 def test_resume_refuses_at_once_while_the_chain_is_driven() -> None:
     backend, clock = FinishingBackend(polls=1), SteppingClock()
     with pytest.raises(ChainDirError, match=r"still has an active submitter \(job 41\)"):
-        api.refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep, clock=clock)
+        refuse_live_submitter(backend, _ended_status(ChainState.RUNNING), wait=120, sleep=clock.sleep, clock=clock)
     assert clock.slept == []
 
 

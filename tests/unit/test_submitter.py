@@ -183,9 +183,9 @@ def test_a_requeued_copy_of_an_earlier_cycle_does_not_block_a_resume() -> None:
     """The fault suite's node-down: Slurm requeued the submitter (Restarts one up), which handed over;
     its copy waits PENDING (BeginTime) to leave at its start. Someone then scancels the successor:
     `chain submit --resume` must not be refused for the copy. A running submitter still is."""
-    from chain.api.submission import refuse_live_submitter
     from chain.core.model import JobState
     from chain.errors import ChainDirError
+    from chain.modes.common import refuse_live_submitter
 
     backend = FakeBackend()
     old = backend.submit(Path("s"), job_name="c-1.s0")  # 101: requeued, held
