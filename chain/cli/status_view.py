@@ -201,40 +201,7 @@ def redone_phrase(report: StatusReport) -> str:
 
 
 def _jobs(report: StatusReport) -> list[Item]:
-    items: list[Item] = []
-    if not report.has_submitter:
-        queued = (
-            f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "")
-            if report.next_job_id
-            else "none"
-        )
-        items.append(_line(f"mode: relay (no submitter job); next runner: {queued}"))
-        if report.relay_broken:
-            items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))
-        if report.cancelled_outside:
-            items.append(
-                _line(
-                    f"cancelled outside chain: {report.cancelled_outside}; nothing of it runs. "
-                    "Close it with: chain cancel, or continue it with: chain submit --resume",
-                    "bold yellow",
-                )
-            )
-        elif report.stalled:
-            items.append(_line("stalled: nothing queued; continue it with: chain submit --resume", "bold yellow"))
-    else:
-        sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
-        items.append(
-            _line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}")
-        )
-    if report.submitter_lost:
-        gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
-        items.append(
-            _line(
-                f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
-                "Continue it with: chain submit --resume",
-                "bold yellow",
-            )
-        )
+    items = _driving_jobs(report) if report.has_submitter else _relay_jobs(report)
     if report.runner_job_id:
         current = report.current_runner
         phase = current.status.value if current else "submitted"
@@ -252,6 +219,45 @@ def _jobs(report: StatusReport) -> list[Item]:
                 "yellow",
             )
         )
+    return items
+
+
+def _driving_jobs(report: StatusReport) -> list[Item]:
+    """A chain its submitter job drives: that job, and a word if it is gone."""
+    sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
+    items = [_line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}")]
+    if report.submitter_lost:
+        gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
+        items.append(
+            _line(
+                f"the submitter job {gone} but the chain is {report.state.value}: nothing drives it. "
+                "Continue it with: chain submit --resume",
+                "bold yellow",
+            )
+        )
+    return items
+
+
+def _relay_jobs(report: StatusReport) -> list[Item]:
+    """A chain its runners drive: the queued next one, and what broke the relay."""
+    queued = (
+        f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "")
+        if report.next_job_id
+        else "none"
+    )
+    items = [_line(f"mode: {report.mode.value} (no submitter job); next runner: {queued}")]
+    if report.relay_broken:
+        items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))
+    if report.cancelled_outside:
+        items.append(
+            _line(
+                f"cancelled outside chain: {report.cancelled_outside}; nothing of it runs. "
+                "Close it with: chain cancel, or continue it with: chain submit --resume",
+                "bold yellow",
+            )
+        )
+    elif report.stalled:
+        items.append(_line("stalled: nothing queued; continue it with: chain submit --resume", "bold yellow"))
     return items
 
 

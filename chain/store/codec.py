@@ -101,29 +101,43 @@ def _form(hint: Any) -> tuple[Any, tuple[Any, ...]]:
 def _check(hint: Any, value: Any) -> Any:
     origin, options = _form(hint)
     if origin in (Union, types.UnionType):
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _check(option, value)
-            except RecordError:
-                continue
-        raise RecordError(f"is {value!r}")
+        return _union(options, value)
     if origin in (list, tuple):
-        if not isinstance(value, list):
-            raise RecordError(f"is {value!r}, not a list")
-        item = options[0]
-        checked = [_check(item, v) for v in value]
-        return tuple(checked) if origin is tuple else checked
+        return _sequence(origin, options, value)
     if origin is dict:
-        if not isinstance(value, dict):
-            raise RecordError(f"is {value!r}, not an object")
-        if options and options[1] is not Any:
-            return {_check(options[0], k): _check(options[1], v) for k, v in value.items()}
-        return value
+        return _mapping(options, value)
     return _scalar(hint, value)
+
+
+def _union(options: tuple[Any, ...], value: Any) -> Any:
+    """``value`` as the first of ``options`` it fits (None only where one of them is None)."""
+    if value is None and type(None) in options:
+        return None
+    for option in options:
+        if option is type(None):
+            continue
+        try:
+            return _check(option, value)
+        except RecordError:
+            continue
+    raise RecordError(f"is {value!r}")
+
+
+def _sequence(origin: Any, options: tuple[Any, ...], value: Any) -> Any:
+    """A JSON list as ``list[X]`` or ``tuple[X, ...]``, each item checked."""
+    if not isinstance(value, list):
+        raise RecordError(f"is {value!r}, not a list")
+    checked = [_check(options[0], v) for v in value]
+    return tuple(checked) if origin is tuple else checked
+
+
+def _mapping(options: tuple[Any, ...], value: Any) -> Any:
+    """A JSON object as ``dict[str, X]``, each key and value checked (``dict[str, Any]``: as it is)."""
+    if not isinstance(value, dict):
+        raise RecordError(f"is {value!r}, not an object")
+    if options and options[1] is not Any:
+        return {_check(options[0], k): _check(options[1], v) for k, v in value.items()}
+    return value
 
 
 def _number(value: Any) -> bool:
