@@ -85,9 +85,8 @@ def _cancel_jobs(backend: Backend, status: ChainStatus) -> list[str]:
     submitters = set(known_submitters(backend, status))
     for job in sorted(submitters):
         backend.cancel(job)
-    runner = status.runner_job_id if status.runner_live else ""
-    if runner:
-        backend.cancel(runner)  # Slurm sends SIGTERM first: the app can checkpoint
-    if status.next_job_id:
-        backend.cancel(status.next_job_id)  # lookahead's pre-queued runner
-    return sorted(submitters | ({runner} if runner else set()))
+    runners = status.runner_jobs()  # the live one first: Slurm sends it SIGTERM, the app can checkpoint
+    for job in runners:
+        backend.cancel(job)
+    live = [status.runner_job_id] if status.runner_live and status.runner_job_id else []  # not a queued one
+    return sorted(submitters | set(live))

@@ -200,7 +200,7 @@ def _ask_scheduler(
     chain's own; None on an error or when the chain has ended)."""
     if status.state.ended:
         return {}, "", None
-    ids = live_job_ids(status)
+    ids = status.live_jobs()
     try:
         backend = backend or make_backend(status.backend or "slurm", chain_dir)
         return backend.query(ids), "", backend
@@ -208,19 +208,9 @@ def _ask_scheduler(
         return {}, str(exc), None
 
 
-def live_job_ids(status: ChainStatus) -> list[str]:
-    """The jobs that drive the chain as its state file names them: its
-    submitter, its live runner, the runner queued behind it."""
-    return [
-        i
-        for i in (status.submitter_job_id, status.runner_job_id if status.runner_live else "", status.next_job_id)
-        if i
-    ]
-
-
 def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, mode: Mode, cancelling: bool = False) -> str:
     """Why no job of a chain that is not over can move it (``slurm``: the
-    scheduler's answer about ``live_job_ids``), or "": what ``chain status``
+    scheduler's answer about ``ChainStatus.live_jobs``), or "": what ``chain status``
     shows as "nothing drives it", "stalled" or "cancelled outside chain"
     (nothing while ``chain cancel`` is at work: ``cancelling``)."""
     return driver(mode).stranded(status, slurm, cancelling)

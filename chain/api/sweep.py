@@ -129,7 +129,7 @@ def _load(directory: Path) -> ChainStatus | None:
 def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> dict[Path, str]:
     """Which chains nothing drives: one query per backend kind, for all of them."""
     from chain.api.config import stored_settings
-    from chain.api.status import live_job_ids, stranded
+    from chain.api.status import stranded
     from chain.backends import make_backend
     from chain.errors import SchedulerError
 
@@ -142,7 +142,7 @@ def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> di
     for (name, _), directories in by_backend.items():
         try:
             backend = given or make_backend(name, directories[0])
-            slurm = backend.query([j for d in directories for j in live_job_ids(statuses[d])])
+            slurm = backend.query([j for d in directories for j in statuses[d].live_jobs()])
         except (SchedulerError, ChainError):  # no answer: nothing is judged stranded on it
             continue
         for directory in directories:

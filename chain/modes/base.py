@@ -60,7 +60,7 @@ class ModeDriver(abc.ABC):
     @abc.abstractmethod
     def stranded(self, status: ChainStatus, jobs: Mapping[str, JobInfo], cancelling: bool) -> str:
         """Why no job of a chain that is not over can move it (``jobs``: the
-        scheduler's answer about ``live_job_ids``), or ""; nothing while
+        scheduler's answer about ``ChainStatus.live_jobs``), or ""; nothing while
         ``chain cancel`` is at work (``cancelling``)."""
 
     def cancelled_outside(self, status: ChainStatus, jobs: Mapping[str, JobInfo], cancelling: bool) -> str:

@@ -75,11 +75,8 @@ class RelayMode(ModeDriver):
         these are, is at work)."""
         if status.state.ended or cancelling or _alive(status, jobs):
             return ""
-        gone = [
-            i
-            for i in (status.next_job_id, status.runner_job_id if status.runner_live else "")
-            if i and i in jobs and jobs[i].state is JobState.CANCELLED
-        ]
+        # the queued one named first: its cancel is what left the chain with nothing
+        gone = [i for i in reversed(status.runner_jobs()) if i in jobs and jobs[i].state is JobState.CANCELLED]
         return cancelled_outside(gone[0]) if gone else ""
 
     def no_submitter_log(self, status: ChainStatus) -> str:
@@ -90,5 +87,4 @@ class RelayMode(ModeDriver):
 
 
 def _alive(status: ChainStatus, jobs: Mapping[str, JobInfo]) -> bool:
-    ids = [i for i in (status.runner_job_id if status.runner_live else "", status.next_job_id) if i]
-    return any(jobs[i].state.active for i in ids if i in jobs)
+    return any(jobs[i].state.active for i in status.runner_jobs() if i in jobs)

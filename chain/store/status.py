@@ -10,6 +10,7 @@ from typing import Any
 from chain.core import names
 from chain.core.events import Event
 from chain.core.model import ChainState
+from chain.core.reasons import ReasonKind
 from chain.errors import ChainDirError
 from chain.store.codec import TRANSIENT, RecordError, decode, encode
 
@@ -27,6 +28,7 @@ class ChainStatus:
     chain_id: str
     state: ChainState = ChainState.PENDING
     reason: str = ""
+    reason_kind: ReasonKind | None = None  # what ``reason`` says, for code (None: no reason, or not told)
     created: float = 0.0
     updated: float = 0.0
     workdir: str = ""
@@ -59,6 +61,17 @@ class ChainStatus:
 
     def to_json(self) -> dict[str, Any]:
         return encode(self)
+
+    def runner_jobs(self) -> list[str]:
+        """The chain's runner jobs that may still run: its live runner, and
+        the one queued behind it (lookahead, relay)."""
+        return [i for i in (self.runner_job_id if self.runner_live else "", self.next_job_id) if i]
+
+    def live_jobs(self) -> list[str]:
+        """The jobs that drive the chain as this record names them: its
+        submitter, then ``runner_jobs``. The one list every view and
+        command asks the scheduler about."""
+        return [i for i in (self.submitter_job_id, *self.runner_jobs()) if i]
 
     def queued_next(self, job_id: str, seq: int | None) -> bool:
         """``job_id``, runner ``seq``, is the one queued behind the current
