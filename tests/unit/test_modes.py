@@ -133,3 +133,21 @@ def test_a_new_mode_is_one_module_and_one_registration(monkeypatch: pytest.Monke
     with pytest.raises(NotImplementedError, match="run_runner"):
         runner.run(chain, settings, FakeBackend(), job_id="5", job_name="demo-abc123.r1", workdir=tmp_path)
     assert RunnerRecord  # the record type the stub's job would carry
+
+
+@pytest.mark.parametrize(
+    ("fields", "runners", "live"),
+    [
+        (
+            {"submitter_job_id": "7", "runner_job_id": "8", "runner_live": True, "next_job_id": "9"},
+            ["8", "9"],
+            ["7", "8", "9"],
+        ),
+        ({"submitter_job_id": "7", "runner_job_id": "8", "runner_live": False}, [], ["7"]),  # judged: not asked about
+        ({"runner_job_id": "", "runner_live": True, "next_job_id": "9"}, ["9"], ["9"]),  # sbatch had not returned
+        ({}, [], []),
+    ],
+)
+def test_the_one_list_of_a_chains_live_jobs(fields: dict[str, Any], runners: list[str], live: list[str]) -> None:
+    status = _status(**fields)
+    assert status.runner_jobs() == runners and status.live_jobs() == live
