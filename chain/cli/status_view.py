@@ -225,7 +225,9 @@ def _jobs(report: StatusReport) -> list[Item]:
 def _driving_jobs(report: StatusReport) -> list[Item]:
     """A chain its submitter job drives: that job, and a word if it is gone."""
     sub_state = f" ({report.submitter_state})" if report.submitter_state else ""
-    items = [_line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}")]
+    items: list[Item] = [
+        _line(f"submitter: cycle {report.submitter_cycle}, job {report.submitter_job_id or '-'}{sub_state}")
+    ]
     if report.submitter_lost:
         gone = f"has ended ({report.submitter_state})" if report.submitter_state else "is gone from the scheduler"
         items.append(
@@ -245,7 +247,7 @@ def _relay_jobs(report: StatusReport) -> list[Item]:
         if report.next_job_id
         else "none"
     )
-    items = [_line(f"mode: {report.mode.value} (no submitter job); next runner: {queued}")]
+    items: list[Item] = [_line(f"mode: {report.mode.value} (no submitter job); next runner: {queued}")]
     if report.relay_broken:
         items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))
     if report.cancelled_outside:

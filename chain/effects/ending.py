@@ -25,12 +25,13 @@ HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not 
 
 
 def record_judgment(
-    chain: ChainDir, settings: Settings, status: ChainStatus, outcome: Outcome, decision: Decision
+    run: Executor, settings: Settings, status: ChainStatus, outcome: Outcome, decision: Decision
 ) -> None:
     """Write the current runner's judgment (runners.jsonl, chain.log) and the
     counters the decision keeps; learn the margin from its stop; put a
     node-ish failure on its node (``core.exclusion``, with the nodes the
-    outcome found down)."""
+    outcome found down). ``run``: the job's executor."""
+    chain = run.chain
     job_id = status.runner_job_id
     record = chain.runner_record(job_id)
     chain.judge_runner(
@@ -52,7 +53,7 @@ def record_judgment(
     )
     nodes = record.nodes if record else []
     blame = blamed(nodes, outcome.nodes_down, failed=outcome.failed_on_node, taken_back=outcome.taken_back)
-    Executor(chain).apply(
+    run.apply(
         status,
         Judged(
             outcome.iter_after,

@@ -40,7 +40,7 @@ T = TypeVar("T")
 @dataclass
 class Executor:
     chain: ChainDir
-    backend: Backend | None = None
+    backend: Backend  # a Cancel effect needs it: an executor without one would drop a cancel
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -121,8 +121,6 @@ class Executor:
     def _cancel(self, effect: Cancel) -> None:
         """A queued runner: a failed cancel is logged, not raised (the runner
         exits at once anyway, finding itself not the chain's current one)."""
-        if self.backend is None:
-            return
         try:
             self.backend.cancel(effect.job_id)
             self.chain.log(f"next runner: cancelled the queued runner job {effect.job_id}", echo=effect.echo)

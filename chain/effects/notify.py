@@ -27,7 +27,7 @@ NOTIFY_TIMEOUT = 60.0  # seconds one notify command may take
 
 def announce_end(
     chain: ChainDir,
-    backend: Backend | None,
+    backend: Backend,
     status: ChainStatus,
     settings: Settings,
     workdir: Path,
@@ -83,14 +83,13 @@ def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Pat
 
 
 def _mail(
-    chain: ChainDir, backend: Backend | None, status: ChainStatus, settings: Settings, state: ChainState, workdir: Path
+    chain: ChainDir, backend: Backend, status: ChainStatus, settings: Settings, state: ChainState, workdir: Path
 ) -> None:
     """One short job with ``--mail-type=END``: Slurm mails its end, and its
     name (``<chain id>.<state>``) says how the chain ended."""
-    if backend is None or backend.name == "local":
+    if backend.name == "local":
         chain.log(
-            f"mail: the {backend.name if backend else 'unknown'} backend sends no mail "
-            f"(--mail-user {settings.mail_user})",
+            f"mail: the {backend.name} backend sends no mail (--mail-user {settings.mail_user})",
             echo=False,
         )
         return

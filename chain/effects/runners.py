@@ -18,7 +18,7 @@ from chain.store import ChainDir, ChainStatus
 
 
 def submit_runner(
-    chain: ChainDir,
+    run: Executor,
     status: ChainStatus,
     counter: int,
     max_iter: int,
@@ -33,7 +33,6 @@ def submit_runner(
     resolved on restart by looking the runner up by its unique name; and
     the runner, once started, checks that it is the chain's current one.
     """
-    run = Executor(chain)
     run.apply(status, RunnerIntended(counter, now))
     job_id = submit(runner_job_name(status.chain_id, status.runner_seq))
     run.apply(status, RunnerSubmitted(job_id, max_iter, echo))

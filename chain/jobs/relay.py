@@ -146,7 +146,7 @@ class Relay:
             info = watch.until_gone(job, requeued=record.preempted)
         outcome = watch.outcome(status, record, info)
         decision = self._decide(outcome, status)
-        record_judgment(self.chain, self.settings, status, outcome, decision)
+        record_judgment(self.executor, self.settings, status, outcome, decision)
         if decision.verdict is Verdict.STOP:
             self.executor.apply(status, SuccessorTaken())  # this job: it ends the chain, nothing to cancel
             return TakeOver(Turn.END, status, decision.reason, decision.state)
@@ -161,7 +161,7 @@ class Relay:
         self.executor.apply(status, CounterRead(counter))
         if counter >= self.settings.max_iter:
             return TakeOver(Turn.COMPLETE, status)
-        submit_runner(self.chain, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
+        submit_runner(self.executor, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
         return None
 
     def _read_counter(self) -> CounterReading:
@@ -279,7 +279,7 @@ class Relay:
         """Judge this runner for good, the nodes' states asked when the rule needs them."""
         outcome = with_nodes_down(self.chain, self.backend, outcome, record)
         decision = self._decide(outcome, status)
-        record_judgment(self.chain, self.settings, status, outcome, decision)
+        record_judgment(self.executor, self.settings, status, outcome, decision)
         return decision
 
     def _release(self, job: str) -> None:

@@ -268,7 +268,7 @@ class Submitter:
             )
 
         submit_runner(
-            self.chain,
+            self.executor,
             status,
             counter,
             self.settings.max_iter,
@@ -287,7 +287,7 @@ class Submitter:
             self.chain.log(f"lookahead: pre-queued job {job_id} gave up waiting; submitting a new runner")
             self._submit_runner(status, counter)
             return
-        submit_runner(self.chain, status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
+        submit_runner(self.executor, status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
 
     def _drop_next(self, status: ChainStatus) -> None:
         drop_next(self.chain, self.backend, status)
@@ -309,7 +309,7 @@ class Submitter:
             prequeue_next(self.chain, self.backend, status, self.workdir)
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
-        record_judgment(self.chain, self.settings, status, outcome, decision)
+        record_judgment(self.executor, self.settings, status, outcome, decision)
 
     # --- endings ----------------------------------------------------------------------
     def _complete(self, status: ChainStatus) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.names import submitter_job_name
 from chain.core.settings import Settings
+from chain.effects.executor import Executor
 from chain.effects.runners import prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainDirError, CheckpointError
 from chain.store import ChainDir, ChainStatus
@@ -34,7 +35,7 @@ def presubmit_first_runner(
     if counter >= settings.max_iter:
         return
     submit_runner(
-        chain,
+        Executor(chain, backend),
         status,
         counter,
         settings.max_iter,

@@ -23,6 +23,7 @@ from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
 from chain.core.protocol import transition
 from chain.effects.ending import record_judgment
+from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner_job
 from chain.errors import SchedulerError
 from chain.jobs.watch import gather_outcome, with_nodes_down
@@ -130,7 +131,7 @@ def _judge(
     info = JobInfo(status.runner_job_id, state) if state is not None else None
     facts = with_nodes_down(chain, fake, gather_outcome(chain, status, record, info, None, "state_iter.txt"), record)
     decision = decide(facts, Policy(10), Tally())
-    record_judgment(chain, settings, status, facts, decision)
+    record_judgment(Executor(chain, FakeBackend()), settings, status, facts, decision)
     return decision.reason
 
 

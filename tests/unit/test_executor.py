@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import FakeBackend
 
 from chain.core import events as ev
 from chain.core.model import ChainState
@@ -27,7 +28,7 @@ def _chain(tmp_path: Path) -> ChainDir:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     status = ChainStatus(chain_id="demo-abc123", state=ChainState.RUNNING, runner_seq=3, runner_live=True)
-    Executor(chain).apply(status, ev.Prepared("local", str(tmp_path)))
+    Executor(chain, FakeBackend()).apply(status, ev.Prepared("local", str(tmp_path)))
     return chain
 
 
@@ -45,9 +46,9 @@ def _disk(chain: ChainDir) -> ChainStatus:
 def test_a_save_moves_the_revision_and_the_unsaved_events_are_not_stored(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
     status = _copy(chain)
-    Executor(chain).apply(status, ev.CounterRead(7))
+    Executor(chain, FakeBackend()).apply(status, ev.CounterRead(7))
     assert status.unsaved == [ev.CounterRead(7)] and _disk(chain).iteration == 0
-    Executor(chain).apply(status, ev.HookRan({"name": "report", "rc": 0}))
+    Executor(chain, FakeBackend()).apply(status, ev.HookRan({"name": "report", "rc": 0}))
     assert status.unsaved == [] and status.revision == _disk(chain).revision == 2
     stored = json.loads(chain.state_file.read_text())
     assert "unsaved" not in stored and stored["revision"] == 2 and stored["iteration"] == 7
@@ -56,8 +57,8 @@ def test_a_save_moves_the_revision_and_the_unsaved_events_are_not_stored(tmp_pat
 def test_a_strike_and_a_judgement_saved_by_two_processes_are_both_kept(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
     relay, other = _copy(chain), _copy(chain)
-    Executor(chain).apply(relay, ev.Judged(40, 0, 0, blamed=("node7",), exclude_after=1))
-    Executor(chain).apply(other, ev.HookRan({"name": "notify", "rc": 0}))  # its copy predates the strike
+    Executor(chain, FakeBackend()).apply(relay, ev.Judged(40, 0, 0, blamed=("node7",), exclude_after=1))
+    Executor(chain, FakeBackend()).apply(other, ev.HookRan({"name": "notify", "rc": 0}))  # its copy predates the strike
     disk = _disk(chain)
     assert disk.node_strikes == {"node7": 1} and disk.excluded_nodes == ["node7"]
     assert disk.hooks == [{"name": "notify", "rc": 0}] and disk.iteration == 40 and not disk.runner_live
@@ -68,9 +69,9 @@ def test_a_strike_and_a_judgement_saved_by_two_processes_are_both_kept(tmp_path:
 def test_events_not_saved_yet_are_applied_again_with_the_one_that_saves(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
     command, job = _copy(chain), _copy(chain)
-    Executor(chain).apply(command, ev.Resumed())  # no save of its own: the next event saves it
-    Executor(chain).apply(job, ev.HookRan({"name": "report", "rc": 0}))
-    Executor(chain).apply(command, ev.SubmitterQueued("61"))
+    Executor(chain, FakeBackend()).apply(command, ev.Resumed())  # no save of its own: the next event saves it
+    Executor(chain, FakeBackend()).apply(job, ev.HookRan({"name": "report", "rc": 0}))
+    Executor(chain, FakeBackend()).apply(command, ev.SubmitterQueued("61"))
     disk = _disk(chain)
     assert (disk.state, disk.submitter_cycle, disk.submitter_job_id) == (ChainState.PENDING, 1, "61")
     assert disk.hooks == [{"name": "report", "rc": 0}]
@@ -79,9 +80,9 @@ def test_events_not_saved_yet_are_applied_again_with_the_one_that_saves(tmp_path
 def test_a_cancel_saved_first_refuses_the_submitters_end_and_its_copy_becomes_the_cancel(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
     submitter, cancel = _copy(chain), _copy(chain)
-    Executor(chain).apply(cancel, ev.Ended(ChainState.CANCELLED, "cancelled by chain cancel"))
+    Executor(chain, FakeBackend()).apply(cancel, ev.Ended(ChainState.CANCELLED, "cancelled by chain cancel"))
     with pytest.raises(ProtocolError, match="Ended refused: the chain was cancelled"):
-        Executor(chain).apply(submitter, ev.Ended(ChainState.STOPPED, "stopped on signal TERM"))
+        Executor(chain, FakeBackend()).apply(submitter, ev.Ended(ChainState.STOPPED, "stopped on signal TERM"))
     assert submitter == _disk(chain) and submitter.unsaved == []
     assert (submitter.state, submitter.reason) == (ChainState.CANCELLED, "cancelled by chain cancel")
     assert "(another process changed state.json first)" in chain.log_file.read_text()
@@ -100,10 +101,10 @@ def test_a_refusal_while_the_chain_goes_on_is_still_raised_by_the_job(tmp_path: 
 def test_a_runner_submitted_after_a_cancel_is_refused_and_nothing_of_it_is_saved(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
     submitter, cancel = _copy(chain), _copy(chain)
-    Executor(chain).apply(submitter, ev.RunnerIntended(20, 5.0))
-    Executor(chain).apply(cancel, ev.Ended(ChainState.CANCELLED, "cancelled by chain cancel"))
+    Executor(chain, FakeBackend()).apply(submitter, ev.RunnerIntended(20, 5.0))
+    Executor(chain, FakeBackend()).apply(cancel, ev.Ended(ChainState.CANCELLED, "cancelled by chain cancel"))
     with pytest.raises(ProtocolError, match="RunnerSubmitted refused: the chain is cancelled"):
-        Executor(chain).apply(submitter, ev.RunnerSubmitted("104", 500))
+        Executor(chain, FakeBackend()).apply(submitter, ev.RunnerSubmitted("104", 500))
     disk = _disk(chain)
     assert disk.state is ChainState.CANCELLED and disk.runner_job_id == "" and disk.runner_seq == 4
     assert chain.worker_id_list() == []  # its RecordWorker came after the refused save: never carried out
@@ -123,10 +124,10 @@ def test_a_failed_save_keeps_the_events_for_the_next_one(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(ChainDir, "save_status", refuse_once)
     with pytest.raises(OSError):
-        Executor(chain).apply(status, ev.HookRan({"name": "a", "rc": 0}))
+        Executor(chain, FakeBackend()).apply(status, ev.HookRan({"name": "a", "rc": 0}))
     assert status.revision == 1 and status.unsaved == [ev.HookRan({"name": "a", "rc": 0})]
-    Executor(chain).apply(other, ev.HookRan({"name": "b", "rc": 0}))  # another process saves meanwhile
-    Executor(chain).apply(status, ev.HookRan({"name": "c", "rc": 0}))
+    Executor(chain, FakeBackend()).apply(other, ev.HookRan({"name": "b", "rc": 0}))  # another process saves meanwhile
+    Executor(chain, FakeBackend()).apply(status, ev.HookRan({"name": "c", "rc": 0}))
     assert [h["name"] for h in _disk(chain).hooks] == ["b", "a", "c"]
 
 
@@ -159,16 +160,17 @@ from pathlib import Path
 from chain.core import events as ev
 from chain.effects.executor import Executor
 from chain.store import ChainDir
+from fakes import FakeBackend
 chain, me, count = ChainDir(Path(sys.argv[1])), sys.argv[2], int(sys.argv[3])
 status = chain.load_status()  # one copy for the whole loop, as a job holds it
 for i in range(count):
-    Executor(chain).apply(status, ev.HookRan({"name": f"{me}-{i}", "rc": 0}))
+    Executor(chain, FakeBackend()).apply(status, ev.HookRan({"name": f"{me}-{i}", "rc": 0}))
 """
 
 
 def test_processes_saving_at_once_lose_nothing(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
     procs = [
         subprocess.Popen([sys.executable, "-c", RACER, str(chain.root), name, "40"], env=env)
         for name in ("submitter", "cancel", "relay")

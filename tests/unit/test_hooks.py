@@ -64,7 +64,15 @@ def test_a_hook_past_its_time_is_stopped_with_its_children_and_never_rerun(tmp_p
         {"app_cmd": "true", "max_iter": 10, "hooks": [f"sleep 300 & echo $! > {pidfile}; wait"]}, {}, None, tmp_path
     )
     started = time.monotonic()
-    run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=2.0, only=("hook-1",))
+    run_hooks(
+        chain,
+        status,
+        settings,
+        tmp_path,
+        record=Executor(chain, FakeBackend()).recorder(status),
+        timeout=2.0,
+        only=("hook-1",),
+    )
     assert time.monotonic() - started < 15
     entry = next(h for h in status.hooks if h["name"] == "hook-1")
     assert entry["rc"] == 124 and "timed out" in entry["error"]
@@ -79,7 +87,15 @@ def test_a_hook_past_its_time_is_stopped_with_its_children_and_never_rerun(tmp_p
     else:
         raise AssertionError("the hook's child outlived it")
     calls = len(status.hooks)
-    run_hooks(chain, status, settings, tmp_path, record=Executor(chain).recorder(status), timeout=2.0, only=("hook-1",))
+    run_hooks(
+        chain,
+        status,
+        settings,
+        tmp_path,
+        record=Executor(chain, FakeBackend()).recorder(status),
+        timeout=2.0,
+        only=("hook-1",),
+    )
     assert len(status.hooks) == calls, "a timed-out hook ran again"
 
 
@@ -94,7 +110,7 @@ def test_the_hooks_share_the_time_left_rather_than_each_getting_all_of_it(tmp_pa
         status,
         settings,
         tmp_path,
-        record=Executor(chain).recorder(status),
+        record=Executor(chain, FakeBackend()).recorder(status),
         timeout=3.0,
         only=("hook-1", "hook-2", "hook-3"),
     )

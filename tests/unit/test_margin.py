@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fakes import FakeBackend
+
 from chain import api
 from chain.core.decision import Outcome, Policy, Tally, Verdict, decide
 from chain.core.margin import (
@@ -17,6 +19,7 @@ from chain.core.margin import (
 )
 from chain.core.model import ChainState
 from chain.effects.ending import record_judgment
+from chain.effects.executor import Executor
 from chain.store import ChainDir, ChainStatus
 from chain.store.records import RunnerPhase, RunnerRecord
 
@@ -260,7 +263,7 @@ def _judge(tmp_path: Path, record: RunnerRecord, *, runner_time: str, margin: in
     )
     decision = decide(outcome, Policy(100), Tally())
     assert decision.verdict is Verdict.CONTINUE
-    record_judgment(chain, settings, status, outcome, decision)
+    record_judgment(Executor(chain, FakeBackend()), settings, status, outcome, decision)
     return chain, status
 
 

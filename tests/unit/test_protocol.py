@@ -317,7 +317,7 @@ def test_retry_rides_out_an_outage_until_its_deadline_on_the_injected_clock(tmp_
         calls.append(now[0])
         raise SchedulerError("sbatch: Socket timed out")
 
-    run = Executor(chain, None, clock=lambda: now[0], sleep=sleep)
+    run = Executor(chain, FakeBackend(), clock=lambda: now[0], sleep=sleep)
     with pytest.raises(SchedulerError):
         run.retry("submitting runner 4", down, give_up=300.0)
     assert len(calls) > 3 and now[0] <= 300.0  # no attempt started that would end past the deadline

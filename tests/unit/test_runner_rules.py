@@ -18,6 +18,7 @@ from chain.core.model import ChainState
 from chain.core.runner_rules import promotion_give_up
 from chain.core.settings import Settings
 from chain.effects.ending import record_judgment
+from chain.effects.executor import Executor
 from chain.jobs import runner
 from chain.jobs.runner import PROMOTION_PATIENCE
 from chain.jobs.submitter import Submitter
@@ -163,6 +164,6 @@ def test_a_runner_that_gave_up_as_it_was_promoted_is_not_judged_a_timeout(
     assert decision.verdict is Verdict.CONTINUE, decision
     assert "without running the app" in decision.reason
     assert decision.progress == Tally(no_progress=1)  # not counted as a stall
-    record_judgment(chain, settings, status, outcome, decision)
+    record_judgment(Executor(chain, FakeBackend()), settings, status, outcome, decision)
     assert status.margin == 10 and status.iteration == 4 and not status.runner_live
     assert "runner margin" not in chain.log_file.read_text()

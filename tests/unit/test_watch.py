@@ -19,6 +19,7 @@ from chain.cli.commands import app
 from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.core.model import ChainState
 from chain.effects.ending import record_judgment
+from chain.effects.executor import Executor
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus, write_json_atomic
 
@@ -41,7 +42,7 @@ def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
     assert not outcome.recorded
     decision = decide(outcome, Policy(settings.max_iter), Tally())
     assert decision.verdict is Verdict.CONTINUE  # the decision goes by the state, not the code
-    record_judgment(chain, settings, status, outcome, decision)
+    record_judgment(Executor(chain, FakeBackend()), settings, status, outcome, decision)
     status.state, status.reason = ChainState.STOPPED, "stopped for the test"
     chain.save_status(status)
     return chain
