@@ -38,8 +38,10 @@ __all__ = [
     "not_wanted",
     "open_at",
     "open_dir",
+    "open_file",
     "read_capped",
     "read_file",
+    "read_lines",
     "read_span",
     "read_tail",
     "refusal",
@@ -206,6 +208,27 @@ def read_file(path: Path, limit: int) -> bytes:
     fd = _regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), path)
     try:
         return read_capped(fd, limit, path)
+    finally:
+        os.close(fd)
+
+
+def open_file(path: Path) -> int:
+    """A descriptor of a regular file named by the user (links followed: the
+    name is theirs); a FIFO or a device is refused, never waited on."""
+    return _regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), path)
+
+
+def read_lines(path: Path, limit: int, line_limit: int) -> Iterator[bytes]:
+    """A file named by the user (``open_file``), line by line (``iter_lines``:
+    one longer than ``line_limit`` is skipped), so that memory holds one line
+    at a time: refused when it holds more than ``limit`` bytes, or grows past
+    them while read. A generator: the refusal comes with the first line."""
+    fd = open_file(path)
+    try:
+        check_size(fd, limit, path)
+        for line in iter_lines(fd, line_limit):
+            check_size(fd, limit, path, os.lseek(fd, 0, os.SEEK_CUR))  # iter_lines' reader shares the offset
+            yield line
     finally:
         os.close(fd)
 

@@ -33,7 +33,7 @@ from chain.backends.base import Backend, JobUsage
 from chain.core.model import ChainState
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainError
-from chain.primitives import atomic
+from chain.primitives import atomic, safeio
 from chain.reporting.metrics import (
     IterEvent,
     Redone,
@@ -62,6 +62,10 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 ITER_LOG = "iterations.log"
+# bytes of the app's iteration log read at most: ~1.4 million lines of ~45 bytes (one an
+# iteration of a long chain), ~600 MB and 7 s once parsed; a line past ITER_LINE_CAP is skipped
+ITER_LOG_CAP = 64 << 20
+ITER_LINE_CAP = 4 << 10
 OWN_RECORDS = "usage from the chain's own records"
 # A backend by name for a chain directory (``chain.backends.make_backend``'s form).
 BackendFactory = Callable[[str, Path], Backend]
@@ -100,11 +104,25 @@ def final_state(status: ChainStatus | None, environ: Mapping[str, str]) -> tuple
     return told, environ.get("CHAIN_REASON", "")
 
 
-def _read_events(workdir: Path) -> list[IterEvent]:
+def _read_events(workdir: Path) -> tuple[list[IterEvent], str]:
+    """The app's iteration log, read line by line within ITER_LOG_CAP, and ""
+    or the report's note of why it was not read (a FIFO, a device, too large,
+    unreadable): the redone work then comes from the runner records."""
+    path = workdir / ITER_LOG
+    events: list[IterEvent] = []
     try:
-        return parse_iteration_log((workdir / ITER_LOG).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return []
+        for line in safeio.read_lines(path, ITER_LOG_CAP, ITER_LINE_CAP):  # one at a time: never the whole log
+            events += parse_iteration_log(line.decode("utf-8", "replace"))
+    except FileNotFoundError:  # an app that writes none
+        return [], ""
+    except OSError as exc:
+        why = (
+            f"{exc.where} {exc.problem}"
+            if isinstance(exc, safeio.UnsafeFileError)
+            else f"{path}: {exc.strerror or exc}"
+        )
+        return [], f"iteration log not read: {why}; redone work from the runner records"
+    return events, ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,7 @@ class _Chain:
     submitters: list[str]
     events: list[IterEvent]
     redone: Redone  # from the iteration log when there is one, else from the runner records
+    notes: list[str]  # why the iteration log was not read
 
     @classmethod
     def read(cls, chain_dir: Path) -> _Chain:
@@ -131,7 +150,7 @@ class _Chain:
         recorded = (
             status.iteration if status else max([r.iter_after for r in runners if r.iter_after is not None], default=0)
         )
-        events = _read_events(workdir)
+        events, log_note = _read_events(workdir)
         max_iter = stored.get("max_iter")
         return cls(
             chain,
@@ -143,6 +162,7 @@ class _Chain:
             load_submitter_ids(chain, status.submitter_job_id if status else ""),
             events,
             work_redone(events) if events else redone_from_runners(runners),
+            [log_note] if log_note else [],
         )
 
     @property
@@ -238,7 +258,7 @@ def _summary(
         "iteration": chain.iteration,
         "max_iter": chain.max_iter,
         "accounting": accounting.trusted,
-        "notes": accounting.notes,
+        "notes": accounting.notes + chain.notes,
         "totals": usage_totals(rows, chain.redone),
         "driver": driver_usage(chain.submitters, chain.runner_ids, accounting.records, accounting.source).to_json(),
         "work_redone": chain.redone.to_json(),

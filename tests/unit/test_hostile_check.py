@@ -1,8 +1,9 @@
 """scripts/hostile-check, issue 38's hostile acceptance run against the
-command line: the whole run takes about 90 s (docs/development.md), so CI
+command line: the whole run takes about 50 s (docs/development.md), so CI
 runs the part that can hurt the caller, the killpg-bait local job records
 (batch_pid 0 and -1, supervisor_pid 0, a stranger's pid with another start
-time, through ``chain status`` and ``chain cancel``), and the script's own
+time, through ``chain status`` and ``chain cancel``), the report over a FIFO
+or a ``/dev/zero`` link as the app's iteration log, and the script's own
 judgement of a mishandled case."""
 
 from __future__ import annotations
@@ -74,3 +75,12 @@ def test_the_script_judges_what_the_command_did(tmp_path: Path, code: int, stder
     if not why:  # and a write outside the chain directory is one too
         (tmp_path / "outside" / "victim").write_text("changed")
         assert script._judge(spec, tmp_path, done, before) == "wrote outside the chain directory: outside/victim"
+
+
+@pytest.mark.local
+def test_the_report_says_an_iteration_log_it_did_not_read() -> None:
+    proc = _run("-k", "iterations.log")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    cases = [line for line in lines if line.startswith(("OK", "MISHANDLED"))]
+    assert len(cases) == 2 and all(line.startswith("OK ") for line in cases), lines

@@ -82,3 +82,23 @@ def test_lines_past_the_limit_are_skipped_whole(tmp_path: Path) -> None:
         assert safeio.read_tail(fd, 1000, lines=1) == (data, 0)
     finally:
         os.close(fd)
+
+
+def test_a_file_named_by_the_user_is_read_line_by_line_within_its_cap(tmp_path: Path) -> None:
+    (tmp_path / "log").write_bytes(b"one\n" + b"x" * 50 + b"\ntwo")
+    assert list(safeio.read_lines(tmp_path / "log", 100, 10)) == [b"one\n", b"two"]
+    with pytest.raises(safeio.UnsafeFileError, match="log is 58 bytes, more than the 57 bytes chain reads of it"):
+        next(safeio.read_lines(tmp_path / "log", 57, 10))
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(safeio.UnsafeFileError, match="fifo is not a regular file but a FIFO"):
+        next(safeio.read_lines(tmp_path / "fifo", 100, 10))
+
+
+def test_a_file_growing_past_its_cap_while_read_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "log").write_bytes(b"line\n" * 4)
+    lines = safeio.read_lines(tmp_path / "log", 30, 10)
+    assert next(lines) == b"line\n"
+    with open(tmp_path / "log", "ab") as fh:  # 20 bytes were 40: past the cap
+        fh.write(b"line\n" * 4)
+    with pytest.raises(safeio.UnsafeFileError, match="more than the 30 bytes"):
+        list(lines)

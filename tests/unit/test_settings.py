@@ -88,6 +88,8 @@ def test_seed_environment_names() -> None:
         ({"hooks": ["true"] * 101}, "at most 100"),
         ({"job_name": "proj/run1"}, "1-64 letters, digits"),
         ({"job_name": "-x"}, "1-64 letters, digits"),
+        ({"job_name": "."}, "1-64 letters, digits"),  # never a path's . or .. (the local spool's names/)
+        ({"job_name": ".."}, "1-64 letters, digits"),
         ({"job_name": "a" * 65}, "1-64 letters, digits"),
         ({"app_cmd": "echo " + "x" * 200_000}, "at most 131071 fit in one argument"),
         ({"app_cmd": "echo " + "é" * 70_000}, "bytes long; at most 131071"),
