@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from chain.core.model import (
     CONTINUE_CODES,
     CONTINUE_STATES,
     ChainState,
     JobState,
+    TextEnum,
 )
-from chain.core.runner_rules import STOPPED_ON_SIGNAL
+from chain.core.reasons import ReasonKind
 from chain.primitives.codes import RunnerExit
 
 
-class Verdict(str, enum.Enum):
+class Verdict(TextEnum):
+    """What the chain does after a runner."""
+
     CONTINUE = "continue"  # submit the next runner
     COMPLETE = "complete"  # run the hooks, chain completed
     STOP = "stop"  # chain ends with ``state`` and ``reason``
@@ -43,6 +46,9 @@ class Outcome:
     recorded: bool = True  # the runner wrote its final record
     cancelled_by_chain: bool = False  # the chain's own machinery cancelled it
     detail: str = ""  # the runner's own account ("app exited 3", ...)
+    # the app exited by itself once the runner sent its stop signal (its
+    # account, ``detail``, then says so: the reason of a handover is that account)
+    stopped_on_signal: bool = False
     # the runner sent the app its stop signal before it exited: only then does
     # runner exit 1 mean the seed's "stopped at the deadline without advance"
     stop_signalled: bool = True
@@ -100,10 +106,13 @@ class Tally:
 
 @dataclass(frozen=True)
 class Decision:
+    """The chain's next step after a runner: ``reason`` for a person, ``kind`` for code."""
+
     verdict: Verdict
     reason: str
     progress: Tally
     state: ChainState = ChainState.RUNNING
+    kind: ReasonKind = field(kw_only=True)
 
 
 Rule = Callable[[Outcome, Policy, Tally], "Decision | None"]
@@ -116,7 +125,7 @@ def decide(outcome: Outcome, policy: Policy, progress: Tally) -> Decision:
         decision = rule(outcome, policy, progress)
         if decision is not None:
             return decision
-    return _failure(outcome, policy, progress, _failure_reason(outcome))
+    return _failure(outcome, policy, progress, *_failure_reason(outcome))
 
 
 def _counter(outcome: Outcome) -> str:
@@ -159,7 +168,9 @@ def cancelled_outside(job_id: str) -> str:
 
 def _cancelled_by_user(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.slurm_state is JobState.CANCELLED and not outcome.cancelled_by_chain:
-        return Decision(Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED)
+        return Decision(
+            Verdict.STOP, "runner cancelled by user", progress, ChainState.CANCELLED, kind=ReasonKind.CANCELLED_BY_USER
+        )
     return None
 
 
@@ -172,12 +183,18 @@ def _never_ran(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | 
     if outcome.app_ran or not outcome.recorded:
         return None
     why = outcome.detail or "not the chain's current runner"
-    return Decision(Verdict.CONTINUE, f"runner left without running the app: {why} ({_counter(outcome)})", progress)
+    return Decision(
+        Verdict.CONTINUE,
+        f"runner left without running the app: {why} ({_counter(outcome)})",
+        progress,
+        kind=ReasonKind.NEVER_RAN,
+    )
 
 
 def _out_of_memory(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
     if outcome.slurm_state is JobState.OUT_OF_MEMORY:
-        return _failure(outcome, policy, progress, f"runner ran out of memory (counter {_counter(outcome)})")
+        why = f"runner ran out of memory (counter {_counter(outcome)})"
+        return _failure(outcome, policy, progress, why, ReasonKind.OUT_OF_MEMORY)
     return None
 
 
@@ -197,6 +214,7 @@ def _done(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
             Verdict.COMPLETE,
             f"app finished at {outcome.iter_after}{overshoot(outcome.iter_after, policy.max_iter)}",
             Tally(),
+            kind=ReasonKind.FINISHED,
         )
     if outcome.missing_counter_file:
         why = (
@@ -205,10 +223,10 @@ def _done(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
         )
     else:
         why = f"app exited 0 but the counter is {outcome.iter_after} < MAX_ITER {policy.max_iter}"
-    return Decision(Verdict.STOP, why, progress, ChainState.FAILED)
+    return Decision(Verdict.STOP, why, progress, ChainState.FAILED, kind=ReasonKind.FINISHED_SHORT)
 
 
-# how a runner Slurm took back is judged (the report counts them by these words)
+# how a runner Slurm took back is judged (the words; the report counts them by their kind)
 PREEMPTED_REASONS = ("runner preempted", "runner requeued by Slurm", "runner lost node")
 
 
@@ -222,19 +240,20 @@ def _preempted(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | 
     if not outcome.taken_back:
         return None
     down = ",".join(outcome.nodes_down)
+    kind = ReasonKind.PREEMPTED
     if outcome.slurm_state is JobState.PREEMPTED:  # ended PREEMPTED (PreemptMode=CANCEL): no node failure does that
         what = f"{PREEMPTED_REASONS[0]} (node {down} down)" if down else PREEMPTED_REASONS[0]
     elif down:
-        what = f"{PREEMPTED_REASONS[2]} {down} (Slurm requeued it)"
+        what, kind = f"{PREEMPTED_REASONS[2]} {down} (Slurm requeued it)", ReasonKind.LOST_NODE
     elif outcome.preempted:
         what = PREEMPTED_REASONS[0]
     else:
-        what = f"{PREEMPTED_REASONS[1]} (preempted, or its node failed)"
+        what, kind = f"{PREEMPTED_REASONS[1]} (preempted, or its node failed)", ReasonKind.REQUEUED
     kept = replace(progress, no_progress=0) if outcome.advanced else progress
-    return Decision(Verdict.CONTINUE, f"{what}: counter {_counter(outcome)}", kept)
+    return Decision(Verdict.CONTINUE, f"{what}: counter {_counter(outcome)}", kept, kind=kind)
 
 
-STALLED_REASON = "app stalled"  # the report and the node exclusion count them by these words
+STALLED_REASON = "app stalled"  # the words of a stalled app's judgment (its kind: ReasonKind.STALLED)
 
 
 def _stalled_app(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | None:
@@ -251,11 +270,13 @@ def _stalled_app(outcome: Outcome, policy: Policy, progress: Tally) -> Decision 
             f"{why}; {stalled} runners in a row without progress",
             replace(progress, no_progress=stalled),
             ChainState.STOPPED,
+            kind=ReasonKind.STALLED,
         )
     return Decision(
         Verdict.CONTINUE,
         f"{why}; runner {stalled} in a row without progress, the chain stops at {policy.max_no_progress}",
         replace(progress, no_progress=stalled),
+        kind=ReasonKind.STALLED,
     )
 
 
@@ -270,19 +291,29 @@ def _handed_over(outcome: Outcome, policy: Policy, progress: Tally) -> Decision 
         or (outcome.cancelled_by_chain and state is JobState.CANCELLED)
     ):
         return None
-    why = _continue_reason(code, state, outcome.detail)
+    why = _continue_reason(outcome)
     if outcome.advanced:
-        return Decision(Verdict.CONTINUE, f"{why}: counter {_counter(outcome)}", replace(progress, no_progress=0))
+        return Decision(
+            Verdict.CONTINUE,
+            f"{why}: counter {_counter(outcome)}",
+            replace(progress, no_progress=0),
+            kind=ReasonKind.HANDED_OVER,
+        )
     stalled = progress.no_progress + 1
     if stalled >= policy.max_no_progress:
         return Decision(
-            Verdict.STOP, _stalled_reason(outcome, stalled), replace(progress, no_progress=stalled), ChainState.STOPPED
+            Verdict.STOP,
+            _stalled_reason(outcome, stalled),
+            replace(progress, no_progress=stalled),
+            ChainState.STOPPED,
+            kind=ReasonKind.NO_PROGRESS,
         )
     return Decision(
         Verdict.CONTINUE,
         f"{why} but {_no_advance(outcome)}; runner {stalled} in a row without "
         f"progress, the chain stops at {policy.max_no_progress}",
         replace(progress, no_progress=stalled),
+        kind=ReasonKind.NO_ADVANCE,
     )
 
 
@@ -304,7 +335,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _failure_reason(outcome: Outcome) -> str:
+def _failure_reason(outcome: Outcome) -> tuple[str, ReasonKind]:
     state, code, counter = outcome.slurm_state, outcome.exit_code, _counter(outcome)
     if (
         code == RunnerExit.NO_ADVANCE
@@ -312,20 +343,21 @@ def _failure_reason(outcome: Outcome) -> str:
         and outcome.stop_signalled
         and state in (None, JobState.FAILED)
     ):
-        return f"the app was stopped at the deadline but {_no_advance(outcome)}"
+        return f"the app was stopped at the deadline but {_no_advance(outcome)}", ReasonKind.DEADLINE_NO_ADVANCE
     if not outcome.recorded:
         what = state.value if state else "ended"
-        return f"runner {what} without a record (exit {code if code is not None else '?'}, counter {counter})"
+        exit_code = code if code is not None else "?"
+        return f"runner {what} without a record (exit {exit_code}, counter {counter})", ReasonKind.NO_RECORD
     if outcome.detail:  # the runner's own account says more than its exit code
-        return f"{outcome.detail} (runner exit code {code}, counter {counter})"
-    return f"runner failed with exit code {code} (counter {counter})"
+        return f"{outcome.detail} (runner exit code {code}, counter {counter})", ReasonKind.APP_FAILED
+    return f"runner failed with exit code {code} (counter {counter})", ReasonKind.APP_FAILED
 
 
-def _continue_reason(code: int | None, state: JobState | None, detail: str = "") -> str:
-    on_signal = code == RunnerExit.TIMEOUT_ADVANCED and detail.startswith(STOPPED_ON_SIGNAL)
-    if on_signal and state in (None, JobState.COMPLETED):
+def _continue_reason(outcome: Outcome) -> str:
+    code, state = outcome.exit_code, outcome.slurm_state
+    if code == RunnerExit.TIMEOUT_ADVANCED and outcome.stopped_on_signal and state in (None, JobState.COMPLETED):
         # the app exited by itself after chain's signal (any code, 0 too): say so, not "stopped at the deadline"
-        return detail
+        return outcome.detail
     if state in CONTINUE_STATES and state is not None:
         return f"runner ended {state.value}"
     if state is JobState.CANCELLED:
@@ -338,16 +370,18 @@ def _continue_reason(code: int | None, state: JobState | None, detail: str = "")
     return handed_over.get(code or 0, f"runner exit {code}")
 
 
-def _failure(outcome: Outcome, policy: Policy, progress: Tally, reason: str) -> Decision:
-    """A failure stops the chain unless the retry budget allows another runner."""
+def _failure(outcome: Outcome, policy: Policy, progress: Tally, reason: str, kind: ReasonKind) -> Decision:
+    """A failure stops the chain unless the retry budget allows another
+    runner (a retry keeps the failure's kind: its verdict says it goes on)."""
     if progress.retries_used < policy.retries:
         used = progress.retries_used + 1
         return Decision(
             Verdict.CONTINUE,
             f"retry {used}/{policy.retries} after: {reason}",
             replace(progress, retries_used=used),
+            kind=kind,
         )
-    return Decision(Verdict.STOP, reason, progress, ChainState.FAILED)
+    return Decision(Verdict.STOP, reason, progress, ChainState.FAILED, kind=kind)
 
 
 class Step(str, enum.Enum):

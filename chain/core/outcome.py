@@ -55,6 +55,7 @@ def runner_outcome(
             recorded=True,
             cancelled_by_chain=cancelled,
             detail=record.detail,
+            stopped_on_signal=record.stopped_on_signal,
             stop_signalled=record.stop_sent is not None,
             app_ran=not record.superseded,
             missing_counter_file=missing_counter_file,

@@ -88,6 +88,13 @@ def job_exit_code(code: int) -> int:
     return 0 if code in (RunnerExit.DONE, *CONTINUE_CODES) else code
 
 
+def exited_on_stop(stop_sent: bool, external: str | None, killed: bool, exit_code: int | None) -> bool:
+    """Pure: the app exited by itself once the runner sent its stop signal
+    (``exit_code`` None: a signal killed it): its counter judges it, and the
+    runner's account says so (``describe_exit``; the record's ``stopped_on_signal``)."""
+    return stop_sent and exit_code is not None and not external and not killed
+
+
 def describe_exit(
     how: str,
     ran: float,
@@ -105,8 +112,7 @@ def describe_exit(
         if exit_code == RunnerExit.DONE:
             return f"app finished (exit 0) after {ran:.1f} s"
         return f"{how} after {ran:.1f} s, before the stop signal"
-    if exit_code is not None and not external and not killed:
-        # it exited by itself once asked to stop: its counter judges it
+    if exited_on_stop(stop_sent, external, killed, exit_code):
         return f"{STOPPED_ON_SIGNAL} (exit {exit_code}) after SIG{stop_signal}"
     text = f"{how} after SIG{stop_signal}"
     if external:  # a signal name as Python spells it: SIGTERM

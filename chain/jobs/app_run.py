@@ -17,7 +17,7 @@ from pathlib import Path
 from chain.backends.base import Backend
 from chain.core.decision import missing_counter
 from chain.core.names import runner_name
-from chain.core.runner_rules import Schedule, classify_exit, describe_exit
+from chain.core.runner_rules import Schedule, classify_exit, describe_exit, exited_on_stop
 from chain.core.settings import LaunchMode, Settings
 from chain.core.stall import StallWatch
 from chain.effects.appenv import app_environ, app_umask, mark_resuming
@@ -228,6 +228,8 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
     record.app_exit_code, record.stop_sent, record.external_signal = end.app_exit_code, end.stop_sent, end.external
     record.killed, record.stalled = end.killed, end.stalled
     record.stop_to_exit = (end.ended - end.stop_sent) if end.stop_sent else None
+    exit_code = end.returncode if end.returncode >= 0 else None
+    record.stopped_on_signal = exited_on_stop(end.stop_sent is not None, end.external, end.killed, exit_code)
     detail = counter_error or describe_exit(
         end.how,
         end.ended - (record.app_start or end.ended),
@@ -235,7 +237,7 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
         end.stop_sent is not None,
         end.external,
         end.killed,
-        exit_code=end.returncode if end.returncode >= 0 else None,
+        exit_code=exit_code,
     )
     if end.stalled is not None:
         detail = f"stopped as stalled, no sign of progress for {end.stalled:.0f} s: {detail}"

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from chain.core.decision import PREEMPTED_REASONS
 from chain.store.records import RunnerView
 
 RECENT_RUNNERS = 5  # the rate is measured over the last few runners
@@ -128,8 +127,8 @@ def _live_progress(runners: list[RunnerView], iteration: int, now: float) -> tup
 
 def preempted_runners(runners: list[RunnerView]) -> list[str]:
     """Pure: the jobs of the runners Slurm took back (preempted or requeued),
-    by their judgment (``core.decision``): not failures, not runners without progress."""
-    return [r.job_id for r in runners if (r.reason or "").startswith(PREEMPTED_REASONS)]
+    by their judgment's kind (``core.reasons``): not failures, not runners without progress."""
+    return [r.job_id for r in runners if r.kind is not None and r.kind.taken_back]
 
 
 def efficiency(runners: list[RunnerView], redone: Redone | None = None) -> float | None:

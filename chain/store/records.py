@@ -16,8 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chain.core.decision import Verdict
+from chain.core.model import JobState
+from chain.core.reasons import ReasonKind
 from chain.primitives.bounded import loads_json
 from chain.store.codec import RecordError, decode, encode
+from chain.store.legacy import legacy_kind
 
 if TYPE_CHECKING:
     from chain.store.status import ChainStatus
@@ -44,6 +48,7 @@ class RunnerRecord:
     exit_code: int | None = None  # the runner's contract code (module doc of jobs.runner)
     app_exit_code: int | None = None
     detail: str = ""  # the runner's one-line account of how the app ended
+    stopped_on_signal: bool = False  # the app exited by itself after the stop signal (core.runner_rules.exited_on_stop)
     superseded: bool = False  # not the chain's current runner: the app never ran
     iter_before: int | None = None
     iter_after: int | None = None
@@ -88,7 +93,19 @@ class RunnerRecord:
 # tells it (the report tells known from unknown redone work with them).
 LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_first", "iter_reached", "saved_at")
 # The keys ``chain status --json`` shows of a judged runner (its runners table).
-TABLE_KEYS = ("job_id", "seq", "state", "exit_code", "iter_before", "iter_after", "verdict", "reason", "start", "end")
+TABLE_KEYS = (
+    "job_id",
+    "seq",
+    "state",
+    "exit_code",
+    "iter_before",
+    "iter_after",
+    "verdict",
+    "reason",
+    "start",
+    "end",
+    "kind",  # last: the keys before it are as earlier versions showed them
+)
 
 
 @dataclass
@@ -96,16 +113,18 @@ class JudgedRunner:
     """One line of ``runners.jsonl``: a runner as it was judged. The line
     always has the fields up to ``recorded`` (null when unknown), and the
     ``LOST_WORK_FACTS`` only when its record told them. Lines of earlier
-    versions are read as far as they go (``from_line``)."""
+    versions are read as far as they go (``from_line``): one without a
+    ``kind`` has it from its words (``store.legacy``)."""
 
     job_id: str = ""
     seq: int | None = None
-    state: str | None = None  # the scheduler's state of the job at its end ("" unknown)
+    state: JobState | None = None  # the scheduler's state of the job at its end (None: not asked)
     exit_code: int | None = None  # the runner's contract code (none: it wrote no record)
     iter_before: int | None = None
     iter_after: int | None = None
-    verdict: str = ""
-    reason: str = ""
+    verdict: Verdict | None = None  # None: a line that does not say (torn, or hand-edited)
+    reason: str = ""  # for a person
+    kind: ReasonKind | None = None  # for code: what the reason says happened
     start: float | None = None
     end: float | None = None
     submitted: float | None = None
@@ -139,7 +158,10 @@ class JudgedRunner:
             return None
         if isinstance(data.get("job_id"), int) and not isinstance(data["job_id"], bool):
             data = dict(data, job_id=str(data["job_id"]))
-        return decode(cls, data, lenient=True)
+        judged = decode(cls, data, lenient=True)
+        if "kind" not in data:  # written before kinds: its kind is read once, here, from its words
+            judged.kind = legacy_kind(judged.reason)
+        return judged
 
     @classmethod
     def from_line(cls, line: str) -> JudgedRunner | None:
@@ -155,26 +177,31 @@ def judged_runner(
     status: ChainStatus,
     record: RunnerRecord | None,
     *,
-    state: str,
+    state: JobState | str | None,
     exit_code: int | None,
     iter_before: int | None,
     iter_after: int | None,
-    verdict: str,
+    verdict: Verdict | str,
     reason: str,
     recorded: bool,
+    kind: ReasonKind | None = None,
 ) -> JudgedRunner:
     """The line ``runners.jsonl`` keeps for the chain's current runner, its
-    own ``record`` (if it wrote one) giving its times and lost-work facts."""
+    own ``record`` (if it wrote one) giving its times and lost-work facts.
+    ``state`` and ``verdict`` may come as their values, and ``kind`` not at
+    all (None: read from ``reason``, ``store.legacy``), from a caller that
+    does not pass the enums yet (``effects.ending``)."""
     facts = {key: getattr(record, key) for key in LOST_WORK_FACTS} if record else {}
     return JudgedRunner(
         job_id=status.runner_job_id,
         seq=status.runner_seq,
-        state=state,
+        state=JobState(state) if state else None,
         exit_code=exit_code,
         iter_before=iter_before,
         iter_after=iter_after,
-        verdict=verdict,
+        verdict=Verdict(verdict),
         reason=reason,
+        kind=legacy_kind(reason) if kind is None else kind,
         submitted=status.runner_submitted,
         start=record.start if record else None,
         end=record.end if record else None,
@@ -199,8 +226,9 @@ class RunnerView:
     iter_after: int | None = None
     exit_code: int | None = None
     app_exit_code: int | None = None
-    verdict: str | None = None
+    verdict: Verdict | None = None
     reason: str | None = None
+    kind: ReasonKind | None = None
     stop_sent: float | None = None
     stop_to_exit: float | None = None
     superseded: bool = False
@@ -223,6 +251,7 @@ class RunnerView:
             **{name: known(name) for name in _MERGED},
             verdict=judged.verdict if judged else None,
             reason=judged.reason if judged else None,
+            kind=judged.kind if judged else None,
             submitted=judged.submitted if judged else None,
             superseded=bool(record and record.superseded),
             killed=bool(known("killed")),

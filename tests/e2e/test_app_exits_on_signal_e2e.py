@@ -80,6 +80,9 @@ def test_an_app_that_saves_on_term_and_exits_0_completes_a_chain(backend: str, m
     first = ChainDir(tmp_path / ".chain").runner_record(runners[0]["job_id"])
     assert first is not None and first.app_exit_code == 0, first
     assert first.detail.startswith("app stopped on the signal (exit 0)"), first.detail
+    # the runner records the fact beside its words; the judgment's reason is that account, its kind a handover
+    assert first.stopped_on_signal, first
+    assert runners[0]["reason"].startswith(first.detail) and runners[0]["kind"] == "handed_over", runners[0]
     # CHAIN_RESUMING: runner 1 started afresh, every later one resumed at the
     # counter the one before saved
     starts = [line for line in log if line.startswith("start ")]

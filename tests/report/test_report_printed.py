@@ -13,6 +13,7 @@ from pathlib import Path
 from _backends import backends
 from rich.console import Console
 
+from chain.core.decision import Verdict
 from chain.reporting.printed import allocation_line
 from chain.reporting.report import make_report
 from chain.store.records import JudgedRunner
@@ -39,7 +40,7 @@ def _judged(seq: int, before: int, after: int, first: int, reached: int, code: i
         iter_reached=reached,
         app_exit_code=code,
         exit_code=code if code == 0 else 99,
-        verdict="complete" if code == 0 else "continue",
+        verdict=Verdict.COMPLETE if code == 0 else Verdict.CONTINUE,
         start=start,
         end=start + wall,
         recorded=True,

@@ -28,6 +28,7 @@ from chain.backends.slurm.parse import (
     parse_size,
     parse_slurm_timestamp,
 )
+from chain.core.decision import Verdict
 from chain.core.retry import RetryPolicy
 from chain.reporting.metrics import Redone
 from chain.reporting.printed import redone_line
@@ -394,7 +395,7 @@ def test_load_runners_reads_old_and_broken_lines_and_records(tmp_path: Path) -> 
         end=1795938899.5,
         iter_before=30,
         iter_after=30,
-        verdict="stop",
+        verdict=Verdict.STOP,
         reason="",
         judged=True,
     )
@@ -406,7 +407,7 @@ def test_load_runners_reads_old_and_broken_lines_and_records(tmp_path: Path) -> 
         iter_before=30,
         iter_after=31,
         exit_code=2,
-        verdict="",
+        verdict=None,  # the line does not say
         reason="",
         ended=True,
         judged=True,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chain.core.model import ChainState
+from chain.core.decision import Verdict
+from chain.core.model import ChainState, JobState
 from chain.core.settings import resolve
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
@@ -32,12 +33,12 @@ def make_chain(
             JudgedRunner(
                 job_id=str(job_base + i),
                 seq=i + 1,
-                state="FAILED",
+                state=JobState.FAILED,
                 exit_code=99,
                 app_exit_code=99,
                 iter_before=first + i * 10,
                 iter_after=first + i * 10 + 10,
-                verdict="continue",
+                verdict=Verdict.CONTINUE,
                 reason=reason,
                 start=now - 100 + i * 10,
                 end=now - 91 + i * 10,

@@ -8,6 +8,7 @@ import pytest
 from fakes import FakeBackend
 
 from chain import Chain
+from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
 from chain.errors import ChainDirError, ConfigError
 
@@ -59,7 +60,7 @@ def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> Non
     from chain.store import ChainDir, JudgedRunner
 
     store = ChainDir(run.chain_dir)
-    store.append_runner(JudgedRunner(job_id="103", seq=2, state="COMPLETED", verdict="stop", reason="x"))
+    store.append_runner(JudgedRunner(job_id="103", seq=2, state=JobState.COMPLETED, verdict=Verdict.STOP, reason="x"))
     status = store.load_status()
     assert status is not None
     status.state = ChainState.STOPPED

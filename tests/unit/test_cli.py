@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from chain import __version__
 from chain.cli.commands import app
-from chain.core.model import ChainState
+from chain.core.decision import Verdict
+from chain.core.model import ChainState, JobState
 from chain.store import ChainDir
 
 runner = CliRunner()
@@ -112,6 +113,7 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
         "reason",
         "start",
         "end",
+        "kind",  # the reason's kind, added after the keys as they were
     ]
     # an ended chain shows no rate or ETA (issue 13); a running one does
     assert data["metrics"]["rate_per_hour"] is None and data["metrics"]["eta_seconds"] is None
@@ -202,11 +204,11 @@ def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[s
             JudgedRunner(
                 seq=1,
                 job_id="42",
-                state="FAILED",
+                state=JobState.FAILED,
                 exit_code=3,
                 iter_before=0,
                 iter_after=5,
-                verdict="fail",
+                verdict=Verdict.STOP,
                 reason="[red]no[/red]",
             )
         ],
@@ -216,7 +218,8 @@ def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[s
     text = capsys.readouterr().out
     assert f"reason: {reason}" in text
     assert "chain c-[x]:smile:" in text and "log: /d/[log]/chain.log" in text
-    assert "fail: [red]no[/red]" in text and "hook [h]: failed (exit 1)" in text
+    assert "stop: [red]no[/red]" in text and "hook [h]: failed (exit 1)" in text
+    assert "FAILED" in text and "JobState" not in text  # the enums are shown as their words
 
 
 @pytest.mark.parametrize("state", [ChainState.COMPLETED, ChainState.FAILED, ChainState.STOPPED, ChainState.CANCELLED])

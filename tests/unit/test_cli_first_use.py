@@ -26,7 +26,8 @@ import chain
 from chain import errors
 from chain.cli import commands, status_view
 from chain.cli.commands import app
-from chain.core.model import ChainState
+from chain.core.decision import Verdict
+from chain.core.model import ChainState, JobState
 from chain.store import ChainDir, JudgedRunner
 
 runner = CliRunner()
@@ -160,7 +161,7 @@ def test_a_runner_line_without_a_number_is_not_runner_none(tmp_path: Path) -> No
     from chain.api.status import open_chain
 
     chain_dir = ChainDir(make_chain(tmp_path, 0, ChainState.FAILED))
-    chain_dir.append_runner(JudgedRunner(job_id="77", state="FAILED", verdict="fail", reason="r"))
+    chain_dir.append_runner(JudgedRunner(job_id="77", state=JobState.FAILED, verdict=Verdict.STOP, reason="r"))
     source = runner_log(*open_chain(chain_dir.root))
     assert source.what == "runner (job 77)"
 

@@ -7,6 +7,7 @@ import pytest
 
 from chain.core.decision import Outcome, Policy, Step, Tally, Verdict, decide, next_step
 from chain.core.model import ChainState, JobState, parse_counter
+from chain.core.reasons import ReasonKind
 from chain.errors import CheckpointError
 
 POLICY = Policy(max_iter=100)
@@ -239,10 +240,21 @@ def test_an_app_that_exited_0_on_the_signal_is_said_to_have_stopped_on_it() -> N
     stop signal with its counter advanced; the reason says what happened, not
     'stopped at the deadline'."""
     detail = "app stopped on the signal (exit 0) after SIGTERM"
-    outcome = Outcome(exit_code=124, slurm_state=JobState.COMPLETED, iter_before=0, iter_after=75, detail=detail)
+    outcome = Outcome(
+        exit_code=124,
+        slurm_state=JobState.COMPLETED,
+        iter_before=0,
+        iter_after=75,
+        detail=detail,
+        stopped_on_signal=True,
+    )
     decision = decide(outcome, Policy(max_iter=150), Tally())
     assert decision.verdict is Verdict.CONTINUE
     assert decision.reason == "app stopped on the signal (exit 0) after SIGTERM: counter 0->75"
+    assert decision.kind is ReasonKind.HANDED_OVER
+    # the runner's fact decides, not its words: an account that only reads alike is not one
+    worded = decide(replace(outcome, stopped_on_signal=False), Policy(max_iter=150), Tally())
+    assert worded.reason == "runner stopped the app at the deadline (124): counter 0->75"
     plain = decide(
         Outcome(exit_code=124, slurm_state=None, iter_before=0, iter_after=75), Policy(max_iter=150), Tally()
     )

@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 from chain.api.listing import list_rows
 from chain.api.status import status_report
 from chain.cli import app
-from chain.core.model import ChainState
+from chain.core.decision import Verdict
+from chain.core.model import ChainState, JobState
 from chain.core.settings import resolve
 from chain.reporting.report import make_report
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
@@ -97,11 +98,11 @@ def _chain(workdir: Path, counter_cmd: str, *, recorded: int, ended: bool) -> Pa
             JudgedRunner(
                 job_id=str(10 + seq),
                 seq=seq,
-                state="COMPLETED",
+                state=JobState.COMPLETED,
                 exit_code=0 if after == MAX_ITER else 99,
                 iter_before=before,
                 iter_after=after,
-                verdict="complete" if after == MAX_ITER else "continue",
+                verdict=Verdict.COMPLETE if after == MAX_ITER else Verdict.CONTINUE,
                 reason="",
                 start=now - 300 + 100 * seq,
                 end=now - 220 + 100 * seq,

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from chain.cli import status_view
 from chain.cli.commands import app
+from chain.core.decision import Verdict
 from chain.core.model import ChainState
 from chain.store import ChainDir, JudgedRunner
 
@@ -71,7 +72,7 @@ def _killed_between_saves(chain: ChainDir, seq: int, before: int, after: int, re
             iter_after=after,
             iter_first=before,
             iter_reached=reached,
-            verdict="continue",
+            verdict=Verdict.CONTINUE,
             reason="app killed",
             start=start,
             end=start + 60.0,

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.model import ChainState
+from chain.core.decision import Verdict
+from chain.core.model import ChainState, JobState
+from chain.core.reasons import ReasonKind
 from chain.errors import ChainDirError
 from chain.store import ChainDir, ChainStatus, tail_lines
 from chain.store.records import JudgedRunner, RunnerPhase, RunnerRecord, RunnerView, judged_runner
@@ -131,13 +133,14 @@ def _judge(record: RunnerRecord | None) -> str:
     entry = judged_runner(
         status,
         record,
-        state="FAILED",
+        state=JobState.FAILED,
         exit_code=99,
         iter_before=0,
         iter_after=11,
-        verdict="continue",
+        verdict=Verdict.CONTINUE,
         reason="app checkpointed (99) (0->11)",
         recorded=record is not None,
+        kind=ReasonKind.HANDED_OVER,
     )
     return json.dumps(entry.to_json(), sort_keys=True)
 
@@ -150,13 +153,13 @@ def test_a_judged_line_is_written_as_earlier_versions_wrote_it() -> None:
     )
     assert _judge(record) == (
         '{"app_exit_code": 99, "end": 1795938881.5052211, "exit_code": 99, "iter_after": 11, "iter_before": 0, '
-        '"iter_first": 1, "iter_reached": 11, "job_id": "36", "killed": false, "reason": "app checkpointed (99) '
-        '(0->11)", "recorded": true, "seq": 1, "start": 1795938875.6853447, "state": "FAILED", '
-        '"stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}'
+        '"iter_first": 1, "iter_reached": 11, "job_id": "36", "killed": false, "kind": "handed_over", '
+        '"reason": "app checkpointed (99) (0->11)", "recorded": true, "seq": 1, "start": 1795938875.6853447, '
+        '"state": "FAILED", "stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}'
     )
     assert _judge(None) == (
-        '{"end": null, "exit_code": 99, "iter_after": 11, "iter_before": 0, "job_id": "36", "reason": '
-        '"app checkpointed (99) (0->11)", "recorded": false, "seq": 1, "start": null, "state": "FAILED", '
+        '{"end": null, "exit_code": 99, "iter_after": 11, "iter_before": 0, "job_id": "36", "kind": "handed_over", '
+        '"reason": "app checkpointed (99) (0->11)", "recorded": false, "seq": 1, "start": null, "state": "FAILED", '
         '"stop_to_exit": null, "submitted": 1795938872.620649, "verdict": "continue"}'
     )
     line = JudgedRunner.from_line(_judge(record))
@@ -182,7 +185,14 @@ def test_old_and_broken_lines_are_read_as_far_as_they_go(tmp_path: Path) -> None
     chain.runners_log.write_text("\n".join(OLD_AND_BROKEN))
     runners = list(chain.iter_runners())
     assert runners == [
-        JudgedRunner(job_id="7", seq=1, state="COMPLETED", verdict="continue", reason="ok"),
+        JudgedRunner(
+            job_id="7",
+            seq=1,
+            state=JobState.COMPLETED,
+            verdict=Verdict.CONTINUE,
+            reason="ok",
+            kind=ReasonKind.UNKNOWN,  # words no rule of an earlier chain wrote
+        ),
         JudgedRunner(job_id="8", start=5.0),
         JudgedRunner(job_id="9", iter_before=1),
     ]
@@ -195,7 +205,7 @@ def test_a_judgment_is_written_once(tmp_path: Path) -> None:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     for job_id in ("7", "7", "8", "8"):
-        chain.judge_runner(JudgedRunner(job_id=job_id, verdict="continue"))
+        chain.judge_runner(JudgedRunner(job_id=job_id, verdict=Verdict.CONTINUE))
     assert [r.job_id for r in chain.iter_runners()] == ["7", "8"]
 
 
@@ -212,7 +222,7 @@ def test_a_runner_is_its_judgment_over_its_own_record() -> None:
         superseded=False,
         stop_sent=8.0,
     )
-    judged = JudgedRunner(job_id="36", seq=1, exit_code=None, start=2.0, verdict="continue", submitted=0.5)
+    judged = JudgedRunner(job_id="36", seq=1, exit_code=None, start=2.0, verdict=Verdict.CONTINUE, submitted=0.5)
     merged = RunnerView.merge("36", record, judged)
     assert (merged.start, merged.end, merged.exit_code, merged.stop_sent, merged.killed) == (2.0, 9.0, 124, 8.0, True)
     assert (merged.host, merged.verdict, merged.submitted, merged.ended, merged.judged) == (
