@@ -9,6 +9,7 @@ from typing import Any
 
 from chain.core.exclusion import EXCLUDE_AFTER
 from chain.core.model import ChainState
+from chain.core.reasons import ReasonKind
 
 
 # --- effects: what the executor carries out, in order --------------------------------
@@ -178,6 +179,7 @@ class Judged:
     reason: str | None = None
     blamed: tuple[str, ...] = ()  # nodes the runner's failure or stall is put on (core.exclusion)
     exclude_after: int = EXCLUDE_AFTER  # strikes that exclude a node (0: never)
+    reason_kind: ReasonKind | None = None  # what ``reason`` says, for code to read (``core.reasons``)
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,7 @@ class Ended:
     state: ChainState
     reason: str
     completed_at: float | None = None
+    kind: ReasonKind | None = None  # what ``reason`` says (None: a reason no kind names)
 
 
 Event = (

@@ -122,6 +122,7 @@ def _resumed(s: ChainStatus, e: Resumed) -> tuple[Change, tuple[Effect, ...]]:
         "submitter_cycle": s.submitter_cycle + 1,
         "state": ChainState.PENDING,
         "reason": "",
+        "reason_kind": None,
         "no_progress": 0,
         "retries_used": 0,
     }
@@ -234,7 +235,7 @@ def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
     if e.margin is not None:
         change.update(zip(("margin", "worst_stop_to_exit", "worst_startup"), e.margin, strict=True))
     if e.reason is not None:
-        change["reason"] = e.reason
+        change.update(reason=e.reason, reason_kind=e.reason_kind)
     if not e.blamed:
         return change, SAVE
     strikes = struck(s.node_strikes, e.blamed)
@@ -276,7 +277,7 @@ def _not_after_a_cancel(s: ChainStatus, e: Ended) -> str:
 
 @_rule(Ended, ANY, guard=_not_after_a_cancel, only="after a cancel, only another cancel")
 def _ended(s: ChainStatus, e: Ended) -> tuple[Change, tuple[Effect, ...]]:
-    change: Change = {"state": e.state, "reason": e.reason, "runner_live": False}
+    change: Change = {"state": e.state, "reason": e.reason, "reason_kind": e.kind, "runner_live": False}
     if e.completed_at is not None:
         change["completed_at"] = e.completed_at
     return change, SAVE

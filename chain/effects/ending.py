@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 
 from chain.backends.base import Backend, JobState
-from chain.core.decision import Decision, Outcome, overshoot
+from chain.core.decision import Decision, Outcome, Verdict, overshoot
 from chain.core.events import CancelledUnjudged, CounterRead, Ended, Ending, Judged
 from chain.core.exclusion import blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
+from chain.core.reasons import ReasonKind
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks
@@ -38,12 +39,13 @@ def record_judgment(
         judged_runner(
             status,
             record,
-            state=outcome.slurm_state.value if outcome.slurm_state else "",
+            state=outcome.slurm_state,
             exit_code=outcome.exit_code,
             iter_before=outcome.iter_before,
             iter_after=outcome.iter_after,
-            verdict=decision.verdict.value,
+            verdict=decision.verdict,
             reason=decision.reason,
+            kind=decision.kind,
             recorded=outcome.recorded,
         )
     )
@@ -63,6 +65,7 @@ def record_judgment(
             reason,
             tuple(blame),
             settings.exclude_after,
+            ReasonKind.MARGIN_WARNING if reason else None,
         ),
     )
 
@@ -100,7 +103,7 @@ def _adapt_margin(
     if step.warning:  # at every runner, and in `chain status` (its reason) while the chain runs
         reason = f"{MARGIN_WARNING}: {step.warning}"
         chain.log(f"runner {status.runner_seq}: {reason}")
-    elif status.reason.startswith(MARGIN_WARNING):  # the last runners fit again
+    elif status.reason_kind is ReasonKind.MARGIN_WARNING:  # the last runners fit again
         reason = ""
     return (step.state.margin, step.state.worst_stop_to_exit, step.state.worst_startup), reason
 
@@ -134,7 +137,8 @@ def complete_chain(
         final=(ChainState.COMPLETED, reason),
     )
     announce_end(chain, backend, status, settings, workdir, final=(ChainState.COMPLETED, reason))
-    run.apply(status, Ended(ChainState.COMPLETED, reason, completed_at=now + (time.monotonic() - started)))
+    completed_at = now + (time.monotonic() - started)
+    run.apply(status, Ended(ChainState.COMPLETED, reason, completed_at=completed_at, kind=ReasonKind.FINISHED))
     chain.log("chain completed")
 
 
@@ -147,9 +151,10 @@ def end_chain(
     state: ChainState,
     reason: str,
     *,
+    kind: ReasonKind | None = None,
     hook_timeout: float = HOOK_TIMEOUT,
 ) -> None:
-    """End the chain with ``state`` and ``reason``: drop a queued runner, run
+    """End the chain with ``state`` and ``reason`` (of ``kind``, where one names it): drop a queued runner, run
     the report hook (it helps most when a chain ended badly; the analytics
     hooks proper run only on completion), then save the state, so a watcher
     sees the end with the report made."""
@@ -167,7 +172,7 @@ def end_chain(
         final=(state, reason),
     )
     announce_end(chain, backend, status, settings, workdir, final=(state, reason))
-    run.apply(status, Ended(state, reason))
+    run.apply(status, Ended(state, reason, kind=kind))
 
 
 def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend, settings: Settings) -> None:
@@ -182,12 +187,13 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
             judged_runner(
                 status,
                 record,
-                state=JobState.CANCELLED.value,
+                state=JobState.CANCELLED,
                 exit_code=record.exit_code,
                 iter_before=status.iter_before if record.iter_before is None else record.iter_before,
                 iter_after=status.iter_before if record.iter_after is None else record.iter_after,
-                verdict="stop",
+                verdict=Verdict.STOP,
                 reason=reason,
+                kind=ReasonKind.CANCELLED,
                 recorded=record.ended,
             )
         )
@@ -196,8 +202,9 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
     if not status.state.ended:  # nobody reads the counter between runners any more: status must not stay stale
         run.apply(status, CounterRead(_last_counter(status, settings, record)))
     final = (status.state, status.reason) if status.state.ended else (ChainState.CANCELLED, reason)
+    kind = status.reason_kind if status.state.ended else ReasonKind.CANCELLED
     announce_end(chain, backend, status, settings, Path(status.workdir or chain.root), final=final)
-    run.apply(status, Ended(*final))
+    run.apply(status, Ended(*final, kind=kind))
     chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)
 
 

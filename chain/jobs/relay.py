@@ -40,6 +40,7 @@ from chain.core.events import (
 from chain.core.model import ChainState
 from chain.core.names import runner_job_name
 from chain.core.protocol import is_current_runner
+from chain.core.reasons import ReasonKind
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
@@ -74,6 +75,7 @@ class TakeOver:
     status: ChainStatus | None = None
     why: str = ""
     state: ChainState = ChainState.RUNNING
+    kind: ReasonKind | None = None  # what ``why`` says, where one names it
 
 
 @dataclass
@@ -149,7 +151,7 @@ class Relay:
         record_judgment(self.executor, self.settings, status, outcome, decision)
         if decision.verdict is Verdict.STOP:
             self.executor.apply(status, SuccessorTaken())  # this job: it ends the chain, nothing to cancel
-            return TakeOver(Turn.END, status, decision.reason, decision.state)
+            return TakeOver(Turn.END, status, decision.reason, decision.state, decision.kind)
         return None
 
     def _become_current(self, status: ChainStatus) -> TakeOver | None:
@@ -268,11 +270,17 @@ class Relay:
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
                     self._judge_own(status, outcome, record)
-                    return TakeOver(Turn.END, status, cancelled_outside(status.next_job_id), ChainState.CANCELLED)
+                    return TakeOver(
+                        Turn.END,
+                        status,
+                        cancelled_outside(status.next_job_id),
+                        ChainState.CANCELLED,
+                        ReasonKind.CANCELLED_BY_USER,
+                    )
                 return TakeOver(Turn.LEAVE, status)
             decision = self._judge_own(status, outcome, record)
             if decision.verdict is Verdict.STOP:
-                return TakeOver(Turn.END, status, decision.reason, decision.state)
+                return TakeOver(Turn.END, status, decision.reason, decision.state, decision.kind)
             return TakeOver(Turn.COMPLETE, status)
 
     def _judge_own(self, status: ChainStatus, outcome: Outcome, record: RunnerRecord) -> Decision:
@@ -331,5 +339,6 @@ class Relay:
                 self.workdir,
                 take.state,
                 take.why,
+                kind=take.kind,
                 hook_timeout=timeout,
             )

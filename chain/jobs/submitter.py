@@ -46,6 +46,7 @@ from chain.core.names import (
     submitter_job_name,
 )
 from chain.core.poll import PollPolicy, StepAside
+from chain.core.reasons import ReasonKind
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
@@ -233,7 +234,7 @@ class Submitter:
                 )
                 self._judge(status, outcome, decision)
                 if decision.verdict is Verdict.STOP:
-                    return self.stop_chain(status, decision.state, decision.reason)
+                    return self.stop_chain(status, decision.state, decision.reason, decision.kind)
                 continue
             try:
                 counter = read_chain_counter(self.settings, self.workdir)
@@ -327,9 +328,9 @@ class Submitter:
         )
         return 0
 
-    def stop_chain(self, status: ChainStatus, state: ChainState, reason: str) -> int:
-        """End the chain with ``state`` and ``reason`` (``effects.ending``).
-        Returns the submitter job's exit code."""
+    def stop_chain(self, status: ChainStatus, state: ChainState, reason: str, kind: ReasonKind | None = None) -> int:
+        """End the chain with ``state`` and ``reason`` (of ``kind``, where one
+        names it: ``effects.ending``). Returns the submitter job's exit code."""
         end_chain(
             self.chain,
             self.backend,
@@ -338,6 +339,7 @@ class Submitter:
             self.workdir,
             state,
             reason,
+            kind=kind,
             hook_timeout=max(5.0, min(self.hard_end - self.clock() - 5.0, 3600.0)),
         )
         return 0 if state is ChainState.CANCELLED else 1
@@ -345,7 +347,7 @@ class Submitter:
     def _finish_cancelled(self, status: ChainStatus) -> int:
         if status.runner_live and status.runner_job_id:
             self.backend.cancel(status.runner_job_id)
-        return self.stop_chain(status, ChainState.CANCELLED, "cancelled by chain cancel")
+        return self.stop_chain(status, ChainState.CANCELLED, "cancelled by chain cancel", ReasonKind.CANCELLED)
 
     def _restart(self, status: ChainStatus, handover: HandOver) -> None:
         """Queue the successor submitter: behind this job (never two at once)

@@ -177,31 +177,28 @@ def judged_runner(
     status: ChainStatus,
     record: RunnerRecord | None,
     *,
-    state: JobState | str | None,
+    state: JobState | None,
     exit_code: int | None,
     iter_before: int | None,
     iter_after: int | None,
-    verdict: Verdict | str,
+    verdict: Verdict,
     reason: str,
+    kind: ReasonKind,
     recorded: bool,
-    kind: ReasonKind | None = None,
 ) -> JudgedRunner:
     """The line ``runners.jsonl`` keeps for the chain's current runner, its
-    own ``record`` (if it wrote one) giving its times and lost-work facts.
-    ``state`` and ``verdict`` may come as their values, and ``kind`` not at
-    all (None: read from ``reason``, ``store.legacy``), from a caller that
-    does not pass the enums yet (``effects.ending``)."""
+    own ``record`` (if it wrote one) giving its times and lost-work facts."""
     facts = {key: getattr(record, key) for key in LOST_WORK_FACTS} if record else {}
     return JudgedRunner(
         job_id=status.runner_job_id,
         seq=status.runner_seq,
-        state=JobState(state) if state else None,
+        state=state,
         exit_code=exit_code,
         iter_before=iter_before,
         iter_after=iter_after,
-        verdict=Verdict(verdict),
+        verdict=verdict,
         reason=reason,
-        kind=legacy_kind(reason) if kind is None else kind,
+        kind=kind,
         submitted=status.runner_submitted,
         start=record.start if record else None,
         end=record.end if record else None,

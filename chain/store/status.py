@@ -13,11 +13,13 @@ from chain.core.model import ChainState
 from chain.core.reasons import ReasonKind
 from chain.errors import ChainDirError
 from chain.store.codec import TRANSIENT, RecordError, decode, encode
+from chain.store.legacy import legacy_kind
 
 STATE_VERSION = 1
 # what ends up in scripts and scheduler commands: nothing that leaves its
 # line or its argument (a chain id is a job-name prefix plus "-" and hex)
-CHAIN_ID = re.compile(r"[^\s\x00-\x1f\x7f]{1,80}")
+# (nor a path: the id names the directory an ended chain is kept in, chain submit --new)
+CHAIN_ID = re.compile(r"(?!\.\.?$)[^\s/\x00-\x1f\x7f]{1,80}")
 JOB_ID = re.compile(f"({names.JOB_ID.pattern})?")  # "" while none
 
 
@@ -91,6 +93,8 @@ class ChainStatus:
             status = decode(cls, data)
         except RecordError as exc:
             raise ChainDirError(f"state file {path} is corrupt: {exc}") from None
+        if "reason_kind" not in data and status.reason:  # written before kinds: read once from its words
+            status.reason_kind = legacy_kind(status.reason)
         if not status.chain_id:
             raise ChainDirError(f"state file {path} is corrupt: no chain_id")
         problem = _hostile(status)

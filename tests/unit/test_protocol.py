@@ -339,3 +339,20 @@ def test_one_job_state_table_every_state_is_active_final_or_in_between() -> None
     assert in_between == {JobState.UNKNOWN, JobState.SPECIAL_EXIT}
     assert not any(s.active and s.final for s in JobState)
     assert JobState.parse("REVOKED").final and JobState.parse("CANCELLED by 0").final
+
+
+def test_a_reason_carries_its_kind_and_a_resume_clears_both() -> None:
+    from chain.core.reasons import ReasonKind
+
+    warned, _ = p.transition(
+        _running(), ev.Judged(21, 0, 0, reason="margin does not fit: x", reason_kind=ReasonKind.MARGIN_WARNING)
+    )
+    assert warned.reason_kind is ReasonKind.MARGIN_WARNING
+    fits, _ = p.transition(warned, ev.Judged(22, 0, 0, reason=""))  # the runners fit again: reason and kind go
+    assert (fits.reason, fits.reason_kind) == ("", None)
+    kept, _ = p.transition(warned, ev.Judged(22, 0, 0))  # no word on the reason: both stay
+    assert kept.reason_kind is ReasonKind.MARGIN_WARNING
+    ended, _ = p.transition(warned, ev.Ended(ChainState.STOPPED, "no progress: x", kind=ReasonKind.NO_PROGRESS))
+    assert ended.reason_kind is ReasonKind.NO_PROGRESS
+    resumed, _ = p.transition(ended, ev.Resumed())
+    assert (resumed.reason, resumed.reason_kind) == ("", None)

@@ -56,6 +56,10 @@ def test_a_newer_state_format_is_refused() -> None:
         ChainStatus.from_json({**OK, "version": 99}, Path("state.json"))
     with pytest.raises(ChainDirError, match="no chain_id"):
         ChainStatus.from_json({**OK, "chain_id": ""}, Path("state.json"))
+    for hostile in ("a/b", "../x", "..", ".", "a b", "a\u2028b"):  # a path, or out of its line
+        with pytest.raises(ChainDirError, match="bad chain_id"):
+            ChainStatus.from_json({**OK, "chain_id": hostile}, Path("state.json"))
+    assert ChainStatus.from_json({**OK, "chain_id": "run.1-0a1b2c"}, Path("state.json")).chain_id == "run.1-0a1b2c"
 
 
 def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
