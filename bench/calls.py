@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Slurm calls per runner-hour, measured on a ~20-minute runner (issue 20).
+"""Slurm calls per runner-hour, measured on a ~20-minute runner.
 
 The README's "calls per runner-hour" figure was a model of chain's
 ``PollPolicy``; the handoff bench's 20 s runners are too short to measure

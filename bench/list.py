@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""``chain list`` over a sweep's chain directories (issue 29: 1 000 in at most 1 s).
+"""``chain list`` over a sweep's chain directories (1 000 in at most 1 s).
 
 Builds N synthetic chain directories with chain's own classes (a third
 completed, the rest running with a live counter file, each with 20 judged

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Lookahead benchmark (issue 8): what `chain submit --lookahead` saves on a busy
-cluster, and relay mode (issue 16: `--mode relay`, whose runners always queue
+"""Lookahead benchmark: what `chain submit --lookahead` saves on a busy
+cluster, and relay mode (`--mode relay`, whose runners always queue
 their successor) beside both.
 
 Runs the bench's standard chain (examples/python/app.py, 60 iterations of 1 s,

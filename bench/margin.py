@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Adaptive runner margin benchmark (issue 8): allocation efficiency with and without it.
+"""Adaptive runner margin benchmark: allocation efficiency with and without it.
 
 The app is tests/faults/fault_app.py (examples/python/app.py whose every save
 sleeps FAULT_SAVE_DELAY s between writing the temporary file and renaming it

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A sweep larger than the cluster (issue 29): N chains on the dev cluster's job slots.
+"""A sweep larger than the cluster: N chains on the dev cluster's job slots.
 
 For each mode (submitter, relay) and each N (16, 64, 200 by default), N working
 directories under bench/.work/<timestamp>/, each with a copy of

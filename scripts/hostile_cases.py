@@ -1,4 +1,4 @@
-"""The cases of ``scripts/hostile-check`` (issue 38's hostile acceptance run):
+"""The cases of ``scripts/hostile-check`` (the hostile acceptance run):
 each names a command, how a copy of a completed chain is spoilt before it
 runs, and the exit codes that count as handled."""
 

@@ -1,5 +1,5 @@
 """Sweeps: many chains submitted and waited on at a cost to the scheduler
-that does not grow with their number (issue 29).
+that does not grow with their number.
 
 ``submit_many`` runs at most ``parallel`` submissions (each an ``sbatch``)
 at once. ``wait_all`` watches the chains' own state files, which their jobs

@@ -234,7 +234,7 @@ def _preempted(outcome: Outcome, policy: Policy, progress: Tally) -> Decision | 
     """Slurm preempted the runner (PREEMPTED), or requeued it after its end
     record: the site took the allocation back. Not the runner's failure and
     no sign of a stall: the next runner goes on from the checkpoint, and no
-    retry or runner without progress is counted (issue 29). Slurm answers a
+    retry or runner without progress is counted. Slurm answers a
     node failure with a requeue too: with one of its nodes down, the runner
     lost that node, and says so."""
     if not outcome.taken_back:

@@ -1,4 +1,4 @@
-"""Nodes a chain stops using (issue 30). Pure.
+"""Nodes a chain stops using. Pure.
 
 A runner puts a strike on the node to blame when it ``failed`` there (the
 watchdog stopped it as stalled, or Slurm ended it NODE_FAIL or BOOT_FAIL):

@@ -75,7 +75,7 @@ class JobState(TextEnum):
         return self in _FINAL
 
 
-# the one job-state table every backend and command uses (issue 28)
+# the one job-state table every backend and command uses
 _FINAL = frozenset(
     {
         JobState.COMPLETED,

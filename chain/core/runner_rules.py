@@ -52,7 +52,7 @@ def promotion_give_up(now: float, patience: float, job_end: float, margin: float
     promoted: after ``patience``, and no later than its own end minus its
     margin. Promoted after that, it could not run the app before its stop
     time anyway; and killed by its limit while waiting, it would leave no
-    record and be judged a runner that timed out (issue 20)."""
+    record and be judged a runner that timed out."""
     return min(now + patience, job_end - margin)
 
 

@@ -1,4 +1,4 @@
-"""The stall watchdog's rule (issue 30): an app whose signs of progress have
+"""The stall watchdog's rule: an app whose signs of progress have
 not changed for ``timeout`` seconds is stalled (a hung collective, a dead
 file system). Pure: the signs come from an injected ``probe`` (the runner's
 looks at the counter, the app's output, its iteration log and its heartbeat

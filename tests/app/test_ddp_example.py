@@ -1,6 +1,6 @@
 """examples/python/ddp/train.py as two ranks (DDP over gloo on this machine,
 started the way srun or torchrun start them: one process per rank with
-RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), issue 30:
+RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT):
 
 * the stop signal reaching one rank alone stops both at the same step, both
   exit 99, rank 0 wrote the checkpoint and the counter, nobody hangs;

@@ -1,4 +1,4 @@
-"""The one-line iteration-log helpers (issue 27, lost work made visible):
+"""The one-line iteration-log helpers (lost work made visible):
 ``chain.app.log_iteration``, ``chain_log_iteration`` in chain.sh and
 chain.R write lines ``chain report`` parses, so a killed-and-restarted app's
 redone work is counted from them."""

@@ -1,4 +1,4 @@
-"""The zero-code path for LightningCLI users (issue 27): ``ChainCallback``
+"""The zero-code path for LightningCLI users: ``ChainCallback``
 given only by the config (``trainer.callbacks``, ``class_path``), the
 script an unchanged ``LightningCLI(Model, DataModule)``. Two real runners
 (subprocesses, CPU): the first stopped by SIGTERM mid-epoch exits 99 with

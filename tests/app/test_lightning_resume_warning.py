@@ -1,4 +1,4 @@
-"""ChainCallback without surprises (issue 27), in-process on a real
+"""ChainCallback without surprises, in-process on a real
 lightning.Trainer (CPU):
 
 * a train loader that a mid-epoch resume would restart (``shuffle=True``) is

@@ -1,4 +1,4 @@
-"""Issue 38, part 1: the local backend signals only what chain started.
+"""The local backend signals only what chain started.
 
 ``chain status`` and ``chain cancel`` run as a subprocess in a session of
 their own, beside a sentinel process in their own process group, on a chain

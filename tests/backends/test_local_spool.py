@@ -1,4 +1,4 @@
-"""Issue 38, part 1, below the command line: the rule that decides what the
+"""The rule that decides what the
 local backend may signal (``procs``), the spool's record validation and its
 job-id allocation (``spool``)."""
 

@@ -1,5 +1,5 @@
-"""The local backend's spool writes its files crash-safe and through no link
-(issue 38): the counter, each record and each batch script are replaced by
+"""The local backend's spool writes its files crash-safe and through no link:
+the counter, each record and each batch script are replaced by
 the one atomic writer (``chain.primitives.atomic.write_at``), so a failure in
 the middle of a write leaves the old file whole; a link planted in the spool
 is replaced or refused, never followed."""

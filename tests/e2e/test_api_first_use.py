@@ -1,4 +1,4 @@
-"""The Python API as a new user first meets it (issue 26), on both backends:
+"""The Python API as a new user first meets it, on both backends:
 ``notify=`` is the setting and runs at the end, the app's own ``state.json``
 in the working directory does not hide the chain, a bad counter is refused
 before anything is queued and the working directory the call made is gone."""

@@ -1,4 +1,4 @@
-"""Issue 27, end to end on both backends and in both modes: an app written as
+"""End to end on both backends and in both modes: an app written as
 a user writes one, without chain's helpers, that saves its counter when it
 gets SIGTERM and then ``sys.exit(0)``s, and resumes only when told
 (``--resume``, from ``${CHAIN_RESUMING:+--resume}`` in the app command, run

@@ -1,4 +1,4 @@
-"""No app outlives its runner (issue 15, item 1), on both backends: the
+"""No app outlives its runner, on both backends: the
 runner of an app that ignores its stop signal is SIGKILLed (a crash, the
 OOM killer). On Slurm with proctrack/linuxproc (the dev cluster's) such an
 app, re-parented to init, was no longer the job's and ran on; the app's

@@ -1,4 +1,4 @@
-"""`--backend auto` as a user meets it (issue 26 item 10), with `chain` run
+"""`--backend auto` as a user meets it, with `chain` run
 as a process: Slurm's real clients at a controller that does not answer
 (SLURM_CONF naming a dead port) are refused in one line; a machine with no
 Slurm client at all runs the chain on the embedded local backend.

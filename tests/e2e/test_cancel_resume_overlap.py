@@ -1,5 +1,5 @@
 """`chain cancel` then at once `chain submit --resume`, with an app that
-takes 12 s to stop (issue 15, item 1), on both backends and in both modes:
+takes 12 s to stop, on both backends and in both modes:
 the resumed chain's app never runs beside the cancelled one. The evidence is
 the apps' own heartbeats (a line a second, with their pid), not chain's
 records: no two pids beat in overlapping time spans."""

@@ -1,4 +1,4 @@
-"""Ctrl-C during `chain submit --wait` (issue 26 item 11), on a real chain on
+"""Ctrl-C during `chain submit --wait`, on a real chain on
 both backends: the terminal's SIGINT to the command's process group ends
 the watching with one line and 130; the chain goes on and completes."""
 

@@ -1,4 +1,4 @@
-"""Issue 38, part 2, as the issue's user saw it: a nanoGPT-shaped script,
+"""A nanoGPT-shaped script,
 counted with ``--counter-cmd`` (its own checkpoint, no CKPT_PATH file), run
 to the end with ``chain submit --wait`` on the local backend. The ``--wait``
 lines follow its checkpoint (they showed ``0/40`` throughout and ``completed

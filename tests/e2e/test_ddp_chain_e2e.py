@@ -1,4 +1,4 @@
-"""Issue 30 on the multi-node dev cluster (``dev-cluster up --nodes 3``):
+"""On the multi-node dev cluster (``dev-cluster up --nodes 3``):
 examples/python/ddp/train.py chained across two nodes, one rank per node,
 launched both ways users do: srun, one task per rank, and srun of one
 torchrun per node. The chain runs in three or more runners (each stopped at

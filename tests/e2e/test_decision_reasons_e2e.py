@@ -1,5 +1,5 @@
-"""The chain's reasons as a user reads them in `chain status` (issue 26 item
-13), on a real chain on both backends: a counter that went back (an app that
+"""The chain's reasons as a user reads them in `chain status`,
+on a real chain on both backends: a counter that went back (an app that
 starts from scratch instead of resuming) is called out in the runner's
 reason and in the chain's, and counts as no progress."""
 

@@ -2,7 +2,7 @@
 job's output file (``.chain/logs/*.out``) is /dev/full, which refuses every
 write with ENOSPC as a full file system does. In CI a file system full for
 25 s killed the submitter at its next log line, and the chain stayed
-``running`` with nothing driving it (issue 15, item 6).
+``running`` with nothing driving it.
 
 Local backend only: its job ids are known before the jobs exist (1, 2, ...),
 so their output files can be put in place first; Slurm's are not. The app

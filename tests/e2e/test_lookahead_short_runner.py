@@ -1,4 +1,4 @@
-"""Issue 20, end to end: with --lookahead and a runner wall time under the
+"""With --lookahead and a runner wall time under the
 promotion patience (120 s), a pre-queued runner that is not promoted leaves
 before its own end (less its margin) instead of being killed by its limit
 while it waits, and the chain neither raises its margin nor counts a stall

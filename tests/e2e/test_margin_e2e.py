@@ -1,4 +1,4 @@
-"""The adaptive margin tells the truth, end to end (issue 27): an app whose
+"""The adaptive margin tells the truth, end to end: an app whose
 checkpoint after the stop signal takes longer than a short runner can give
 is not raised past half the runner; the chain says so at every runner, in
 its log and in `chain status`."""

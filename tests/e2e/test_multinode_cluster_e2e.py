@@ -1,4 +1,4 @@
-"""Issue 30: the multi-node dev cluster. ``dev-cluster up --nodes 3`` gives
+"""The multi-node dev cluster. ``dev-cluster up --nodes 3`` gives
 three slurmd, each in its own network and UTS namespace (hostnames n1..n3),
 with one slurmctld; jobs on them reach slurmctld and slurmdbd (sbatch, squeue,
 scontrol, sacct: what chain's runners call), srun starts steps across nodes,

@@ -1,4 +1,4 @@
-"""Issue 27, end to end on both backends: a training script of nanoGPT's shape
+"""A training script of nanoGPT's shape
 (``apps/nanogpt_like.py``: progress only in its own checkpoint, resumes only
 with ``--init_from=resume``, no signal handler, non-atomic saves) runs to
 MAX_ITER as a chain of several runners with no line changed, given only

@@ -1,4 +1,4 @@
-"""Notifications end to end (issue 17), on the local backend and on Slurm:
+"""Notifications end to end, on the local backend and on Slurm:
 each ``--notify`` command runs exactly once per end of the chain, with the
 final state, across a submitter restart and across a resume, in both modes;
 ``--mail-user`` submits one mail job at the end, never one per handoff.

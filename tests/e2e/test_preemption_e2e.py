@@ -1,4 +1,4 @@
-"""Issue 29 on the real cluster: chains preempted by a higher-priority job
+"""On the real cluster: chains preempted by a higher-priority job
 finish by themselves, with ``PreemptMode=REQUEUE`` and with ``CANCEL``, a
 chain of each mode at once. The dev cluster is restarted with preemption
 (``dev-cluster up --preempt MODE``: partition ``high`` preempts ``debug``);

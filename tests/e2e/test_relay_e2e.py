@@ -1,4 +1,4 @@
-"""Relay mode end to end (issue 16), on the local backend and on Slurm: no
+"""Relay mode end to end, on the local backend and on Slurm: no
 submitter job, each runner judges its predecessor and queues its successor.
 
 The invariants come from evidence chain does not write: the scheduler's

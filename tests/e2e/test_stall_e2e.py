@@ -1,4 +1,4 @@
-"""Issue 30, end to end on both backends and in both modes: an app that
+"""End to end on both backends and in both modes: an app that
 hangs the way a rank in a dead collective hangs (it ignores SIGTERM and
 prints nothing) is stopped by ``--stall-timeout`` long before its runner's
 time, judged "app stalled", and the next runner goes on from its last

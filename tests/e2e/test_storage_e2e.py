@@ -1,5 +1,5 @@
-"""A chain rides out a chain directory that refuses writes for a while
-(issue 15, item 6), on the local backend and on Slurm, in both modes:
+"""A chain rides out a chain directory that refuses writes for a while,
+on the local backend and on Slurm, in both modes:
 ``state.json`` made immutable (chattr +i, as an admin or a full quota would
 refuse it) for 28 s while a runner works; the chain completes, every
 iteration computed once beyond checkpoints (the app's own log)."""

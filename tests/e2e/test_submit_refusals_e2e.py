@@ -1,4 +1,4 @@
-"""`chain submit` refusing before anything is queued (issue 26 item 3), end
+"""`chain submit` refusing before anything is queued, end
 to end on both backends: a counter that goes bad while the chain runs stops
 the chain with the reason; `chain submit --resume` with it still there is
 refused (exit 3, one line, nothing queued, the counter untouched); once

@@ -1,4 +1,4 @@
-"""Issue 29 on the real cluster: a sweep of 2.5 x the cluster's job slots
+"""On the real cluster: a sweep of 2.5 x the cluster's job slots
 in submitter mode completes. Without stepping aside, the submitters took
 every slot while their runners waited PENDING (Resources) until the
 submitters' own time limits; with it, a submitter whose runner waits hands

@@ -1,4 +1,4 @@
-"""Fault-injection suite (issue 7, proofs from issue 20): a long chain on the
+"""Fault-injection suite: a long chain on the
 real dev cluster while a driver injects faults at random (seeded,
 reproducible) moments, proves each one landed, then checks invariants.
 

@@ -1,5 +1,5 @@
 """The fault driver's own bookkeeping, without a cluster: a fault that was
-skipped, not proven or never reached fails the run (issue 20, item 4), the
+skipped, not proven or never reached fails the run, the
 Slurm call log records what the clients answered (and which racing command
 asked), its gate holds a job's sbatch, the squeue sampler's rules per mode,
 and a root's cluster's running marker."""

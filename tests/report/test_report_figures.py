@@ -1,4 +1,4 @@
-"""Issue #13, "figures are true": efficiency without progress, no rate/ETA once
+"""Figures that are true: efficiency without progress, no rate/ETA once
 ended, the chain's state in summary.json, the driver's allocation, and a
 printed report that fits 80 columns with its node column filled."""
 

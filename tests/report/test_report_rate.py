@@ -1,4 +1,4 @@
-"""One rate format (issue 26 item 13): chain status, the report and the plot
+"""One rate format: chain status, the report and the plot
 print a rate through ``format_rate``, which prints it one way."""
 
 from __future__ import annotations

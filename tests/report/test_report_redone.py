@@ -1,4 +1,4 @@
-"""Work redone from the runner records (issue 27, lost work made visible):
+"""Work redone from the runner records (lost work made visible):
 what each runner's app lost is known from ``--progress-pattern`` (the first
 and last iteration it printed) or from an exit of its own (0, 99: it saved),
 and unknown for an app killed or failed without either; an unknown loss
@@ -114,7 +114,7 @@ def test_the_printed_line_says_what_is_known() -> None:
     assert "runner 1, … 40 (40) killed" in many and len(many) <= 80
 
 
-# --- the columns add up to the totals (issue 38: numbers that add up) -------------------------------
+# --- the columns add up to the totals (numbers that add up) -------------------------------
 
 # nanoGPT's shape: the counter checkpointed every 5 steps, the app killed by the stop signal between
 # two saves (no handler: exit 143); "iter N" printed after computing N (0-based). Runner 1 computed

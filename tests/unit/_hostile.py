@@ -1,4 +1,4 @@
-"""Driving the CLI with hostile files (issue 38): one helper for the
+"""Driving the CLI with hostile files: one helper for the
 tests of the guarded chain directory, the bounded readers and cancel."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def test_path_is_left_alone_when_off_or_outside_a_venv(on: bool, prefix: str) ->
     "given, expected", [({}, "1"), ({"PYTHONUNBUFFERED": ""}, ""), ({"PYTHONUNBUFFERED": "0"}, "0")]
 )
 def test_the_apps_python_is_unbuffered_unless_the_user_said(given: dict[str, str], expected: str) -> None:
-    """An app killed at the stop leaves its last lines in the log (issue 27);
+    """An app killed at the stop leaves its last lines in the log;
     a user's own PYTHONUNBUFFERED, even empty, is theirs."""
     env = app_environ({"PATH": "/usr/bin", **given}, venv_on_path=False)
     assert env["PYTHONUNBUFFERED"] == expected

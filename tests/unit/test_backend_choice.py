@@ -1,4 +1,4 @@
-"""`--backend auto` (issue 26 item 10): Slurm when its controller answers;
+"""`--backend auto`: Slurm when its controller answers;
 where Slurm's clients are installed and the controller does not answer, a
 one-line refusal (exit 2) that says so and that `--backend local` runs the
 chain here; the embedded local backend only where no Slurm client exists.

@@ -1,5 +1,5 @@
 """chain.primitives.bounded: integers by their digits, JSON by its depth
-and its numbers (issue 38). A number past Python's 4300-digit limit, a
+and its numbers. A number past Python's 4300-digit limit, a
 float that overflows, a document nested thousands deep: from a flag, the
 environment, chain.toml, the counter, state.json, settings.json, a runner's
 record or a runners.jsonl line, each is bad input or a corrupt file in one

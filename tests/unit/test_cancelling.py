@@ -1,5 +1,5 @@
 """chain.api.cancelling: ``chain cancel`` cancels the jobs whatever the
-chain directory lets it write (issue 38). A read-only or immutable
+chain directory lets it write. A read-only or immutable
 ``.chain/`` (or a file in it that is not chain's) costs the record of the
 cancel, said in one line naming the file, never the cancel itself, and never
 exit 70."""

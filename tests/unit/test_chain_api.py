@@ -53,7 +53,7 @@ def test_bad_settings_are_chain_errors(tmp_path: Path) -> None:
 
 
 def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> None:
-    """Runner 2 is job 103: the failure record carries both (issue 26 item 8),
+    """Runner 2 is job 103: the failure record carries both,
     in the report and in its JSON."""
     fake = FakeBackend()
     run = Chain.submit(tmp_path, app_cmd="true", max_iter=10, runner_time="10:00", backend=fake)
@@ -71,7 +71,7 @@ def test_the_failure_block_names_the_runner_by_its_number(tmp_path: Path) -> Non
 
 
 def test_backend_is_the_setting_as_a_string_and_used_as_it_is_as_an_object(tmp_path: Path) -> None:
-    """One name for both (issue 28: ``scheduler=`` was the object's)."""
+    """One name for both (``scheduler=`` was the object's)."""
     with pytest.raises(ConfigError, match="backend"):
         Chain.submit(tmp_path / "a", app_cmd="true", max_iter=10, backend="nonsense")
     fake = FakeBackend()

@@ -59,7 +59,7 @@ def test_list_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "chain-run100" in table.stdout and "stopped" in table.stdout and "10/50" in table.stdout
     empty = CliRunner().invoke(app, ["list", str(tmp_path / "run1" / "nothing-here")])
     assert empty.exit_code == 2 and "is not a directory" in empty.stderr
-    device = CliRunner().invoke(app, ["list", "/dev/null"])  # issue 38: was exit 1
+    device = CliRunner().invoke(app, ["list", "/dev/null"])  # was exit 1
     assert device.exit_code == 2 and device.stderr == "chain: error: /dev/null is not a directory\n", device.stderr
     (tmp_path / "empty").mkdir()
     none = CliRunner().invoke(app, ["list", str(tmp_path / "empty"), "--json"])
@@ -73,8 +73,8 @@ def _with(path: Path, **settings: str) -> Path:
 
 
 def test_a_row_reads_the_live_counter_file_but_never_runs_a_counter_command(tmp_path: Path) -> None:
-    """Issue 29: a thousand chains list fast and without side effects: a plain counter file
-    is read (a running chain moves between judgments), a --counter-cmd is not run. Issue 38:
+    """A thousand chains list fast and without side effects: a plain counter file
+    is read (a running chain moves between judgments), a --counter-cmd is not run;
     the counter is chain status's (store.counter.known_counter), an ended chain's too (a
     cancelled runner's last save is in its checkpoint, not in state.json)."""
     plain = _chain(tmp_path / "plain" / ".chain", "chain-plain0", ChainState.RUNNING)

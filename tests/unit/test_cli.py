@@ -115,7 +115,7 @@ def test_status_json_has_the_documented_keys(tmp_path: Path, monkeypatch: pytest
         "end",
         "kind",  # the reason's kind, added after the keys as they were
     ]
-    # an ended chain shows no rate or ETA (issue 13); a running one does
+    # an ended chain shows no rate or ETA; a running one does
     assert data["metrics"]["rate_per_hour"] is None and data["metrics"]["eta_seconds"] is None
     assert data["metrics"]["efficiency"] is not None
     short = json.loads(runner.invoke(app, ["status", "--json", "--history", "2"]).stdout)

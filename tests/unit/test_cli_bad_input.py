@@ -1,5 +1,5 @@
 """Bad input, one case a row: a one-line error naming the problem, exit 2,
-no traceback, nothing submitted, nothing existing overwritten (issue 7)."""
+no traceback, nothing submitted, nothing existing overwritten."""
 
 from __future__ import annotations
 

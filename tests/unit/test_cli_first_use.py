@@ -1,6 +1,6 @@
-"""Issue 26, the command line a new user meets: a closed pipe (item 4), -h
-and the exported errors (5), one name per runner (8), Ctrl-C while
-watching (11), the help's INT (14), and the status view without rich off a
+"""The command line a new user meets: a closed pipe, -h and the exported
+errors, one name per runner, Ctrl-C while watching, the help's INT, and the
+status view without rich off a
 terminal (the 0.25 s target) but with it on one."""
 
 from __future__ import annotations

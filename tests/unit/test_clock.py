@@ -1,4 +1,4 @@
-"""Deadlines do not jump with the system clock (issue 15, item 8)."""
+"""Deadlines do not jump with the system clock."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def test_slurm_ends_with_advance_continue(state: Any) -> None:
 
 @pytest.mark.parametrize("recorded", [True, False])
 def test_a_preempted_runner_never_counts_as_stalled_or_as_a_retry(recorded: bool) -> None:
-    """Issue 29: PreemptMode=CANCEL ends the runner PREEMPTED; however often
+    """PreemptMode=CANCEL ends the runner PREEMPTED; however often
     the site takes the allocation back before the app could save, the chain
     goes on from its checkpoint."""
     progress = Tally(no_progress=1, retries_used=2)
@@ -172,7 +172,7 @@ def test_end_states_have_distinct_exit_codes() -> None:
     assert not set(others) & {1, 2, 3, 4, 70}
 
 
-# --- reasons a person reads (issue 26 item 13) ----------------------------------------------------
+# --- reasons a person reads ----------------------------------------------------
 def test_a_checkpoint_without_advance_says_both_facts_and_how_far_from_the_stop() -> None:
     """Not "checkpointed (99) without checkpoint advance (0->0)": what the
     app did, what the counter did, and how many such runners the chain takes."""
@@ -236,7 +236,7 @@ def test_a_counter_that_stayed_keeps_its_reason_without_the_file_being_named() -
 
 
 def test_an_app_that_exited_0_on_the_signal_is_said_to_have_stopped_on_it() -> None:
-    """Issue 27: the runner records 124 for an app that exited 0 after chain's
+    """The runner records 124 for an app that exited 0 after chain's
     stop signal with its counter advanced; the reason says what happened, not
     'stopped at the deadline'."""
     detail = "app stopped on the signal (exit 0) after SIGTERM"

@@ -1,7 +1,7 @@
 """scripts/in-debian and scripts/dev-cluster, their functions run on literal input (both
 scripts only define their functions when sourced): no root, no debootstrap, no daemons.
 
-Issue 37: in-debian read dev-cluster's package list by a sed of its source, which a trailing
+Why: in-debian read dev-cluster's package list by a sed of its source, which a trailing
 comment broke, and its `die` inside `$(...)` ended only the command substitution, so the
 build went on with no packages; a root whose cluster did not start, or could not be built,
 did not end its output with the cause; a failed mariadb-install-db left a half-made datadir

@@ -1,4 +1,4 @@
-"""Nodes a chain leaves out (issue 30): the blame rule (chain.core.exclusion),
+"""Nodes a chain leaves out: the blame rule (chain.core.exclusion),
 strikes kept by the protocol's Judged event, every runner submission passing
 ``--exclude``, ``chain status`` saying so, ``--resume --reset-excluded``
 clearing them, and sinfo's node states read on literal output."""

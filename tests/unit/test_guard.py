@@ -1,7 +1,7 @@
 """The app's guard (``chain.jobs.guard``) on real process groups: an app
 that ignores its stop signal is killed after the grace; one that obeys is
 only signalled; the guard acts when the runner's pipe closes. And it follows
-``chain.primitives.procs``' rule (issue 38): a pid <= 1, the guard's own
+``chain.primitives.procs``' rule: a pid <= 1, the guard's own
 process group or a leader whose start time is not the recorded one is never
 signalled."""
 

@@ -1,5 +1,5 @@
 """chain.store.guarded (and chain.primitives.safeio under it): the one way
-into a chain directory (issue 38). No write or read follows a link out of
+into a chain directory. No write or read follows a link out of
 it, a FIFO or a device is refused at once (never waited on, never read
 without end), each kind of file is read up to its cap; every refusal is one
 line naming the file, exit 2."""

@@ -1,4 +1,4 @@
-"""scripts/hostile-check, issue 38's hostile acceptance run against the
+"""scripts/hostile-check, the hostile acceptance run against the
 command line: the whole run takes about 50 s (docs/development.md), so CI
 runs the part that can hurt the caller, the killpg-bait local job records
 (batch_pid 0 and -1, supervisor_pid 0, a stranger's pid with another start

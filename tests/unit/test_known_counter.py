@@ -1,4 +1,4 @@
-"""Issue 38, part 2: ``chain status``, ``chain list`` and the report show one
+"""``chain status``, ``chain list`` and the report show one
 counter, the chain's as chain last knew it (``store.counter.known_counter``),
 for every counter kind: CKPT_PATH, ``json:``, ``glob:``, ``torch:`` and a
 shell command. Each kind's chain is crafted at three moments: between two

@@ -1,4 +1,4 @@
-"""torchrun forwards only INT, TERM, HUP and QUIT to its workers (issue 27):
+"""torchrun forwards only INT, TERM, HUP and QUIT to its workers:
 ``chain submit`` and ``chain render`` say so, in one line, when the app
 command runs it as a program and the stop signal is another one; the submit
 still goes ahead."""

@@ -1,6 +1,6 @@
 """A site's per-user job limits against what a chain needs (chain.core.limits),
 and ``chain submit`` refusing, before anything is written, a chain they leave
-no room for (issue 29: "If a site's limits leave no way to run a submitter
+no room for ("If a site's limits leave no way to run a submitter
 beside a runner, chain submit says so and names relay mode")."""
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_schedule_uses_the_earlier_end() -> None:
         (143, True, True, 124),
         (137, True, False, 1),
         (99, True, False, 1),
-        # issue 27: an app that exits 0 after the runner's own stop signal stopped
+        # an app that exits 0 after the runner's own stop signal stopped
         # because it was asked to: its counter judges it, as for any other code
         (0, True, True, 124),
         (0, True, False, 1),
@@ -101,7 +101,7 @@ def test_describe_exit_says_whether_the_stop_signal_came_first() -> None:
 
 
 def test_describe_exit_words_success_as_success() -> None:
-    """Issue 26 item 13: ``app exited 0 after 2.3 s, before the stop signal``
+    """``app exited 0 after 2.3 s, before the stop signal``
     read like a failure."""
     from chain.core.runner_rules import describe_exit
 
@@ -116,7 +116,7 @@ def test_describe_exit_words_success_as_success() -> None:
 
 
 def test_describe_exit_of_an_app_that_stopped_on_the_signal() -> None:
-    """Issue 27: an app that exits by itself once asked to stop stopped on
+    """An app that exits by itself once asked to stop stopped on
     the signal, whatever its code; a kill or a signal from outside is said."""
     from chain.core.runner_rules import describe_exit
 

@@ -1,8 +1,7 @@
 """The runner (``chain.jobs.runner``) around a real app process, on the fake
 scheduler: how an app that exits after the runner's own stop signal is
-judged (issue 27), what its environment holds, how its log names it (issue
-26 item 8) and what it says when the counter file was never written (issue
-26 item 13). The stop signal comes from an injected clock that jumps past
+judged, what its environment holds, how its log names it and what it says when the counter file was never
+written. The stop signal comes from an injected clock that jumps past
 the stop time once the app says it is ready: no real wait for the schedule."""
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ def _judge(tmp_path: Path, chain: ChainDir, settings: Any, record: RunnerRecord)
 
 
 def test_an_app_that_saves_on_term_and_exits_0_continues_the_chain(tmp_path: Path) -> None:
-    """The user's app of issue 27: it saves on TERM and ``sys.exit(0)``s at 75
+    """A user's app: it saves on TERM and ``sys.exit(0)``s at 75
     of 150. The seed's ``timeout`` said 124 whatever the app's code; chain
     failed it ("app exited 0 but the counter is 75 < MAX_ITER 150")."""
     chain, settings = _chain(tmp_path, SAVES_ON_TERM.format(saved=75, code=0))
@@ -178,7 +177,7 @@ def test_the_apps_python_is_unbuffered(tmp_path: Path, monkeypatch: pytest.Monke
 def test_an_app_that_exits_0_after_a_signal_from_outside_is_judged_by_its_counter(tmp_path: Path) -> None:
     """A SIGTERM from outside (scancel, a preemption's grace) reaches the app as
     the stop signal: an app that saves and exits 0 then has not finished, and
-    is never judged 'done' below MAX_ITER (review of issue 27's change)."""
+    is never judged 'done' below MAX_ITER (review of the change)."""
     import os
     import signal
     import threading

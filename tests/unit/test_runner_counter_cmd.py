@@ -1,4 +1,4 @@
-"""The runner with --counter-cmd and --progress-pattern (issue 27), around a
+"""The runner with --counter-cmd and --progress-pattern, around a
 real app process on the fake scheduler: the counter, CHAIN_RESUMING, the
 missing-checkpoint words, saved_at and iter_reached all follow the app's own
 checkpoint and output, never CKPT_PATH."""

@@ -1,5 +1,5 @@
 """chain.primitives.safeio: files opened without trusting what is at their
-names (issue 38), and the one atomic writer (chain.primitives.atomic.write_at)
+names, and the one atomic writer (chain.primitives.atomic.write_at)
 on top of it."""
 
 from __future__ import annotations

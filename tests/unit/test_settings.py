@@ -160,7 +160,7 @@ def test_resource_settings_are_checked(flags: dict[str, str], message: str) -> N
         resolve({**APP, **flags}, {}, {})
 
 
-# --- memory (issue 26 item 12) --------------------------------------------------------------------
+# --- memory --------------------------------------------------------------------
 MEM_SETTINGS = [
     ("runner_mem", "--runner-mem", "CHAIN_RUNNER_MEM"),
     ("submitter_mem", "--submitter-mem", "CHAIN_SUBMITTER_MEM"),
@@ -237,7 +237,7 @@ def test_render_refuses_a_bad_memory_size_in_one_line(tmp_path: Path, monkeypatc
     assert "#SBATCH --mem=2G" in ok.stdout, ok.stdout
 
 
-# --- help texts (issue 26 item 14) ----------------------------------------------------------------
+# --- help texts ----------------------------------------------------------------
 def test_checkpoint_every_is_said_to_be_passed_to_the_app() -> None:
     """chain never checkpoints the app: it passes N on as CHECKPOINT_EVERY."""
     helps = {spec.name: spec.help for spec in FIELDS}

@@ -1,4 +1,4 @@
-"""The stall watchdog (issue 30): its rule with an injected clock and probe
+"""The stall watchdog: its rule with an injected clock and probe
 (chain.core.stall), the decision on a stalled runner (chain.core.decision),
 and the runner stopping a real app that hangs (``--stall-timeout``), while an
 app that shows signs of life is left alone."""

@@ -1,5 +1,5 @@
 """`chain status` starts without what only submitting needs: chain.api loads
-its modules on first use (its target: 0.3 s on 10 000 runners, issue 20)."""
+its modules on first use (its target: 0.3 s on 10 000 runners)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def test_the_rich_view_gets_the_spelled_out_text(tmp_path: Path) -> None:
     assert "\x07" not in out.getvalue() and "\u2028" not in out.getvalue()
 
 
-# --- the work redone (issue 38: numbers that add up) ------------------------------------------------
+# --- the work redone (numbers that add up) ------------------------------------------------
 
 
 def _killed_between_saves(chain: ChainDir, seq: int, before: int, after: int, reached: int) -> None:

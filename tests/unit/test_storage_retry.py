@@ -1,5 +1,5 @@
 """The chain's own writes ride out a file system that refuses them for a
-while (issue 15, item 6): ``RetryPolicy.for_storage`` with injected clock
+while: ``RetryPolicy.for_storage`` with injected clock
 and sleep (no test really waits), and ``ChainDir`` against a real immutable
 ``state.json`` (chattr +i) that the injected sleep makes writable again."""
 

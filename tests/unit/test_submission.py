@@ -1,5 +1,5 @@
-"""Submitting from the API and the command line, as a new user meets it
-(issue 26): no API keyword shadows a setting, a working directory names its
+"""Submitting from the API and the command line, as a new user meets it:
+no API keyword shadows a setting, a working directory names its
 chain even beside the app's own state.json, a bad counter or a counter
 already at MAX_ITER is refused before anything is queued, the command line
 is judged before the chain directory, a failed Chain.submit leaves no

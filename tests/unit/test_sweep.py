@@ -1,4 +1,4 @@
-"""Sweeps through the Python API (issue 29): ``Chain.submit_many`` bounds
+"""Sweeps through the Python API: ``Chain.submit_many`` bounds
 the concurrent sbatch calls; ``Chain.wait_all`` reads the chains' own files
 and asks the scheduler once per check for all of them, and says which chain
 nothing drives. Fake scheduler, injected clock: nothing sleeps."""

@@ -1,4 +1,4 @@
-"""Tables at any width (issue 26 item 9): a cell is whole, wrapped at spaces
+"""Tables at any width: a cell is whole, wrapped at spaces
 or cut with an ellipsis, never split inside a word; narrow terminals drop
 the least useful columns first. Checked by parsing what ``chain status``
 and ``chain list`` print, plain (off a terminal) and through rich."""

@@ -1,5 +1,5 @@
-"""The package and its tests type-check under mypy --strict (the issue-14
-rule): a change that loosens a type fails here, not in a user's run."""
+"""The package and its tests type-check under mypy --strict:
+a change that loosens a type fails here, not in a user's run."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Judging a runner that left no record (``chain.jobs.watch``): Slurm's exit
 code is the job's own only when its batch script exited (COMPLETED, FAILED);
 for a job Slurm ended (NODE_FAIL, PREEMPTED, ...) it prints 0:0, an exit the
-runner never had (issue 26 item 7)."""
+runner never had."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _stopped_without_counter(tmp_path: Path, mode: str) -> tuple[ChainDir, FakeB
 
 
 def test_the_submitters_reason_names_the_counter_file_the_app_never_wrote(tmp_path: Path) -> None:
-    """Issue 26 item 13: not "stopped at the deadline without checkpoint
+    """Not "stopped at the deadline without checkpoint
     advance (0->0)"."""
     from chain import api as chain_api
     from chain.jobs.submitter import Submitter

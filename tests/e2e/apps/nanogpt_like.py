@@ -1,4 +1,4 @@
-"""A training script of nanoGPT's shape (its ``train.py``), for issue 27: an app
+"""A training script of nanoGPT's shape (its ``train.py``): an app
 written with no thought of chain, chained with no line changed.
 
 Like nanoGPT it keeps its progress only in its own checkpoint
