@@ -139,9 +139,9 @@ def list_rows(chain_dirs: Iterable[Path], *, now: float | None = None) -> list[C
 
 def _row(directory: Path, now: float) -> ChainRow:
     from chain.api.status import open_chain
+    from chain.core.records import RunnerView
     from chain.reporting.metrics import RECENT_RUNNERS, progress_metrics
     from chain.store.counter import counter_settings, known_counter
-    from chain.store.records import RunnerView
 
     chain, status = open_chain(directory)
     try:

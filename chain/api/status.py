@@ -14,13 +14,13 @@ from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.model import ChainState
+from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 from chain.core.settings import Mode
 from chain.errors import ChainDirError, SchedulerError
 from chain.modes import driver
+from chain.primitives.codec import encode
 from chain.store import ChainDir, ChainStatus, tail_lines
-from chain.store.codec import encode
 from chain.store.counter import known_counter
-from chain.store.records import JudgedRunner, RunnerRecord, RunnerView
 
 METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
 FAILURE_TAIL_LINES = 12

@@ -14,37 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chain.core.limits import JobLimits
-from chain.core.model import JobState
+from chain.core.model import JobInfo, JobState
 from chain.core.retry import RetryPolicy, TransientError
 from chain.errors import SchedulerError
 
 __all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage", "submit_idempotently"]
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    """What a backend knows about one job.
-
-    ``exit_code`` is the job's real exit status (0-255) when known: backends
-    must undo sacct's "minus 128" for codes of 128 and above where they can
-    tell (see the Slurm CLI backend). ``signal`` is the terminating signal, if
-    any. ``cancelled_by`` is the uid/user that cancelled the job, if known.
-    ``start``/``end`` are epoch seconds (``end`` is the scheduled end for a
-    running job, the real end for a finished one); None when unknown.
-    """
-
-    job_id: str
-    state: JobState
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str = ""
-    name: str = ""
-    start: float | None = None
-    end: float | None = None
-    cancelled_by: str | None = None
-    source: str = ""  # which query answered: squeue, sacct, scontrol, local
-    preempt_time: float | None = None  # when Slurm began to preempt it (scontrol's PreemptTime), if it did
-    restarts: int | None = None  # how often Slurm requeued it (scontrol's Restarts)
 
 
 @dataclass

@@ -7,6 +7,7 @@ jobs) takes these from here.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from chain.errors import CheckpointError
 from chain.primitives import atomic
@@ -172,3 +173,29 @@ def parse_counter(text: str, *, path: str = "CKPT_PATH") -> int:
 def counter_error(path: object, exc: atomic.CounterFormatError) -> CheckpointError:
     """The chain's one-line error for a counter that is not a plain integer."""
     return CheckpointError(f"checkpoint counter {path} does not hold a plain integer: {exc.text!r}")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What a backend knows about one job.
+
+    ``exit_code`` is the job's real exit status (0-255) when known: backends
+    must undo sacct's "minus 128" for codes of 128 and above where they can
+    tell (see the Slurm CLI backend). ``signal`` is the terminating signal, if
+    any. ``cancelled_by`` is the uid/user that cancelled the job, if known.
+    ``start``/``end`` are epoch seconds (``end`` is the scheduled end for a
+    running job, the real end for a finished one); None when unknown.
+    """
+
+    job_id: str
+    state: JobState
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    name: str = ""
+    start: float | None = None
+    end: float | None = None
+    cancelled_by: str | None = None
+    source: str = ""  # which query answered: squeue, sacct, scontrol, local
+    preempt_time: float | None = None  # when Slurm began to preempt it (scontrol's PreemptTime), if it did
+    restarts: int | None = None  # how often Slurm requeued it (scontrol's Restarts)

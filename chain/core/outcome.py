@@ -12,9 +12,9 @@ from chain.core.decision import Outcome
 from chain.core.model import JobState
 
 if TYPE_CHECKING:  # records only: nothing here reads or asks
-    from chain.backends.base import JobInfo
-    from chain.store.records import RunnerRecord
-    from chain.store.status import ChainStatus
+    from chain.core.model import JobInfo
+    from chain.core.records import RunnerRecord
+    from chain.core.status import ChainStatus
 
 # The states in which the batch script itself exited: only then is Slurm's
 # exit code the job's own. Slurm ended the others (NODE_FAIL, PREEMPTED,

@@ -57,7 +57,7 @@ from chain.core.model import ChainState
 from chain.errors import ProtocolError
 
 if TYPE_CHECKING:  # a record only: the protocol never reads or writes a file
-    from chain.store.status import ChainStatus
+    from chain.core.status import ChainStatus
 
 
 Change = dict[str, Any]

@@ -13,13 +13,13 @@ from chain.core.exclusion import blamed
 from chain.core.margin import MarginState, measured_stop, next_margin, startup_seconds
 from chain.core.model import ChainState
 from chain.core.reasons import ReasonKind
+from chain.core.records import RunnerRecord
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.hooks import run_hooks
 from chain.effects.notify import announce_end
 from chain.store import ChainDir, ChainStatus, judged_runner
 from chain.store.counter import known_counter
-from chain.store.records import RunnerRecord
 
 MARGIN_WARNING = "margin does not fit"  # the reason chain status shows while the app's stop does not fit
 HOOK_TIMEOUT = 3600.0  # seconds a hook may run when the job's own end does not bound it

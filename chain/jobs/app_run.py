@@ -1,7 +1,7 @@
 """The app's run inside the chain's current runner: started (never beside an
 earlier app of the chain) with the contract's environment, guarded against
 the runner's death, signalled before the wall time and supervised
-(``jobs.supervise``), then the record of how it ended (``store.records``),
+(``jobs.supervise``), then the record of how it ended (``core.records``),
 judged by its counter and the runner's exit contract (``core.runner_rules``).
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from chain.backends.base import Backend
 from chain.core.decision import missing_counter
 from chain.core.names import runner_name
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.core.runner_rules import Schedule, classify_exit, describe_exit, exited_on_stop
 from chain.core.settings import LaunchMode, Settings
 from chain.core.stall import StallWatch
@@ -31,7 +32,6 @@ from chain.primitives.paths import shell_helpers_dir
 from chain.primitives.signals import signal_name
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_counter_state, saved_at
-from chain.store.records import RunnerPhase, RunnerRecord
 
 
 def run_app(

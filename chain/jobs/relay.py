@@ -41,6 +41,7 @@ from chain.core.model import ChainState
 from chain.core.names import runner_job_name
 from chain.core.protocol import is_current_runner
 from chain.core.reasons import ReasonKind
+from chain.core.records import RunnerRecord
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
@@ -54,7 +55,6 @@ from chain.store.counter import (
     read_chain_counter,
     read_counter_state,
 )
-from chain.store.records import RunnerRecord
 
 QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge its predecessor
 SUBMIT_PATIENCE = 300.0  # seconds it keeps trying to queue its successor

@@ -20,6 +20,7 @@ from chain.core.clock import steady_clock
 from chain.core.hostlist import expand_hostlist
 from chain.core.names import runner_seq
 from chain.core.protocol import is_current_runner
+from chain.core.records import RunnerRecord
 from chain.core.runner_rules import (
     plan_schedule,
     promotion_give_up,
@@ -32,7 +33,6 @@ from chain.modes import RunnerJob, driver
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import read_chain_counter
-from chain.store.records import RunnerRecord
 
 PROMOTION_PATIENCE = 120.0  # seconds a pre-queued runner waits to become the current one
 

@@ -20,10 +20,10 @@ from chain.core.exclusion import asks_node_states
 from chain.core.model import JobState
 from chain.core.outcome import runner_outcome
 from chain.core.poll import PollPolicy, StepAside
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.errors import CheckpointError, SchedulerError
 from chain.store import ChainDir, ChainStatus, read_counter
 from chain.store.counter import CounterReading
-from chain.store.records import RunnerPhase, RunnerRecord
 
 
 class HandOver(Exception):

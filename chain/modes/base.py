@@ -16,9 +16,9 @@ from typing import ClassVar
 
 from chain.backends.base import Backend, JobInfo
 from chain.core.limits import JobNeeds
+from chain.core.records import RunnerRecord
 from chain.core.settings import Mode, Settings
 from chain.store import ChainDir, ChainStatus
-from chain.store.records import RunnerRecord
 
 
 @dataclass(frozen=True)

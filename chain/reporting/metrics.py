@@ -3,7 +3,7 @@
 No I/O here: callers read the chain's records and ``iterations.log`` and pass
 their contents in, so every function is tested on literal data.
 
-A *runner* is a ``chain.store.records.RunnerView``: its own record
+A *runner* is a ``chain.core.records.RunnerView``: its own record
 (``runners/<id>.json``) and its judgement (a line of ``runners.jsonl``)
 merged, either of them possibly missing: ``start``, ``end``, ``iter_before``,
 ``iter_after`` and, if the runner stopped the app, ``stop_sent`` (record) or
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from chain.store.records import RunnerView
+from chain.core.records import RunnerView
 
 RECENT_RUNNERS = 5  # the rate is measured over the last few runners
 EVENTS = ("start", "iter", "ckpt", "exit")

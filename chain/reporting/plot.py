@@ -18,6 +18,7 @@ matplotlib.use("Agg")  # no display: the report runs inside a batch job
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chain.core.records import RunnerView
 from chain.reporting.metrics import (
     IterEvent,
     format_rate,
@@ -25,7 +26,6 @@ from chain.reporting.metrics import (
     lost_and_redone,
     rate_per_hour,
 )
-from chain.store.records import RunnerView
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobUsage
 from chain.core.model import ChainState
+from chain.core.records import RunnerView
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainError
 from chain.primitives import atomic, safeio
@@ -56,7 +57,6 @@ from chain.reporting.usage import (
 )
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_settings, known_counter
-from chain.store.records import RunnerView
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chain.backends.base import Backend, JobUsage
+from chain.core.records import JudgedRunner, RunnerView
 from chain.errors import SchedulerError
 from chain.reporting.metrics import Redone, redone_part, runner_wall, useful_seconds
 from chain.store import ChainDir
-from chain.store.records import JudgedRunner, RunnerView
 
 COLUMNS = (
     "seq",

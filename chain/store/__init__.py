@@ -4,10 +4,10 @@ Everything is JSON written atomically and validated on load; nothing read
 from it is sourced or evaluated.
 """
 
+from chain.core.records import JudgedRunner, RunnerView, judged_runner
+from chain.core.status import ChainStatus
 from chain.store.chaindir import ChainDir
 from chain.store.jsonio import read_counter, read_json, tail_lines, write_json_atomic
-from chain.store.records import JudgedRunner, RunnerView, judged_runner
-from chain.store.status import ChainStatus
 
 __all__ = [
     "ChainDir",

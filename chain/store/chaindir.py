@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from chain.core.records import JudgedRunner, RunnerRecord
 from chain.core.retry import RetryPolicy
+from chain.core.status import ChainStatus
 from chain.errors import ChainDirError
 from chain.primitives import safeio
 from chain.primitives.atomic import json_bytes
 from chain.store.guarded import IDS_CAP, ChainFileError, Guarded, refusals
-from chain.store.records import JudgedRunner, RunnerRecord
-from chain.store.status import ChainStatus
 
 LOCK_WAIT = 30.0  # seconds a chain command waits for another one on the same chain
 # seconds a save of state.json waits for another one: saves take milliseconds,

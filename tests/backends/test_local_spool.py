@@ -17,8 +17,8 @@ from chain.backends.local.spool import JobRecord, Spool, kill_job_group, next_jo
 from chain.core import names
 from chain.core.model import JobState
 from chain.errors import ChainDirError, SchedulerError
+from chain.primitives.codec import RecordError
 from chain.primitives.procs import Caller, Proc, mismatch, refusal, start_ticks
-from chain.store.codec import RecordError
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _report_data import RUNNERS_JSONL, records
 
-from chain.store.records import JudgedRunner, RunnerRecord, RunnerView
+from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 
 
 def lines(text: str = RUNNERS_JSONL) -> list[JudgedRunner]:

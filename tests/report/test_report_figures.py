@@ -31,12 +31,12 @@ from chain.backends.local.backend import local_usage
 from chain.backends.local.spool import JobRecord
 from chain.backends.slurm.parse import parse_sacct_usage
 from chain.core.model import ChainState
+from chain.core.records import RunnerView
 from chain.reporting.metrics import chain_metrics, efficiency, redone_from_runners
 from chain.reporting.printed import driver_line
 from chain.reporting.report import final_state, make_report
 from chain.reporting.usage import build_rows, driver_usage, usage_totals
 from chain.store import ChainStatus
-from chain.store.records import RunnerView
 
 
 class FakeSacct:

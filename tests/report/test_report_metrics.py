@@ -6,6 +6,7 @@ import pytest
 from _report_data import ITER_LOG, ITER_LOG_RESTART
 from _runners import judged, recorded
 
+from chain.core.records import RunnerView as R
 from chain.reporting.metrics import (
     chain_metrics,
     efficiency,
@@ -14,7 +15,6 @@ from chain.reporting.metrics import (
     useful_seconds,
     work_redone,
 )
-from chain.store.records import RunnerView as R
 
 
 def test_useful_until_exit_when_the_app_ended_itself() -> None:

@@ -9,9 +9,9 @@ import pytest
 from _report_data import ITER_LOG, ITER_LOG_RESTART
 from _runners import both as _runners
 
+from chain.core.records import RunnerView
 from chain.reporting.metrics import parse_iteration_log
 from chain.reporting.plot import progress_data, render_progress
-from chain.store.records import RunnerView
 
 
 def test_series_equal_the_iteration_log() -> None:

@@ -1,7 +1,7 @@
 """The report says which runners Slurm took back (preempted, or requeued
 after a lost node): by their judgment's kind (``core.reasons``), not by its
 words, and not as failures; lines written before kinds get theirs from their
-words as they are read (``store.legacy``)."""
+words as they are read (``core.legacy``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 from chain.core.decision import Outcome, Policy, Tally, decide
 from chain.core.model import JobState
 from chain.core.reasons import ReasonKind
+from chain.core.records import RunnerView
 from chain.reporting.metrics import preempted_runners
 from chain.store import ChainDir
-from chain.store.records import RunnerView
 
 
 def test_the_runners_slurm_took_back_are_named_by_their_judgments_kind() -> None:

@@ -14,9 +14,9 @@ from _backends import backends
 from rich.console import Console
 
 from chain.core.decision import Verdict
+from chain.core.records import JudgedRunner
 from chain.reporting.printed import allocation_line
 from chain.reporting.report import make_report
-from chain.store.records import JudgedRunner
 
 
 def test_the_allocation_is_new_work_plus_redone_plus_lost() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from _report_data import ITER_LOG_RESTART
 
+from chain.core.records import RunnerView
 from chain.reporting.metrics import (
     chain_metrics,
     efficiency,
@@ -22,7 +23,6 @@ from chain.reporting.metrics import (
 )
 from chain.reporting.printed import redone_line
 from chain.reporting.usage import build_rows, usage_totals
-from chain.store.records import RunnerView
 
 
 def _runner(seq: int, before: int, after: int, **facts: Any) -> RunnerView:

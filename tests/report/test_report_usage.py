@@ -29,6 +29,7 @@ from chain.backends.slurm.parse import (
     parse_slurm_timestamp,
 )
 from chain.core.decision import Verdict
+from chain.core.records import RunnerView
 from chain.core.retry import RetryPolicy
 from chain.reporting.metrics import Redone
 from chain.reporting.printed import redone_line
@@ -42,7 +43,6 @@ from chain.reporting.usage import (
     usage_totals,
 )
 from chain.store import ChainDir
-from chain.store.records import RunnerView
 
 
 class FakeSacct:

@@ -15,10 +15,10 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.core.model import ChainState
+from chain.core.records import RunnerRecord
 from chain.effects.ending import mark_cancelled
 from chain.errors import ChainError
 from chain.store import ChainDir
-from chain.store.records import RunnerRecord
 
 pytestmark = pytest.mark.timeout(60)
 

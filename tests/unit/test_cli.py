@@ -187,7 +187,7 @@ def test_status_prints_the_chains_text_literally(capsys: pytest.CaptureFixture[s
     not rich markup or emoji codes."""
     from chain.api.status import StatusReport
     from chain.cli.status_view import print_status
-    from chain.store.records import JudgedRunner
+    from chain.core.records import JudgedRunner
 
     reason = "app exited 3: [bold]oops[/] :smile: [/bad]"
     report = StatusReport(
@@ -320,7 +320,7 @@ def test_progress_line_numbers_the_current_runner_past_every_judged_one() -> Non
     """Not past the rows kept by --history (seen: "runner 11" with 49 judged)."""
     from chain.api.status import StatusReport
     from chain.cli.status_view import progress_line
-    from chain.store.records import JudgedRunner, RunnerPhase, RunnerRecord
+    from chain.core.records import JudgedRunner, RunnerPhase, RunnerRecord
 
     report = StatusReport(
         chain_id="c",

@@ -22,13 +22,13 @@ from chain.core.events import Judged, Resumed
 from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
 from chain.core.protocol import transition
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.effects.ending import record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner_job
 from chain.errors import SchedulerError
 from chain.jobs.watch import gather_outcome, with_nodes_down
 from chain.store import ChainDir, ChainStatus
-from chain.store.records import RunnerPhase, RunnerRecord
 
 
 def test_a_down_node_is_blamed_before_any_other() -> None:

@@ -27,10 +27,10 @@ from chain.api.status import status_report
 from chain.cli import app
 from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.core.settings import resolve
 from chain.reporting.report import make_report
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
-from chain.store.records import RunnerPhase, RunnerRecord
 
 MAX_ITER = 30
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -1,5 +1,5 @@
 """Reasons written before kinds: their kind from their words, once, as the
-store reads them (``store.legacy``); and every reason the decision gives has
+store reads them (``core.legacy``); and every reason the decision gives has
 its kind beside it (``core.reasons``)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from chain.core.decision import Outcome, Policy, Tally, Verdict, decide
+from chain.core.legacy import legacy_kind
 from chain.core.model import ChainState, JobState
 from chain.core.reasons import ReasonKind
+from chain.core.records import JudgedRunner, judged_runner
 from chain.store import ChainDir, ChainStatus
-from chain.store.legacy import legacy_kind
-from chain.store.records import JudgedRunner, judged_runner
 
 P = Policy(max_iter=10)
 RETRY = Policy(max_iter=10, retries=2)

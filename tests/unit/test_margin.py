@@ -18,10 +18,10 @@ from chain.core.margin import (
     startup_seconds,
 )
 from chain.core.model import ChainState
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.effects.ending import record_judgment
 from chain.effects.executor import Executor
 from chain.store import ChainDir, ChainStatus
-from chain.store.records import RunnerPhase, RunnerRecord
 
 
 def test_floor_until_something_is_measured() -> None:

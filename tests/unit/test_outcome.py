@@ -8,8 +8,8 @@ import pytest
 from chain.backends.base import JobInfo
 from chain.core.model import JobState
 from chain.core.outcome import runner_outcome, slurm_exit_code
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.store import ChainStatus
-from chain.store.records import RunnerPhase, RunnerRecord
 
 STATUS = ChainStatus(chain_id="c", runner_seq=2, runner_job_id="102", iter_before=40)
 

@@ -16,10 +16,10 @@ from chain import api
 from chain.api.status import status_report
 from chain.core.model import ChainState, JobState
 from chain.core.names import runner_job_name
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.errors import SchedulerError
 from chain.jobs.relay import Relay, Turn
 from chain.store import ChainDir, ChainStatus
-from chain.store.records import RunnerPhase, RunnerRecord
 
 
 def _relay_chain(tmp_path: Path, fake: FakeBackend, **flags: Any) -> tuple[ChainDir, ChainStatus]:

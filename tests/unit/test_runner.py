@@ -16,10 +16,10 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.core.decision import Policy, Tally, Verdict, decide
+from chain.core.records import RunnerRecord
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
 from chain.store import ChainDir, ChainStatus
-from chain.store.records import RunnerRecord
 
 # the app's trap is set before it says it is ready, so the stop signal never
 # comes before the app can handle it

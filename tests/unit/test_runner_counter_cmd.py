@@ -18,12 +18,12 @@ from fakes import FakeBackend
 
 from chain import api
 from chain.core.decision import Policy, Tally, decide, missing_counter
+from chain.core.records import RunnerRecord
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_counter_state
-from chain.store.records import RunnerRecord
 
 JSON_SPEC = "json:out/ckpt.json:iter_num"
 NAMED = f"out/ckpt.json (--counter-cmd {JSON_SPEC})"

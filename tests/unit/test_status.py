@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 from chain import Chain, api
 from chain.cli import app
 from chain.core.model import ChainState, JobState
+from chain.core.records import RunnerPhase, RunnerRecord
 from chain.errors import ChainError
 from chain.jobs.relay import Relay
 from chain.store import ChainDir
-from chain.store.records import RunnerPhase, RunnerRecord
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:

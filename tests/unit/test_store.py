@@ -10,9 +10,9 @@ import pytest
 from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
 from chain.core.reasons import ReasonKind
+from chain.core.records import JudgedRunner, RunnerPhase, RunnerRecord, RunnerView, judged_runner
 from chain.errors import ChainDirError
 from chain.store import ChainDir, ChainStatus, tail_lines
-from chain.store.records import JudgedRunner, RunnerPhase, RunnerRecord, RunnerView, judged_runner
 
 OK = {"chain_id": "c-1", "state": "running"}
 
@@ -121,8 +121,8 @@ def test_a_second_command_waits_for_the_lock_then_is_refused(tmp_path: Path) -> 
 
 def test_a_record_missing_a_required_field_says_so_in_words() -> None:
     """Not the constructor's TypeError ("missing 1 required positional argument")."""
-    from chain.store.codec import RecordError, decode
-    from chain.store.records import RunnerRecord
+    from chain.core.records import RunnerRecord
+    from chain.primitives.codec import RecordError, decode
 
     with pytest.raises(RecordError) as raised:
         decode(RunnerRecord, {"seq": 2})

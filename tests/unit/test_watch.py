@@ -66,7 +66,7 @@ def _stopped_without_counter(tmp_path: Path, mode: str) -> tuple[ChainDir, FakeB
     """A chain whose runner 1 (job 101) ran an app that never wrote its
     counter file (CKPT_PATH out/iter.txt), stopped at the deadline: its
     record as the runner writes it."""
-    from chain.store.records import RunnerPhase, RunnerRecord
+    from chain.core.records import RunnerPhase, RunnerRecord
 
     fake = FakeBackend()
     api.submit(
@@ -116,8 +116,8 @@ def test_the_submitters_reason_names_the_counter_file_the_app_never_wrote(tmp_pa
 
 def test_a_relay_runners_reason_names_the_counter_file_the_app_never_wrote(tmp_path: Path) -> None:
     from chain import api as chain_api
+    from chain.core.records import RunnerRecord
     from chain.jobs.relay import Relay, Turn
-    from chain.store.records import RunnerRecord
 
     chain, fake, record = _stopped_without_counter(tmp_path, "relay")
     relay = Relay(chain, chain_api.stored_settings(chain), fake, tmp_path, "101", 1, sleep=lambda s: None)

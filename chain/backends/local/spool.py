@@ -48,7 +48,7 @@ from chain.core.names import JOB_ID
 from chain.core.retry import RetryPolicy
 from chain.errors import ChainDirError, SchedulerError
 from chain.primitives import atomic, procs
-from chain.store.codec import RecordError, decode
+from chain.primitives.codec import RecordError, decode
 from chain.store.guarded import ChainFileError, Guarded
 
 # A record still without a supervisor this long after submit lost its submitter

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chain.core.decision import Verdict
+from chain.core.legacy import legacy_kind
 from chain.core.model import JobState
 from chain.core.reasons import ReasonKind
 from chain.primitives.bounded import loads_json
-from chain.store.codec import RecordError, decode, encode
-from chain.store.legacy import legacy_kind
+from chain.primitives.codec import RecordError, decode, encode
 
 if TYPE_CHECKING:
-    from chain.store.status import ChainStatus
+    from chain.core.status import ChainStatus
 
 
 class RunnerPhase(str, enum.Enum):
@@ -114,7 +114,7 @@ class JudgedRunner:
     always has the fields up to ``recorded`` (null when unknown), and the
     ``LOST_WORK_FACTS`` only when its record told them. Lines of earlier
     versions are read as far as they go (``from_line``): one without a
-    ``kind`` has it from its words (``store.legacy``)."""
+    ``kind`` has it from its words (``core.legacy``)."""
 
     job_id: str = ""
     seq: int | None = None

@@ -9,11 +9,11 @@ from typing import Any
 
 from chain.core import names
 from chain.core.events import Event
+from chain.core.legacy import legacy_kind
 from chain.core.model import ChainState
 from chain.core.reasons import ReasonKind
 from chain.errors import ChainDirError
-from chain.store.codec import TRANSIENT, RecordError, decode, encode
-from chain.store.legacy import legacy_kind
+from chain.primitives.codec import TRANSIENT, RecordError, decode, encode
 
 STATE_VERSION = 1
 # what ends up in scripts and scheduler commands: nothing that leaves its

@@ -2,7 +2,7 @@
 
 The one place the chain reads a reason's words: a line of ``runners.jsonl``
 (or a reason in ``state.json``) without a ``kind`` gets it here, once, as it
-is read (``store.records``); everything after reads the kind. The words are
+is read (``core.records``); everything after reads the kind. The words are
 the ones chain wrote then, kept literally here on purpose: the decision's
 current wording may change without changing how an old file reads.
 """
