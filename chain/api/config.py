@@ -14,9 +14,9 @@ from chain.backends.base import Backend
 from chain.core import settings as settings_mod
 from chain.core.limits import room
 from chain.core.settings import Settings
-from chain.errors import ChainDirError, CheckpointError, ConfigError
+from chain.errors import CheckpointError, ConfigError
 from chain.modes import driver, least_needs
-from chain.store import ChainDir
+from chain.store import ChainDir, view
 from chain.store.counter import read_chain_counter
 
 CHAIN_DIR_NAME = ".chain"  # the chain directory in a working directory, by default
@@ -87,17 +87,6 @@ def check_command_line(flags: Mapping[str, Any], config: Path | None) -> None:
         settings_mod.read_config_file(config)
 
 
-def stored_settings(chain: ChainDir) -> Settings:
-    try:
-        data = chain.read_settings()
-    except FileNotFoundError:
-        raise ChainDirError(f"{chain.root} holds no chain settings (settings.json missing)") from None
-    try:
-        return settings_mod.from_json(data)
-    except ConfigError as exc:
-        raise ChainDirError(f"{chain.settings_file} is invalid: {exc}") from None
-
-
 def check_app(settings: Settings, workdir: Path) -> int:
     """The app's program must exist (unless modules will provide it), and
     its counter file, if there, must be a file holding a plain integer
@@ -165,3 +154,9 @@ def check_room(settings: Settings, backend: Backend, notify: Callable[[str], Non
         raise ConfigError(verdict.refusal)
     if verdict.warning and notify:
         notify(verdict.warning)
+
+
+def stored_settings(chain: ChainDir) -> Settings:
+    """The chain's stored settings, validated again (``chain.store.view``): a
+    missing or damaged ``settings.json`` is a one-line ``ChainDirError``."""
+    return view.stored_settings(chain)

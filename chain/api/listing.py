@@ -138,33 +138,23 @@ def list_rows(chain_dirs: Iterable[Path], *, now: float | None = None) -> list[C
 
 
 def _row(directory: Path, now: float) -> ChainRow:
-    from chain.api.status import open_chain
     from chain.core.records import RunnerView
     from chain.reporting.metrics import RECENT_RUNNERS, progress_metrics
-    from chain.store.counter import counter_settings, known_counter
+    from chain.store.view import ChainView
 
-    chain, status = open_chain(directory)
-    try:
-        stored = chain.read_settings()  # corrupt: a ChainDirError, the row says so
-    except FileNotFoundError:
-        stored = None
-    settings = stored if isinstance(stored, dict) else {}
-    raw_max, raw_mode = settings.get("max_iter"), settings.get("mode")
-    max_iter = raw_max if isinstance(raw_max, int) else 0
-    mode = raw_mode if isinstance(raw_mode, str) else "submitter"
+    view = ChainView.open(directory)  # a corrupt settings.json: a ChainDirError, the row says so
+    status, iteration = view.status, view.counter
     metrics: Mapping[str, float | None] = {"rate_per_hour": None, "eta_seconds": None}
-    iteration = known_counter(status.iteration, status.workdir, **counter_settings(settings))
     if not status.state.ended:
-        runners, _ = chain.recent_runners(RECENT_RUNNERS + 1)
-        current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
-        metrics = progress_metrics(RunnerView.window(runners, current), iteration, max_iter, now)
+        runners, _ = view.recent_runners(RECENT_RUNNERS + 1)
+        metrics = progress_metrics(RunnerView.window(runners, view.current_runner()), iteration, view.max_iter, now)
     return ChainRow(
         str(directory),
         status.chain_id,
-        mode,
+        view.mode.value,
         status.state.value,
         iteration,
-        max_iter,
+        view.max_iter,
         metrics["rate_per_hour"],
         metrics["eta_seconds"],
         status.reason,

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.api.config import stored_settings
 from chain.api.status import open_chain
 from chain.core.names import runner_name
 from chain.errors import ChainDirError, ChainError
 from chain.modes import driver
 from chain.store import ChainDir, ChainStatus
 from chain.store.guarded import OUTPUT_TAIL, ChainFileError
+from chain.store.view import ChainView, stored_values
 
 FOLLOW_CHUNK = 1 << 20  # bytes --follow prints at a time
 
@@ -74,7 +74,8 @@ def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> 
 
 def submitter_log(chain: ChainDir, status: ChainStatus) -> LogSource:
     if not status.submitter_job_id:
-        if why := driver(stored_settings(chain).mode).no_submitter_log(status):
+        mode = ChainView(chain, status, stored_values(chain, lenient=True)).mode
+        if why := driver(mode).no_submitter_log(status):
             raise ChainDirError(why)
         raise ChainDirError(f"chain {status.chain_id} has no submitter job yet")
     job = status.submitter_job_id

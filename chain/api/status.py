@@ -10,17 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chain.api.config import stored_settings
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.model import ChainState
 from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 from chain.core.settings import Mode
-from chain.errors import ChainDirError, SchedulerError
+from chain.errors import SchedulerError
 from chain.modes import driver
 from chain.primitives.codec import encode
 from chain.store import ChainDir, ChainStatus, tail_lines
-from chain.store.counter import known_counter
+from chain.store.view import ChainView
 
 METRICS_WINDOW = 200  # rate, ETA and efficiency over the last runners: O(1) status on long chains
 FAILURE_TAIL_LINES = 12
@@ -111,15 +110,9 @@ class StatusReport:
 
 
 def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus]:
-    """The chain in ``chain_dir`` and its status (a one-line error if none)."""
-    chain_dir = Path(chain_dir)
-    chain = ChainDir(chain_dir)
-    if not chain_dir.exists():
-        raise ChainDirError(f"no chain in {chain_dir} (directory does not exist)")
-    status = chain.load_status()
-    if status is None:
-        raise ChainDirError(f"no chain in {chain_dir} (no state.json)")
-    return chain, status
+    """The chain in ``chain_dir`` and its status (a one-line error if none): ``ChainView``'s."""
+    view = ChainView.open(chain_dir, lenient=True)
+    return view.chain, view.status
 
 
 def status_report(
@@ -128,8 +121,8 @@ def status_report(
     """Everything ``chain status`` shows. ``history``: judged runners listed
     (all when None); ``live``: ask the scheduler about the live jobs;
     ``backend``: as ``submit`` (by default the chain's own)."""
-    chain, status = open_chain(chain_dir)
-    settings = stored_settings(chain)
+    view = ChainView.open(chain_dir)
+    chain, status, settings = view.chain, view.status, view.settings()
     mode = driver(settings.mode)
     slurm, scheduler_error, asked = _ask_scheduler(status, chain_dir, backend) if live else ({}, "", None)
     if history is None:
@@ -138,10 +131,8 @@ def status_report(
     else:
         recent, total = chain.recent_runners(max(history, METRICS_WINDOW))
         runners = recent[-history:] if history else []
-    current = chain.runner_record(status.runner_job_id) if status.runner_live and status.runner_job_id else None
-    # what the jobs last recorded, refreshed from the checkpoint where that runs no program
-    where = {"counter_cmd": settings.counter_cmd, "ckpt_path": settings.ckpt_path}
-    iteration = known_counter(status.iteration, status.workdir, **where)
+    current = view.current_runner()
+    iteration = view.counter  # what the jobs last recorded, refreshed from the checkpoint where that runs no program
 
     from chain.reporting.metrics import chain_metrics
 

@@ -11,23 +11,20 @@ from pathlib import Path
 
 from chain.backends.base import Backend
 from chain.core.settings import Settings
-from chain.errors import ChainError, ProtocolError
+from chain.errors import ProtocolError
 from chain.store import ChainDir
 
 
 def job_context(chain_dir: str) -> tuple[ChainDir, Settings, Backend, Path]:
     """Inside a job: the chain directory, its stored settings, the backend
     it was submitted with, and the app's working directory."""
-    from chain import api
     from chain.backends import make_backend
     from chain.core.retry import RetryPolicy
+    from chain.store.view import ChainView
 
     path = Path(chain_dir)
-    chain = ChainDir(path)
-    settings = api.stored_settings(chain)
-    status = chain.load_status()
-    if status is None:
-        raise ChainError(f"no chain in {path}")
+    view = ChainView.open(path)
+    chain, settings, status = view.chain, view.settings(), view.status
     # Short per-request retries: the submitter rides out longer outages in its
     # own loop, where it also keeps an eye on its hand-over deadline.
     retry = RetryPolicy.for_jobs(settings.submitter_margin)

@@ -57,6 +57,7 @@ from chain.reporting.usage import (
 )
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_settings, known_counter
+from chain.store.view import stored_values
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -77,16 +78,6 @@ REPORT_RETRY = RetryPolicy(attempts=4, max_delay=60.0)
 def report_backend(name: str, chain_dir: Path) -> Backend:
     """The default ``BackendFactory``: the named backend with REPORT_RETRY."""
     return make_backend(name, chain_dir, REPORT_RETRY)
-
-
-def _stored_settings(chain: ChainDir) -> dict[str, Any]:
-    """``settings.json`` as read, {} when it is not there or not readable:
-    the report reads a few keys of it, and is made whatever they are."""
-    try:
-        data = chain.read_settings()
-    except (OSError, ChainError):  # not there (FileNotFoundError), refused, corrupt
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def final_state(status: ChainStatus | None, environ: Mapping[str, str]) -> tuple[str, str]:
@@ -146,7 +137,7 @@ class _Chain:
         status = chain.load_status()
         workdir = Path(status.workdir) if status and status.workdir else chain.root.parent
         runners = load_runners(chain)
-        stored = _stored_settings(chain)
+        stored = stored_values(chain, lenient=True)
         recorded = (
             status.iteration if status else max([r.iter_after for r in runners if r.iter_after is not None], default=0)
         )
