@@ -21,7 +21,7 @@ ENV_CLEARED = ("MAX_ITER", "APP_CMD", "RUNNER_TIME_LIMIT", "RUNNER_MARGIN_SEC", 
 def run_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: Sequence[str], env: Mapping[str, str] | None = None
 ) -> Result:
-    """``chain ARGV`` in ``tmp_path`` on the local backend, as test_cli_bad_input runs it."""
+    """``chain ARGV`` in ``tmp_path`` on the local backend, as cli/test_commands_bad_input.py runs it."""
     monkeypatch.chdir(tmp_path)
     for var in ENV_CLEARED:
         monkeypatch.delenv(var, raising=False)

@@ -1,7 +1,7 @@
 """The chain's protocol (``chain.core.protocol``): one test per row of the
 transition table (what each event changes and which effects it asks for),
-purity, and the executor (``chain.effects.executor``) carrying the effects
-out in order; the docs' table is the code's."""
+purity; the docs' table is the code's. The executor that carries the effects
+out: effects/test_executor.py."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeBackend
 
 from chain.core import events as ev
 from chain.core import protocol as p
-from chain.core.model import ChainState, JobState
-from chain.effects.executor import Executor
-from chain.errors import ProtocolError, SchedulerError
-from chain.store import ChainDir, ChainStatus
+from chain.core.model import ChainState
+from chain.errors import ProtocolError
+from chain.store import ChainStatus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _running(**changes: Any) -> ChainStatus:
@@ -244,101 +242,6 @@ def test_the_one_current_runner_rule(status: ChainStatus, job_id: str, seq: int 
 def test_a_relay_runner_that_is_not_the_current_one_cannot_take_over() -> None:
     with pytest.raises(ProtocolError, match="RelayTookOver refused: job 99 is not the chain's current runner"):
         p.transition(_running(state=ChainState.PENDING), ev.RelayTookOver("99", 3))
-
-
-def test_a_refused_event_is_logged_and_nothing_of_it_or_after_it_is_applied(tmp_path: Path) -> None:
-    """A submitter that starts on a chain cancelled meanwhile must not make it
-    running again: refused, said in chain.log, state.json as it was."""
-    chain = ChainDir(tmp_path / ".chain")
-    chain.create()
-    status = _running(state=ChainState.CANCELLED, reason="cancelled by chain cancel")
-    chain.save_status(status)
-    fake = FakeBackend()
-    with pytest.raises(ProtocolError, match="SubmitterStarted refused: the chain is cancelled"):
-        Executor(chain, fake).apply(status, ev.SubmitterStarted("77"), ev.SuccessorDropped())
-    assert status.state is ChainState.CANCELLED and status.submitter_job_id == "50"
-    assert status.next_job_id == "104" and fake.cancelled == []  # the event after it never ran
-    saved = chain.load_status()
-    assert saved is not None and saved.state is ChainState.CANCELLED and saved.submitter_job_id == "50"
-    assert "protocol: chain demo-abc123: SubmitterStarted refused: the chain is cancelled" in (
-        chain.log_file.read_text()
-    )
-
-
-def test_the_executor_updates_the_callers_record_and_carries_effects_out_in_order(tmp_path: Path) -> None:
-    chain = ChainDir(tmp_path / ".chain")
-    chain.create()
-    saved_at_cancel: list[str] = []
-
-    class Watching(FakeBackend):
-        def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
-            on_disk = chain.load_status()
-            saved_at_cancel.append(on_disk.next_job_id if on_disk else "?")
-            super().cancel(job_id, signal=signal, steps_only=steps_only)
-
-    fake = Watching()
-    status = _running(next_job_id=fake.submit(tmp_path / "r.sh", job_name="demo-abc123.r4"))
-    held = status
-    Executor(chain, fake).apply(status, ev.SuccessorDropped(), ev.RunnerIntended(20, 5.0))
-    assert held is status and status.runner_seq == 4 and status.next_job_id == ""
-    assert fake.cancelled == ["101"] and saved_at_cancel == [""]  # forgotten on disk before the cancel
-    saved = chain.load_status()
-    assert saved is not None and saved.runner_seq == 4 and saved.runner_live
-    assert "cancelled the queued runner job 101" in chain.log_file.read_text()
-
-
-def test_a_failed_cancel_is_logged_not_raised(tmp_path: Path) -> None:
-    chain = ChainDir(tmp_path / ".chain")
-    chain.create()
-
-    class Refusing(FakeBackend):
-        def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
-            raise SchedulerError("scancel: slurmctld down")
-
-    status = _running()
-    Executor(chain, Refusing()).apply(status, ev.SuccessorDropped())
-    assert status.next_job_id == ""
-    assert "cancel of the queued runner job 104 failed: scancel: slurmctld down" in chain.log_file.read_text()
-
-
-def test_retry_rides_out_an_outage_until_its_deadline_on_the_injected_clock(tmp_path: Path) -> None:
-    chain = ChainDir(tmp_path / ".chain")
-    chain.create()
-    now = [0.0]
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
-    calls = []
-
-    def down() -> str:
-        calls.append(now[0])
-        raise SchedulerError("sbatch: Socket timed out")
-
-    run = Executor(chain, FakeBackend(), clock=lambda: now[0], sleep=sleep)
-    with pytest.raises(SchedulerError):
-        run.retry("submitting runner 4", down, give_up=300.0)
-    assert len(calls) > 3 and now[0] <= 300.0  # no attempt started that would end past the deadline
-    assert "submitting runner 4: " in chain.log_file.read_text()
-    failures = [SchedulerError("down")]
-
-    def flaky() -> str:
-        if failures:
-            raise failures.pop()
-        return "107"
-
-    assert run.retry("submitting runner 4", flaky, give_up=now[0] + 300.0) == "107"
-
-
-def test_one_job_state_table_every_state_is_active_final_or_in_between() -> None:
-    """``JobState.final`` is the one table of ended states (the report's
-    accounting, chain status and the backends use it), REVOKED included."""
-    in_between = {s for s in JobState if not s.active and not s.final}
-    assert in_between == {JobState.UNKNOWN, JobState.SPECIAL_EXIT}
-    assert not any(s.active and s.final for s in JobState)
-    assert JobState.parse("REVOKED").final and JobState.parse("CANCELLED by 0").final
 
 
 def test_a_reason_carries_its_kind_and_a_resume_clears_both() -> None:

@@ -1,34 +1,11 @@
+"""The runner's pure rules (``chain.core.runner_rules``): its schedule, the
+exit contract, the job's exit code and the words for an app's exit."""
+
 from typing import Any
-
-"""Pure pieces of the submitter's polling and the runner's schedule."""
-
-from pathlib import Path
 
 import pytest
 
-from chain.core.names import runner_seq
-from chain.core.poll import PollPolicy
 from chain.core.runner_rules import classify_exit, plan_schedule
-
-
-def test_poll_is_rare_far_from_the_end_and_dense_near_it() -> None:
-    p = PollPolicy(slurm_min=10, slurm_max=300)
-    assert p.next_slurm_query(0, None) == 300  # pending: longest interval
-    assert p.next_slurm_query(0, 86400) == 300  # far from the end
-    assert p.next_slurm_query(0, 100) == 50  # halve the distance
-    assert p.next_slurm_query(0, 12) == 10  # never below the minimum
-    assert p.next_slurm_query(100, 90) == 110  # past the end: minimum
-
-
-def test_poll_budget_for_a_24_hour_runner() -> None:
-    """At most 12 Slurm queries per runner-hour while the runner runs."""
-    p = PollPolicy()
-    end = 24 * 3600.0
-    t, queries = 0.0, 0
-    while t < end:
-        t = p.next_slurm_query(t, end)
-        queries += 1
-    assert queries / 24 <= 12
 
 
 def test_schedule_uses_the_earlier_end() -> None:
@@ -70,12 +47,6 @@ def test_an_app_stopped_by_the_runner_at_max_iter_is_done(app_rc: int) -> None:
     assert classify_exit(app_rc, True, True, reached_max=True) == 0
     # on its own, before the signal, the app's code is its word
     assert classify_exit(app_rc, False, True, reached_max=True) == app_rc
-
-
-def test_runner_seq_from_job_name() -> None:
-    assert runner_seq("chain-abc.r12") == 12
-    assert runner_seq("chain-abc.s3") is None
-    assert runner_seq("") is None
 
 
 def test_runner_job_exits_0_for_the_contracts_handover_codes() -> None:
@@ -132,27 +103,3 @@ def test_describe_exit_of_an_app_that_stopped_on_the_signal() -> None:
         describe_exit("app exited 0", 9.0, "USR1", True, "SIGTERM", False, exit_code=0)
         == "app exited 0 after SIGUSR1 (runner got SIGTERM)"
     )
-
-
-def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> None:
-    """A process that inherited the lock (an earlier app) keeps it after its
-    runner's copy is closed; the next runner waits until the stop time."""
-    import subprocess
-    import sys
-
-    from chain.jobs.supervise import AppLock
-
-    first = AppLock(str(tmp_path / "app.lock"))
-    assert first.acquire(until=0, clock=lambda: 0.0, sleep=lambda s: None)
-    app = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(first.fd,))
-    first.close()  # the runner's copy: the app still holds the lock
-    try:
-        now = [0.0]
-        second = AppLock(str(tmp_path / "app.lock"))
-        assert not second.acquire(until=10, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
-        assert now[0] >= 10
-    finally:
-        app.kill()
-        app.wait()
-    assert second.acquire(until=0, clock=lambda: 0.0, sleep=lambda s: None)  # the app is gone: free
-    second.close()

@@ -59,7 +59,7 @@ def test_no_keyword_of_the_api_shadows_a_setting(method: Any) -> None:
     params = inspect.signature(method).parameters.values()
     named = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD} - {"self", "cls"}
     # ``backend`` is the setting itself where settings are taken (a string goes to it, a Backend
-    # object is used as it is: test_chain_api), and takes no setting where none are
+    # object is used as it is: api/test_handle.py), and takes no setting where none are
     assert not named & set(FIELD_BY_NAME) - {"backend"}, named & set(FIELD_BY_NAME)
 
 

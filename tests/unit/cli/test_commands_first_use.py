@@ -252,7 +252,7 @@ def test_submit_help_points_to_the_app_contract() -> None:
     out = " ".join(runner.invoke(app, ["submit", "--help"], env={"COLUMNS": "200"}).stdout.split())
     for words in ("$CKPT_PATH", "exit 99", "exit 0 at $MAX_ITER", "The app contract", "docs/app-contract.md"):
         assert words in out, words
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     assert "## The app contract" in readme
 
 

@@ -228,12 +228,12 @@ def test_bad_input(
 
 
 def test_the_reliability_page_counts_the_table_right() -> None:
-    """The Reliability page's "Bad input (N cases in tests/unit/test_cli_bad_input.py)"
+    """The Reliability page's "Bad input (N cases in tests/unit/cli/test_commands_bad_input.py)"
     is this table's size (it said 61 while the table had grown), each case
     named once."""
     import re
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "reliability.md").read_text()
-    claims = re.findall(r"Bad input \((\d+) cases in\s+`tests/unit/test_cli_bad_input.py`\)", page)
+    page = (Path(__file__).resolve().parents[3] / "docs" / "reliability.md").read_text()
+    claims = re.findall(r"Bad input \((\d+) cases in\s+`tests/unit/cli/test_commands_bad_input.py`\)", page)
     assert claims == [str(len(CASES))], (claims, len(CASES))
     assert len({c[0] for c in CASES}) == len(CASES)

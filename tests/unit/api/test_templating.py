@@ -11,7 +11,7 @@ from chain.api.templating import Scripts, render_scripts
 from chain.core.settings import resolve
 from chain.errors import ConfigError
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"  # tests/unit/golden
 CASES: dict[str, dict[str, Any]] = {
     "default": {"app_cmd": "python3 app.py"},
     "full": {

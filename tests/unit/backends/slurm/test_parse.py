@@ -27,7 +27,7 @@ from chain.backends.slurm.parse import (
 )
 from chain.core.model import JobState
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/unit/fixtures
 RELEASES = ["22.05", "24.11", "26.05"]  # Debian 12 (host), 13 (trixie), sid
 OUTPUTS = ["sbatch", "squeue", "sacct", "sacct-usage", "scontrol"]
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from test_runner import _chain, _judge, _run
-
 from chain.core.decision import STALLED_REASON, Outcome, Policy, Tally, Verdict, decide
 from chain.core.model import ChainState
 from chain.core.stall import StallWatch
+from unit.jobs.test_runner import _chain, _judge, _run
 
 
 class Marks:

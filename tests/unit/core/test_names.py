@@ -17,3 +17,9 @@ def test_names_read_back() -> None:
 def test_a_name_whose_number_is_not_plain_digits_has_none(tail: str) -> None:
     assert runner_seq(f"demo.r{tail}") is None
     assert submitter_cycle(f"demo.s{tail}") is None
+
+
+def test_runner_seq_from_job_name() -> None:
+    assert runner_seq("chain-abc.r12") == 12
+    assert runner_seq("chain-abc.s3") is None
+    assert runner_seq("") is None

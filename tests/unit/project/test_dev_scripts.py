@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 IN_DEBIAN = REPO / "scripts" / "in-debian"
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]+$")

@@ -1,0 +1,14 @@
+"""The chain's and the jobs' states (``chain.core.model``)."""
+
+from __future__ import annotations
+
+from chain.core.model import JobState
+
+
+def test_one_job_state_table_every_state_is_active_final_or_in_between() -> None:
+    """``JobState.final`` is the one table of ended states (the report's
+    accounting, chain status and the backends use it), REVOKED included."""
+    in_between = {s for s in JobState if not s.active and not s.final}
+    assert in_between == {JobState.UNKNOWN, JobState.SPECIAL_EXIT}
+    assert not any(s.active and s.final for s in JobState)
+    assert JobState.parse("REVOKED").final and JobState.parse("CANCELLED by 0").final
