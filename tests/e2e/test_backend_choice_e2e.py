@@ -5,7 +5,7 @@ Slurm client at all runs the chain on the embedded local backend.
 
 pyslurm is hidden (a sitecustomize on PYTHONPATH) so this machine's own
 install does not decide the case. The in-process cases are in
-tests/unit/test_backend_choice.py."""
+tests/unit/backends/test_backends.py."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from chain.core.settings import Mode, Settings
 from chain.modes import DRIVERS, ModeDriver, RunnerJob, driver, least_needs
 from chain.store import ChainDir, ChainStatus
 
-CHAIN = Path(__file__).resolve().parents[2] / "chain"
+CHAIN = Path(__file__).resolve().parents[3] / "chain"
 
 
 def test_every_mode_has_its_driver() -> None:

@@ -21,7 +21,7 @@ from chain.errors import ChainDirError, ProtocolError
 from chain.jobs.entry import leave_an_ended_chain
 from chain.store import ChainDir, ChainStatus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _chain(tmp_path: Path) -> ChainDir:
