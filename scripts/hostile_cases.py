@@ -406,6 +406,10 @@ def _unrecoverable(template: Path) -> list[Case]:
             frozenset({0}),
         ),
         Case("cancel on a read-only .chain/ (cancel)", ["cancel"], read_only, frozenset({1})),
+        *(
+            Case(f"chain id {bad!r} in state.json (submit --new)", ["submit", "--new"], state(**STOPPED, chain_id=bad))
+            for bad in ("..", "../x", "a/b")
+        ),
     ]
 
 
