@@ -48,7 +48,7 @@ while i < int(os.environ["MAX_ITER"]):
         sys.exit(99)
     time.sleep(0.1)
     i += 1
-    if every and i % every == 0:
+    if every and i % every == 0 and not stop:  # once asked to stop, the one save is the slow one below
         save()
 save()
 """
