@@ -49,8 +49,11 @@ class ChainView:
         return cls(chain, status, stored_values(chain, lenient=lenient))
 
     def settings(self) -> Settings:
-        """The chain's stored settings, validated (a one-line error when damaged)."""
-        return stored_settings(self.chain)
+        """The chain's stored settings, validated (a one-line error when damaged),
+        from what ``open`` read: settings.json is not read twice."""
+        if not self.stored:  # missing, not an object, or unreadable: read again for its one-line error
+            return stored_settings(self.chain)
+        return _validated(self.chain, self.stored)
 
     @property
     def max_iter(self) -> int:
@@ -90,6 +93,10 @@ def stored_settings(chain: ChainDir) -> Settings:
         data = chain.read_settings()
     except FileNotFoundError:
         raise ChainDirError(f"{chain.root} holds no chain settings (settings.json missing)") from None
+    return _validated(chain, data)
+
+
+def _validated(chain: ChainDir, data: Any) -> Settings:
     try:
         return settings_mod.from_json(data)
     except ConfigError as exc:
