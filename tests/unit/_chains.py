@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
@@ -56,3 +58,23 @@ def make_chain(
     )
     (tmp_path / "state_iter.txt").write_text(f"{first + runners * 10}\n")
     return chain_dir.root
+
+
+def running_status(**changes: Any) -> ChainStatus:
+    """A chain mid-way: runner 3 (job 103) live, runner 4 queued as job 104."""
+    base = ChainStatus(
+        chain_id="demo-abc123",
+        state=ChainState.RUNNING,
+        submitter_cycle=2,
+        submitter_job_id="50",
+        runner_seq=3,
+        runner_job_id="103",
+        runner_live=True,
+        iter_before=20,
+        iteration=20,
+        next_job_id="104",
+        no_progress=1,
+        retries_used=1,
+        hooks=[{"name": "report", "rc": 0}],
+    )
+    return replace(base, **changes)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _chains import running_status as _running
 
 from chain.core import events as ev
 from chain.core import protocol as p
@@ -19,26 +20,6 @@ from chain.errors import ProtocolError
 from chain.store import ChainStatus
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _running(**changes: Any) -> ChainStatus:
-    """A chain mid-way: runner 3 (job 103) live, runner 4 queued as job 104."""
-    base = ChainStatus(
-        chain_id="demo-abc123",
-        state=ChainState.RUNNING,
-        submitter_cycle=2,
-        submitter_job_id="50",
-        runner_seq=3,
-        runner_job_id="103",
-        runner_live=True,
-        iter_before=20,
-        iteration=20,
-        next_job_id="104",
-        no_progress=1,
-        retries_used=1,
-        hooks=[{"name": "report", "rc": 0}],
-    )
-    return replace(base, **changes)
 
 
 def _changed(before: ChainStatus, after: ChainStatus) -> dict[str, Any]:

@@ -5,38 +5,17 @@ on an injected clock."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _chains import running_status as _running
 from fakes import FakeBackend
 
 from chain.core import events as ev
 from chain.core.model import ChainState
 from chain.effects.executor import Executor
 from chain.errors import ProtocolError, SchedulerError
-from chain.store import ChainDir, ChainStatus
-
-
-def _running(**changes: Any) -> ChainStatus:
-    """A chain mid-way: runner 3 (job 103) live, runner 4 queued as job 104."""
-    base = ChainStatus(
-        chain_id="demo-abc123",
-        state=ChainState.RUNNING,
-        submitter_cycle=2,
-        submitter_job_id="50",
-        runner_seq=3,
-        runner_job_id="103",
-        runner_live=True,
-        iter_before=20,
-        iteration=20,
-        next_job_id="104",
-        no_progress=1,
-        retries_used=1,
-        hooks=[{"name": "report", "rc": 0}],
-    )
-    return replace(base, **changes)
+from chain.store import ChainDir
 
 
 def test_a_refused_event_is_logged_and_nothing_of_it_or_after_it_is_applied(tmp_path: Path) -> None:
