@@ -17,6 +17,11 @@ from waiting import wait_until
 from chain.backends import make_backend
 
 APP_ENV = {"ITER_SECONDS": "0.4"}
+# Runners of 30 s of compute, a submitter that hands over after 20 s: its
+# restart falls 10 s inside runner 1 however Slurm staggers their starts (a
+# restart in the few seconds between two runners adopts none, which is right
+# but proves nothing); 160 iterations of 0.4 s need three runners.
+MAX_ITER = 160
 
 
 def _active_jobs(backend: str, chain_dir: Path, chain_id: str) -> tuple[list[str], list[str]]:
@@ -37,7 +42,7 @@ def _active_jobs(backend: str, chain_dir: Path, chain_id: str) -> tuple[list[str
 
 
 def test_chain_completes_with_self_restart_and_never_two_runners(backend: str, tmp_path: Path) -> None:
-    """≥3 runners of a 30 s limit to MAX_ITER; the submitter (45 s limit)
+    """≥3 runners of a 40 s limit to MAX_ITER; the submitter (30 s limit)
     restarts itself while a runner runs; never two runners (or submitters) at
     once; every iteration computed once beyond checkpoints; hooks ran once."""
     copy_example("python", tmp_path)
@@ -49,17 +54,17 @@ def test_chain_completes_with_self_restart_and_never_two_runners(backend: str, t
         "--backend",
         backend,
         "--max-iter",
-        "120",
+        str(MAX_ITER),
         "--app-cmd",
         "python3 app.py",
         "--checkpoint-every",
         "5",
         "--runner-time",
-        "0:30",
+        "0:40",
         "--runner-margin",
         "10",
         "--submitter-time",
-        "0:45",
+        "0:30",
         "--submitter-margin",
         "10",
         "--poll-max",
@@ -82,7 +87,7 @@ def test_chain_completes_with_self_restart_and_never_two_runners(backend: str, t
             overlaps.append((runners, submitters))
 
     report = wait_ended(tmp_path, timeout=400, sample=sample)
-    log = check_completed_chain(report, tmp_path, 120)
+    log = check_completed_chain(report, tmp_path, MAX_ITER)
     assert not overlaps, f"two runners or submitters of the chain at once: {overlaps}"
     assert samples > 20
     assert report["submitter_cycle"] >= 1, "the submitter never restarted itself"

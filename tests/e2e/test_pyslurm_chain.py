@@ -22,6 +22,11 @@ from e2e_helpers import chain_cmd, check_completed_chain, copy_example, status, 
 from waiting import wait_until
 
 APP_ENV = {"ITER_SECONDS": "0.4"}
+# Runners of 30 s of compute, a submitter that hands over after 20 s: its
+# restart falls 10 s inside runner 1 however Slurm staggers their starts (a
+# restart in the few seconds between two runners adopts none, which is right
+# but proves nothing); 160 iterations of 0.4 s need three runners.
+MAX_ITER = 160
 LIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
 
 
@@ -47,17 +52,17 @@ def test_pyslurm_chain_completes_with_self_restart_and_never_two_runners(real_py
         "--backend",
         "pyslurm",
         "--max-iter",
-        "120",
+        str(MAX_ITER),
         "--app-cmd",
         "python3 app.py",
         "--checkpoint-every",
         "5",
         "--runner-time",
-        "0:30",
+        "0:40",
         "--runner-margin",
         "10",
         "--submitter-time",
-        "0:45",
+        "0:30",
         "--submitter-margin",
         "10",
         "--poll-max",
@@ -80,7 +85,7 @@ def test_pyslurm_chain_completes_with_self_restart_and_never_two_runners(real_py
             overlaps.append((runners, submitters))
 
     report = wait_ended(tmp_path, timeout=400, sample=sample)
-    log = check_completed_chain(report, tmp_path, 120)
+    log = check_completed_chain(report, tmp_path, MAX_ITER)
     assert report["backend"] == "pyslurm"
     assert not overlaps, f"two runners or submitters of the chain at once: {overlaps}"
     assert samples > 20
