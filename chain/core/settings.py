@@ -36,6 +36,16 @@ class LaunchMode(str, enum.Enum):
     SRUN = "srun"
 
 
+class Launcher(str, enum.Enum):
+    """What starts the app's processes on each node: the app command itself
+    (none), or a distributed launcher chain composes from the allocation and
+    runs once per node under srun (``chain.launch``)."""
+
+    NONE = "none"
+    TORCHRUN = "torchrun"
+    ACCELERATE = "accelerate"
+
+
 class Mode(str, enum.Enum):
     """Who drives the chain: a submitter job for the chain's whole life (the
     seed's design), or the runners themselves, each queueing its successor."""
@@ -67,6 +77,10 @@ class Settings:
     submitter_time: str = "3:30"
     submitter_margin: int = 60
     launch_mode: LaunchMode = LaunchMode.DIRECT
+    launcher: Launcher = Launcher.NONE
+    nproc_per_node: int = 0  # the launcher's processes per node; 0: the task's GPUs, else 1
+    verify_cmd: str = ""  # "": a checkpoint is complete by its marker or its format's files
+    keep_checkpoints: int = 2
     mode: Mode = Mode.SUBMITTER
     srun_args: str = "-n 1"
     modules: str = ""
@@ -152,6 +166,7 @@ class Settings:
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["launch_mode"] = self.launch_mode.value
+        out["launcher"] = self.launcher.value
         out["mode"] = self.mode.value
         out["backend"] = self.backend.value
         out["hooks"] = list(self.hooks)
@@ -244,6 +259,36 @@ FIELDS: tuple[FieldSpec, ...] = (
     ),
     FieldSpec(
         "launch_mode", "LAUNCH_MODE", cv.choice(LaunchMode), "run the app directly or via srun", metavar="direct|srun"
+    ),
+    FieldSpec(
+        "launcher",
+        "CHAIN_LAUNCHER",
+        cv.choice(Launcher),
+        "start the app's processes with torchrun or accelerate launch, once per node under srun, composed "
+        "from the allocation (nodes, node rank, rendezvous); APP_CMD is then the script and its arguments",
+        metavar="none|torchrun|accelerate",
+    ),
+    FieldSpec(
+        "nproc_per_node",
+        "CHAIN_NPROC_PER_NODE",
+        cv.integer(0),
+        "the launcher's processes per node (0: the task's GPUs, else 1)",
+        metavar="INT",
+    ),
+    FieldSpec(
+        "verify_cmd",
+        "CHAIN_VERIFY_CMD",
+        cv.text,
+        "shell command that says whether a checkpoint is complete: run with the checkpoint's path as $1 "
+        "(and CHAIN_CHECKPOINT), exit 0 for complete; a newest checkpoint that fails is set aside at resume",
+        metavar="CMD",
+    ),
+    FieldSpec(
+        "keep_checkpoints",
+        "CHAIN_KEEP_CHECKPOINTS",
+        cv.integer(1),
+        "how many of the newest checkpoints the app adapters keep (passed to the app as CHAIN_KEEP_CHECKPOINTS)",
+        metavar="INT",
     ),
     FieldSpec(
         "mode",
