@@ -12,8 +12,9 @@ from typing import Any
 
 from chain.backends.base import Backend
 from chain.core import settings as settings_mod
+from chain.core.launch import launched_script
 from chain.core.limits import room
-from chain.core.settings import Settings
+from chain.core.settings import Launcher, Settings
 from chain.errors import CheckpointError, ConfigError
 from chain.modes import driver, least_needs
 from chain.store import ChainDir, view
@@ -108,7 +109,13 @@ def check_app(settings: Settings, workdir: Path) -> int:
 
 
 def _check_program(settings: Settings, workdir: Path) -> None:
-    """The app command's program exists and can run (or modules will provide it)."""
+    """The app command's program exists and can run (or modules will provide it);
+    under ``--launcher``, its script is a file."""
+    if settings.launcher is not Launcher.NONE:
+        script = launched_script(settings)
+        if script is not None and not (workdir / script).is_file():
+            raise ConfigError(f"--launcher {settings.launcher.value}: script {script!r} is not a file in {workdir}")
+        return
     try:
         words = shlex.split(settings.app_cmd)
     except ValueError as exc:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend
 from chain.core import settings as settings_mod
 from chain.core.events import Prepared, Resumed
+from chain.core.launch import strategy
 from chain.core.launchers import torchrun_signal_warning
 from chain.core.model import ChainState
 from chain.core.names import (
@@ -77,10 +80,24 @@ def render_chain(
 
 
 def _warn_about_launcher(settings: Settings, notify: Callable[[str], None] | None) -> None:
-    """A stop signal the app's launcher would not pass on: said, not refused."""
-    warning = torchrun_signal_warning(settings.app_cmd, settings.stop_signal)
+    """A stop signal the app's launcher would not pass on, or a launcher the
+    job's Python lacks: said, not refused (``chain submit`` refuses the latter)."""
+    warning = torchrun_signal_warning(settings.app_cmd, settings.stop_signal) or missing_launcher(settings)
     if warning and notify:
         notify(warning)
+
+
+def missing_launcher(settings: Settings) -> str | None:
+    """One line when ``--launcher``'s package does not import in the jobs'
+    Python (this interpreter, which the scripts run), else None. Only the
+    top-level package is looked up: nothing of it is imported."""
+    package = strategy(settings).package.split(".")[0]
+    if not package or importlib.util.find_spec(package) is not None:
+        return None
+    return (
+        f"--launcher {settings.launcher.value} needs the {package} package in the jobs' Python "
+        f"({sys.executable}), which does not have it: install it there, or run chain from the environment that has it"
+    )
 
 
 @dataclass(frozen=True)
@@ -211,6 +228,9 @@ def _checked_settings(
         settings = load_settings(flags, environ, config, workdir, stored_settings(chain) if resume else None, notify)
     _check_submit_allowed(chain.root, existing, flags, resume=resume, new=new, cancelling=chain.cancel_requested())
     assert settings is not None  # resuming nothing was refused just above
+    missing = missing_launcher(settings)
+    if missing:
+        raise ConfigError(missing)
     counter = check_app(settings, workdir)
     _warn_about_launcher(settings, notify)
     if not resume:

@@ -8,6 +8,7 @@ filter every value goes through.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from dataclasses import dataclass
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import jinja2
 
+from chain.core.launch import SHOWN_SITE, strategy
 from chain.core.names import submitter_job_name
-from chain.core.settings import Settings
+from chain.core.settings import Launcher, Settings
 from chain.core.timefmt import format_sbatch_time
 from chain.errors import ConfigError
 
@@ -89,6 +91,7 @@ def render_scripts(
         "workdir": str(workdir),
         "python": python or sys.executable,
         "modules": settings.module_list,
+        "launch_line": _launch_line(settings, python or sys.executable),
     }
     try:
         runner = env.get_template(RUNNER_TEMPLATE).render(
@@ -118,6 +121,15 @@ def render_scripts(
     except jinja2.UndefinedError as exc:
         raise ConfigError(f"template error: {exc.message}") from None
     return Scripts(submitter=submitter, runner=runner, mail=mail)
+
+
+def _launch_line(settings: Settings, python: str) -> str:
+    """What the runner starts under ``--launcher`` ("" otherwise), with the
+    facts only the running job knows named in capitals (``core.launch.SHOWN_SITE``)."""
+    if settings.launcher is Launcher.NONE:
+        return ""
+    site = dataclasses.replace(SHOWN_SITE, python=python)
+    return shlex.join(strategy(settings).argv(settings, site))
 
 
 def sbatch_directives(args: str) -> list[str]:

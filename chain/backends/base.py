@@ -77,6 +77,8 @@ class Backend(abc.ABC):
     # True when a query costs no scheduler RPC (the local backend reads files),
     # so the submitter may look often without burdening anyone.
     cheap_queries: bool = False
+    # Whether jobs run steps (srun) whose tasks the scheduler signals; the local backend's do not
+    job_steps: bool = True
     # What ``usage`` answers from, as reports name it ("sacct", "local
     # backend"), and whether that is the scheduler's accounting (True), which
     # reports trust for every job, or only the backend's own job records

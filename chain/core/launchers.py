@@ -68,7 +68,7 @@ def torch_launcher(command: str) -> str | None:
     ``uv run`` (any later word of its command that starts a launcher), and
     the script of ``bash -c``. Not counted: an argument of another program
     (``echo torchrun``) or a variable (``TORCHRUN=1 python x.py``)."""
-    for words in _simple_commands(command):
+    for words in simple_commands(command):
         found = _launcher(words)
         if found:
             return found
@@ -91,7 +91,7 @@ def torchrun_signal_warning(command: str, stop_signal: str) -> str | None:
     )
 
 
-def _simple_commands(command: str) -> list[list[str]]:
+def simple_commands(command: str) -> list[list[str]]:
     """The words of each simple command, split at the shell's operators,
     without redirections, leading assignments and keywords. A rough lexer
     (no expansions), enough to tell a program from its arguments."""

@@ -524,6 +524,8 @@ def resolve(
             values[spec.name] = spec.convert(file_values[spec.name], f"{file_label}: {spec.name}")
         else:
             values[spec.name] = getattr(start, spec.name)
+    if values["launcher"] is not Launcher.NONE and not values["ntasks_per_node"]:
+        values["ntasks_per_node"] = 1  # one launcher a node: its processes are --nproc-per-node
     settings = Settings(**values)
     validate(settings)
     return settings
@@ -583,6 +585,11 @@ def validate(settings: Settings) -> None:
         raise ConfigError(
             f"submitter margin {settings.submitter_margin}s must be smaller than the submitter time {submitter}s"
         )
+    from chain.core.launch import strategy  # the launch strategies read Settings: imported here, not above
+
+    problem = strategy(settings).problem(settings)
+    if problem:
+        raise ConfigError(problem)
 
 
 def from_json(data: Mapping[str, Any]) -> Settings:

@@ -16,14 +16,17 @@ from pathlib import Path
 
 from chain.backends.base import Backend
 from chain.core.decision import missing_counter
+from chain.core.launch import LaunchStrategy, strategy
 from chain.core.names import runner_name
+from chain.core.rankends import RanksJudgment, judge_ranks
 from chain.core.records import RunnerPhase, RunnerRecord
 from chain.core.runner_rules import Schedule, classify_exit, describe_exit, exited_on_stop
-from chain.core.settings import LaunchMode, Settings
+from chain.core.settings import Settings
 from chain.core.stall import StallWatch
 from chain.effects.appenv import app_environ, app_umask, mark_resuming
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.guard import guard_argv
+from chain.jobs.launching import fresh_ranks_dir, gather_site, read_rank_ends
 from chain.jobs.progress import iterations_printed, log_offset, progress_marks
 from chain.jobs.sigterm import restart_count
 from chain.jobs.supervise import AppEnd, AppLock, Deliver, Signals, die_with_parent, group_sender, supervise
@@ -58,9 +61,11 @@ def run_app(
             clock(),
             "an earlier app of this chain is still running: not starting a second one",
         )
-    argv = ["bash", "-c", settings.app_cmd]
-    if settings.launch_mode is LaunchMode.SRUN:
-        argv = ["srun", *settings.srun_argv, *argv]
+    launch = strategy(settings)
+    site = gather_site(record.job_id, os.environ, srun=backend.job_steps)
+    argv = launch.argv(settings, site)
+    world = launch.world(settings, site)
+    ranks_dir = fresh_ranks_dir(chain, record.job_id) if world else None
     record.status, record.argv, record.start = RunnerPhase.RUNNING, argv, plan.start
     record.end_planned, record.margin = plan.end, plan.margin
     record.stop_at, record.kill_at, record.slurm_end = plan.stop_at, plan.kill_at, plan.slurm_end
@@ -81,7 +86,7 @@ def run_app(
         proc = subprocess.Popen(
             argv,
             cwd=workdir,
-            env=_app_env(chain, settings, status, plan, record),
+            env=_app_env(chain, settings, status, plan, record, ranks_dir),
             start_new_session=True,
             umask=app_umask(os.environ),
             pass_fds=(lock.fd,),
@@ -95,7 +100,7 @@ def run_app(
     record.app_start = clock()
     chain.write_runner_record(record)
     guard = _start_guard(proc.pid, settings, stop_sig, record)
-    deliver = group_sender(proc) if settings.launch_mode is LaunchMode.DIRECT else _step_sender(proc, backend, record)
+    deliver = _step_sender(proc, backend, record) if launch.steps(site) else group_sender(proc)
     end = supervise(
         proc,
         plan,
@@ -112,7 +117,15 @@ def run_app(
         record.iter_first, record.iter_reached = iterations_printed(settings.progress_pattern, offset)
     if end.external == "SIGTERM":
         record.preempted = _preempting(backend, record)
-    return _record_end(chain, settings, record, end, workdir)
+    ranks = _judge_ranks(launch, end, ranks_dir, world)
+    return _record_end(chain, settings, record, end, workdir, ranks)
+
+
+def _judge_ranks(launch: LaunchStrategy, end: AppEnd, ranks_dir: Path | None, world: int) -> RanksJudgment:
+    """The exit code to judge the app by: its own, or under a launcher the ranks' (``core.rankends``)."""
+    if ranks_dir is None:
+        return RanksJudgment(end.app_exit_code)
+    return judge_ranks(launch.name, end.app_exit_code, read_rank_ends(ranks_dir, world), world)
 
 
 def _heartbeat(chain: ChainDir) -> Path:
@@ -166,7 +179,12 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: Runner
 
 
 def _app_env(
-    chain: ChainDir, settings: Settings, status: ChainStatus, plan: Schedule, record: RunnerRecord
+    chain: ChainDir,
+    settings: Settings,
+    status: ChainStatus,
+    plan: Schedule,
+    record: RunnerRecord,
+    ranks_dir: Path | None,
 ) -> dict[str, str]:
     """The contract's variables (``chain.app.contract``) on the job's environment."""
     env = mark_resuming(app_environ(os.environ, venv_on_path=settings.venv_on_path), record.iter_before or 0)
@@ -174,12 +192,15 @@ def _app_env(
         MAX_ITER=str(settings.max_iter),
         CKPT_PATH=settings.ckpt_path,
         CHECKPOINT_EVERY=str(settings.checkpoint_every),
+        CHAIN_KEEP_CHECKPOINTS=str(settings.keep_checkpoints),
         CHAIN_DEADLINE=f"{plan.stop_at:.3f}",
         CHAIN_STOP_SIGNAL=settings.stop_signal,
         CHAIN_SHELL_HELPERS=str(shell_helpers_dir({})),
         CHAIN_DIR=str(chain.root),
         CHAIN_ID=status.chain_id,
     )
+    if ranks_dir is not None:
+        env["CHAIN_RANKS_DIR"] = str(ranks_dir)  # the rank wrapper records each rank's end there
     if settings.stall_timeout:
         env["CHAIN_HEARTBEAT"] = str(_heartbeat(chain))  # touched by the app: a sign of life
     return env
@@ -204,7 +225,9 @@ def _step_sender(proc: subprocess.Popen[bytes], backend: Backend, record: Runner
     return deliver
 
 
-def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: AppEnd, workdir: Path) -> int:
+def _record_end(
+    chain: ChainDir, settings: Settings, record: RunnerRecord, end: AppEnd, workdir: Path, ranks: RanksJudgment
+) -> int:
     before, present = record.iter_before or 0, True
     try:
         reading = read_counter_state(settings, workdir)
@@ -214,12 +237,12 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
         record.iter_after, counter_error = before, str(exc)
     # the app saw a stop signal either way (an outside one is forwarded as the stop signal): an exit 0
     # after it is a save-and-exit, judged by its counter, never "done" below MAX_ITER
-    we_stopped = end.stop_sent is not None and (end.external is None or end.app_exit_code == 0)
+    we_stopped = end.stop_sent is not None and (end.external is None or ranks.exit_code == 0)
     code = (
         RunnerExit.BAD_CHECKPOINT
         if counter_error
         else classify_exit(
-            end.app_exit_code,
+            ranks.exit_code,
             we_stopped,
             record.iter_after > before,
             reached_max=record.iter_after >= settings.max_iter,
@@ -239,6 +262,8 @@ def _record_end(chain: ChainDir, settings: Settings, record: RunnerRecord, end: 
         end.killed,
         exit_code=exit_code,
     )
+    if ranks.note:
+        detail += f"; {ranks.note}"
     if end.stalled is not None:
         detail = f"stopped as stalled, no sign of progress for {end.stalled:.0f} s: {detail}"
     if not counter_error and not present:

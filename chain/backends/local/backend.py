@@ -121,6 +121,7 @@ class LocalBackend(Backend):
 
     name = "local"
     cheap_queries = True
+    job_steps = False  # no srun here: a launcher runs directly, on this one node
     # usage() answers from the jobs' own records: no accounting of CPUs or memory.
     usage_source = "local backend"
     accounting = False
