@@ -69,6 +69,9 @@ class RunnerRecord:
     iter_first: int | None = None
     iter_reached: int | None = None
     saved_at: float | None = None  # the checkpoint file's mtime at the app's exit, when it is a file
+    # the counter the app resumed from when the runner set newer checkpoints aside (they failed
+    # verification): iter_before stays the counter chain had recorded; the difference is redone
+    iter_resumed: int | None = None
     argv: list[str] = field(default_factory=list)
 
     @property
@@ -91,7 +94,16 @@ class RunnerRecord:
 
 # What a judged line carries of the runner's own record only when the record
 # tells it (the report tells known from unknown redone work with them).
-LOST_WORK_FACTS = ("app_exit_code", "stop_sent", "killed", "external_signal", "iter_first", "iter_reached", "saved_at")
+LOST_WORK_FACTS = (
+    "app_exit_code",
+    "stop_sent",
+    "killed",
+    "external_signal",
+    "iter_first",
+    "iter_reached",
+    "saved_at",
+    "iter_resumed",
+)
 # The keys ``chain status --json`` shows of a judged runner (its runners table).
 TABLE_KEYS = (
     "job_id",
@@ -137,6 +149,7 @@ class JudgedRunner:
     iter_first: int | None = None
     iter_reached: int | None = None
     saved_at: float | None = None
+    iter_resumed: int | None = None
 
     @property
     def wall(self) -> float | None:
@@ -233,6 +246,7 @@ class RunnerView:
     iter_first: int | None = None
     iter_reached: int | None = None
     saved_at: float | None = None
+    iter_resumed: int | None = None
     ended: bool = False  # its record says it ended
     judged: bool = False  # a line of runners.jsonl judged it
 
@@ -277,4 +291,5 @@ _MERGED = (
     "iter_first",
     "iter_reached",
     "saved_at",
+    "iter_resumed",
 )

@@ -340,8 +340,18 @@ def lost_iterations(runner: RunnerView) -> int | None:
     if runner.app_exit_code in SAVED_EXITS and not runner.killed:
         return 0  # first: an app that prints "iter N" before computing N lost nothing by exiting
     if after is not None and first is not None and reached is not None:
-        return max(0, (reached - first + 1) - (after - before))
+        start = runner.iter_resumed if runner.iter_resumed is not None else before
+        return max(0, (reached - first + 1) - (after - start))
     return None
+
+
+def set_aside_iterations(runner: RunnerView) -> int:
+    """Pure: the iterations this runner redid because it set newer checkpoints
+    aside at its start (they failed verification): from where its app
+    resumed up to the counter chain had recorded."""
+    if runner.iter_resumed is None or runner.iter_before is None or runner.superseded:
+        return 0
+    return max(0, runner.iter_before - runner.iter_resumed)
 
 
 def _ran(runner: RunnerView) -> bool:
@@ -359,13 +369,21 @@ def lost_and_redone(runners: list[RunnerView]) -> list[tuple[RunnerView, RunnerV
 def redone_from_runners(runners: list[RunnerView]) -> Redone:
     """Pure: the work redone in a chain with no iteration log, from its runner
     records (in order): what each runner's app lost (``lost_iterations``) is
-    redone by the next runner that ran the app, and counted for that job.
+    redone by the next runner that ran the app, and counted for that job, as
+    is what a runner redid after setting aside checkpoints that failed
+    verification (``set_aside_iterations``).
     Seconds at the losing runner's pace (its useful time per iteration
     computed). A runner whose counter did not advance is left out: its
     whole time already counts as lost. The last runner redoes, it loses nothing."""
     by_job: dict[str, int] = {}
     seconds_by_job: dict[str, float] = {}
     unknown: list[str] = []
+    for runner in runners:  # work past a checkpoint set aside at a runner's start: that runner redid it
+        gap = set_aside_iterations(runner)
+        if gap:
+            by_job[runner.job_id] = by_job.get(runner.job_id, 0) + gap
+            computed = gap + advance(runner)
+            seconds_by_job[runner.job_id] = useful_seconds(runner) * min(1.0, gap / computed)
     for loser, redoer, lost in lost_and_redone(runners):
         if lost is None:
             unknown.append(str(loser.seq) if loser.seq is not None else loser.job_id)

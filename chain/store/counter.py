@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -37,10 +38,10 @@ from chain.core.counterspec import (
     as_counter,
     key_path_value,
     parse_counter_spec,
-    trailing_integer,
 )
 from chain.core.decision import COUNTER_CMD_LABEL
 from chain.core.settings import Settings
+from chain.core.verify import DONE_MARKER, Candidate, Marks, candidates, newest_complete, required_marker
 from chain.errors import CheckpointError
 from chain.primitives import bounded, safeio
 from chain.primitives.atomic import CounterFormatError, parse_counter
@@ -163,15 +164,57 @@ def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
     return CounterReading(counter, True, path)
 
 
+def glob_candidates(spec: CounterSpec, workdir: Path) -> list[Candidate]:
+    """The names a ``glob:`` spec matches that carry a number, newest first
+    (``core.verify.candidates``: set-aside ones left out)."""
+    return candidates(glob.glob(os.path.join(workdir, spec.path)))
+
+
+def glob_marks(spec: CounterSpec, workdir: Path) -> list[Marks]:
+    """Each numbered name a ``glob:`` spec matches, newest first, with what
+    ``stat`` tells of it (``core.verify.Marks``): stat calls only, so a FIFO,
+    a link loop or a vanished name is no checkpoint, never waited on."""
+    return [_marks(found) for found in glob_candidates(spec, workdir)]
+
+
+def _marks(found: Candidate) -> Marks:
+    path = Path(found.path)
+    mode = _mode(path)
+    is_dir = mode is not None and stat.S_ISDIR(mode)
+    is_file = mode is not None and stat.S_ISREG(mode)
+    if not is_dir:
+        return Marks(found, is_dir, is_file)
+    has_done = _is_regular(path / DONE_MARKER)
+    marker = required_marker(path.name, is_dir=True, has_done=has_done)
+    return Marks(found, True, False, has_done, marker is not None and _is_regular(path / marker))
+
+
+def path_stat(path: Path) -> os.stat_result | None:
+    """``path``'s stat, links followed; None when there is nothing usable there."""
+    try:
+        return path.stat()
+    except (OSError, ValueError):  # gone, a link loop, a name the OS refuses
+        return None
+
+
+def _mode(path: Path) -> int | None:
+    found = path_stat(path)
+    return found.st_mode if found is not None else None
+
+
+def _is_regular(path: Path) -> bool:
+    mode = _mode(path)
+    return mode is not None and stat.S_ISREG(mode)
+
+
 def _read_glob(spec: CounterSpec, workdir: Path) -> CounterReading:
-    best: tuple[int, str] | None = None
-    for name in glob.glob(os.path.join(workdir, spec.path)):
-        number = trailing_integer(name)
-        if number is not None and (best is None or number > best[0]):
-            best = (number, name)
-    if best is None:
+    """The newest complete checkpoint's number (``core.verify.newest_complete``):
+    a save cut short (its marker missing) is passed over, so the counter never
+    runs ahead of a checkpoint."""
+    newest = newest_complete(glob_marks(spec, workdir))
+    if newest is None:
         return CounterReading(0, False, None)
-    return CounterReading(best[0], True, Path(best[1]))
+    return CounterReading(newest.candidate.number, True, Path(newest.candidate.path))
 
 
 def _read_torch(spec: CounterSpec, path: Path, timeout: float) -> CounterReading:
@@ -188,12 +231,28 @@ def read_cmd(command: str, workdir: Path, *, timeout: float = COUNTER_CMD_TIMEOU
     return _run_reader(["bash", "-c", command], f"--counter-cmd {command!r}", workdir, timeout)
 
 
-def _run_reader(argv: list[str], what: str, cwd: Path, timeout: float) -> CounterReading:
+@dataclass(frozen=True)
+class Finished:
+    """A bounded command's end: its exit status, its output and the last
+    line of its error output (": <line>", or "" when it wrote none)."""
+
+    returncode: int
+    out: bytes
+    last_error: str
+
+
+def run_bounded(
+    argv: list[str], what: str, cwd: Path, timeout: float, env: Mapping[str, str] | None = None
+) -> Finished:
+    """Run ``argv`` in its own session for at most ``timeout`` seconds (then
+    its whole group is killed). Raises a one-line ``CheckpointError`` when
+    it cannot start or times out."""
     try:
         # its own session: a timeout ends the command's children too (they hold the pipes)
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
+            env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -206,13 +265,17 @@ def _run_reader(argv: list[str], what: str, cwd: Path, timeout: float) -> Counte
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         raise CheckpointError(f"{what} timed out after {timeout:g} s") from None
+    stderr = err.decode("utf-8", "replace").strip().splitlines()
+    return Finished(proc.returncode, out, f": {stderr[-1].strip()[:200]}" if stderr else "")
+
+
+def _run_reader(argv: list[str], what: str, cwd: Path, timeout: float) -> CounterReading:
+    proc = run_bounded(argv, what, cwd, timeout)
     if proc.returncode == NO_CHECKPOINT_EXIT:
         return CounterReading(0, False, None)
-    stderr = err.decode("utf-8", "replace").strip().splitlines()
-    last = f": {stderr[-1].strip()[:200]}" if stderr else ""
     if proc.returncode != 0:
-        raise CheckpointError(f"{what} exited {proc.returncode}{last}")
-    text = out.decode("utf-8", "replace")
+        raise CheckpointError(f"{what} exited {proc.returncode}{proc.last_error}")
+    text = proc.out.decode("utf-8", "replace")
     try:
         return CounterReading(parse_counter(text, what), True, None)
     except CounterFormatError as exc:

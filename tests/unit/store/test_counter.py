@@ -92,6 +92,7 @@ def test_glob_takes_the_largest_trailing_integer(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     for name in ("checkpoint-500", "checkpoint-1500", "checkpoint-best", "checkpoint-900"):
         (tmp_path / "out" / name).mkdir()
+        (tmp_path / "out" / name / "trainer_state.json").write_text("{}")
     reading = read_counter_state(s, tmp_path)
     assert (reading.value, reading.present, reading.file) == (1500, True, tmp_path / "out/checkpoint-1500")
     (tmp_path / "out" / "checkpoint-1500").rename(tmp_path / "out" / "checkpoint-latest")

@@ -52,6 +52,7 @@ def _json(workdir: Path, n: int) -> None:
 def _glob(workdir: Path, n: int) -> None:
     (workdir / "out").mkdir(exist_ok=True)
     (workdir / "out" / f"checkpoint-{n}").mkdir()
+    (workdir / "out" / f"checkpoint-{n}" / "trainer_state.json").write_text(json.dumps({"global_step": n}))
 
 
 def _torch(workdir: Path, n: int) -> None:
