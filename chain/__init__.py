@@ -1,7 +1,8 @@
 """chain: run a long sequential computation on Slurm as a self-driving
 chain of checkpointed jobs.
 
-``from chain import Chain`` is the Python API (``chain.api.handle``); it is
+``from chain import Chain`` is the Python API (``chain.api.handle``; ``Sweep``,
+``chain.api.sweep_handle``, for a sweep of chains); it is
 imported on first use, so ``chain --help`` does not pay for it. The error
 family (``ChainError`` and its subclasses, ``chain.errors``) is imported
 here: it imports only its exit codes (``chain.primitives.codes``).
@@ -23,6 +24,7 @@ from chain.errors import (
 
 if TYPE_CHECKING:
     from chain.api.handle import Chain
+    from chain.api.sweep_handle import Sweep
 
 __version__ = "0.2.0"
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "ConfigError",
     "ProtocolError",
     "SchedulerError",
+    "Sweep",
     "__version__",
 ]
 
@@ -43,4 +46,8 @@ def __getattr__(name: str) -> Any:
         from chain.api.handle import Chain
 
         return Chain
+    if name == "Sweep":
+        from chain.api.sweep_handle import Sweep
+
+        return Sweep
     raise AttributeError(f"module 'chain' has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 The CLI only adapts these calls; every user error is a ``ChainError``.
 ``config`` resolves settings, ``submission`` submits (new, resumed,
-renewed), ``status`` builds the status report, ``cancelling`` stops a chain
+renewed), ``sweep_handle`` holds ``Sweep`` (a directory of chains, one per
+point of a parameter grid), ``status`` builds the status report, ``cancelling`` stops a chain
 (not ``cancel``: a submodule's name would shadow the function's).
 
 Each name is imported from its module on first use (PEP 562): ``chain
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         render_chain,
         submit,
     )
+    from chain.api.sweep_handle import Sweep
 
 _HOMES = {
     "cancel": "cancelling",
@@ -41,11 +43,13 @@ _HOMES = {
     "render": "submission",
     "render_chain": "submission",
     "submit": "submission",
+    "Sweep": "sweep_handle",
 }
 
 __all__ = [
     "Chain",
     "Submitted",
+    "Sweep",
     "archive_chain_dir",
     "cancel",
     "chain_dir_path",

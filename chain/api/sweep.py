@@ -87,7 +87,7 @@ def wait_all(
         if not waiting:
             break
         if clock() >= next_check:
-            stuck = _stranded(statuses, backend)
+            stuck, _ = stranded_chains(statuses, backend)
             _refuse_stranded_twice(stuck, suspects)
             suspects, next_check = set(stuck), clock() + check
         if give_up is not None and clock() >= give_up:
@@ -99,7 +99,7 @@ def wait_all(
 def _not_ended(waiting: dict[Path, Chain]) -> dict[Path, ChainStatus]:
     """Read each waited-on chain's state once: the ended ones leave ``waiting``;
     the readable states of the others."""
-    statuses = {d: _load(d) for d in waiting}
+    statuses = {d: readable_status(d) for d in waiting}
     for directory, status in statuses.items():
         if status is not None and status.state.ended:
             del waiting[directory]
@@ -116,7 +116,7 @@ def _refuse_stranded_twice(stuck: Mapping[Path, str], suspects: set[Path]) -> No
         )
 
 
-def _load(directory: Path) -> ChainStatus | None:
+def readable_status(directory: Path) -> ChainStatus | None:
     """A chain's state as its jobs last wrote it; None when it cannot be read
     now (one chain's broken file does not end the wait for the others: it
     is read again at the next poll)."""
@@ -126,8 +126,11 @@ def _load(directory: Path) -> ChainStatus | None:
         return None
 
 
-def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> dict[Path, str]:
-    """Which chains nothing drives: one query per backend kind, for all of them."""
+def stranded_chains(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> tuple[dict[Path, str], str]:
+    """Which chains nothing drives, and why: one query per backend kind for
+    all of them (``given``: the backend to ask, else each chain's own), and
+    the first scheduler error ("" when every query was answered: a chain
+    whose backend did not answer is judged driven)."""
     from chain.api.config import stored_settings
     from chain.api.status import stranded
     from chain.backends import make_backend
@@ -139,11 +142,13 @@ def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> di
         # the local backend keeps each chain's jobs in its own directory: one query each
         by_backend.setdefault((name, str(directory) if name == "local" else ""), []).append(directory)
     found: dict[Path, str] = {}
+    error = ""
     for (name, _), directories in by_backend.items():
         try:
             backend = given or make_backend(name, directories[0])
             slurm = backend.query([j for d in directories for j in statuses[d].live_jobs()])
-        except (SchedulerError, ChainError):  # no answer: nothing is judged stranded on it
+        except (SchedulerError, ChainError) as exc:  # no answer: nothing is judged stranded on it
+            error = error or str(exc)
             continue
         for directory in directories:
             try:
@@ -153,4 +158,4 @@ def _stranded(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> di
             cancelling = ChainDir(directory).cancel_requested()
             if why := stranded(statuses[directory], slurm, mode=mode, cancelling=cancelling):
                 found[directory] = why
-    return found
+    return found, error

@@ -351,6 +351,11 @@ def list_chains(
     print_chain_list(rows)
 
 
+from chain.cli.sweep import sweep_app
+
+app.add_typer(sweep_app, name="sweep")
+
+
 @app.command("shell-helpers")
 def shell_helpers() -> None:
     """Print the directory holding chain.sh and chain.R (source them in apps)."""

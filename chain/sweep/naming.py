@@ -1,0 +1,49 @@
+"""A point's directory name, from its parameters alone. Pure.
+
+``lr=0.0003_seed=1``: the parameters in name order, ``name=value`` joined by
+``_``. The same point has the same name in every run (its directory is found
+again by ``resume`` and ``add``). Values are the user's text: one holding
+anything but letters, digits, ``.``, ``+`` and ``-`` (a ``/``, ``..`` as
+part of the name is harmless, a space, ``%`` that Slurm expands in output
+paths, ``_`` and ``=`` that separate the parts), a string that reads as a
+number or a boolean, or a name past ``READABLE_CHARS``, is shown with those
+characters replaced and cut, and ends with ``__`` and a hash of the point:
+two points never share a name, and a name is never ``.``, ``..``, empty,
+hidden, an option, or too long for a file system.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from chain.sweep.params import Point, parse_scalar, scalar_text
+
+READABLE_CHARS = 120  # of a name before its hash: well under the 255 bytes of a file name
+HASH_CHARS = 12
+_PLAIN = re.compile(r"[A-Za-z0-9.+-]*")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]")
+
+
+def point_name(point: Point) -> str:
+    """The point's directory name (a single safe path component)."""
+    parts = [f"{name}={scalar_text(value)}" for name, value in point.params]
+    readable = "_".join(parts)
+    if all(_faithful(value) for _, value in point.params) and len(readable) <= READABLE_CHARS:
+        return readable
+    shown = "_".join(f"{name}={_UNSAFE.sub('-', scalar_text(value))}" for name, value in point.params)
+    return f"{shown[:READABLE_CHARS]}__{point_hash(point)}"
+
+
+def point_hash(point: Point) -> str:
+    """A short hash of the point's names, values and their types."""
+    text = json.dumps([[name, type(value).__name__, value] for name, value in point.params], ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
+
+
+def _faithful(value: object) -> bool:
+    """The value's text alone says which value it is, in safe characters."""
+    if isinstance(value, str):
+        return bool(_PLAIN.fullmatch(value)) and parse_scalar(value) == value and isinstance(parse_scalar(value), str)
+    return True
