@@ -21,7 +21,8 @@ from pathlib import Path
 from chain.core.records import RunnerView
 from chain.errors import ChainDirError, ChainError
 from chain.primitives import atomic
-from chain.reporting.metrics import efficiency
+from chain.reporting.metrics import IterEvent, efficiency
+from chain.reporting.report import _read_events as read_events
 from chain.reporting.usage import load_runners
 from chain.store import ChainDir
 from chain.sweep.params import scalar_text
@@ -44,6 +45,8 @@ FIXED_COLUMNS = (
     "reason",
 )
 PARAM_PREFIX = "param."
+SERIES_POINTS = 500  # marks per point in the figure at most
+LOGGED = ("start", "iter", "ckpt")  # the iteration log's events that tell the counter
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class PointReport:
 
 
 def point_series(name: str, runners: Sequence[RunnerView], now: float, iteration: int, live: bool) -> PointSeries:
-    """Each runner's start and end counters, then (running) the counter now."""
+    """From the runner records: each runner's start and end counters, then (running) the counter now."""
     marks: list[tuple[float, int]] = []
     for runner in sorted((r for r in runners if r.start is not None), key=lambda r: r.start or 0.0):
         assert runner.start is not None
@@ -89,6 +92,17 @@ def point_series(name: str, runners: Sequence[RunnerView], now: float, iteration
     if live and marks:
         marks.append((now, iteration))
     return PointSeries(name, tuple(t for t, _ in marks), tuple(i for _, i in marks))
+
+
+def logged_series(name: str, events: Sequence[IterEvent], most: int = SERIES_POINTS) -> PointSeries | None:
+    """From the app's iteration log (each iteration as it was done), thinned
+    to about ``most`` marks; None when it logged none."""
+    marks = [(e.time, e.iteration) for e in events if e.event in LOGGED]
+    if not marks:
+        return None
+    step = max(1, len(marks) // most)
+    kept = marks[::step] + ([marks[-1]] if (len(marks) - 1) % step else [])
+    return PointSeries(name, tuple(t for t, _ in kept), tuple(i for _, i in kept))
 
 
 def columns(record: SweepRecord) -> list[str]:
@@ -141,7 +155,10 @@ def gather(store: SweepDir, record: SweepRecord, status: SweepStatus, now: float
                 runners = load_runners(ChainDir(store.chain_dir(entry)))
             except (ChainError, OSError):
                 runners = []  # a damaged chain: its row says so; the others are reported
-        series = point_series(row.name, runners, now, row.iteration, row.state.active)
+        events, _ = read_events(store.point_dir(entry))  # a log not read: the runners tell the progress
+        series = logged_series(row.name, events) or point_series(
+            row.name, runners, now, row.iteration, row.state.active
+        )
         reports.append(PointReport(row, series, efficiency(runners) if runners else None, len(runners)))
     return reports
 
@@ -157,11 +174,13 @@ def render_figure(points: Sequence[PointReport], counts: Mapping[str, int], *, d
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1]})
     starts = [s.times[0] for s in (p.series for p in points) if s.times]
     t0 = min(starts) if starts else 0.0
+    span = max((s.times[-1] for s in (p.series for p in points) if s.times), default=t0) - t0
+    unit, scale = ("s", 1.0) if span < 120 else ("min", 60.0) if span < 7200 else ("h", 3600.0)
     for point in points:
         if point.series.times:
-            hours = [(t - t0) / 60.0 for t in point.series.times]
-            left.plot(hours, point.series.iterations, marker=".", linewidth=1, label=point.row.name)
-    left.set_xlabel("minutes since the sweep's first runner started")
+            x = [(t - t0) / scale for t in point.series.times]
+            left.plot(x, point.series.iterations, marker=".", markersize=3, linewidth=1, label=point.row.name)
+    left.set_xlabel(f"time since the sweep's first start ({unit})")
     left.set_ylabel("iteration")
     left.set_title(f"progress of {len(points)} points")
     left.grid(True, alpha=0.3)
@@ -170,6 +189,7 @@ def render_figure(points: Sequence[PointReport], counts: Mapping[str, int], *, d
     shown = {state: n for state, n in counts.items() if n}
     right.bar(list(shown), list(shown.values()), color="tab:blue")
     right.set_title("points by state")
+    right.yaxis.get_major_locator().set_params(integer=True)
     right.tick_params(axis="x", labelrotation=45)
     fig.tight_layout()
     out = io.BytesIO()

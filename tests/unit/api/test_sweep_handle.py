@@ -149,10 +149,10 @@ def test_add_from_a_file_keeps_the_sweeps_settings(tmp_path: Path) -> None:
     fake = FakeBackend()
     sweep = _sweep(tmp_path, fake, grid={"lr": [0.1]}, app_cmd="python3 ../app.py --lr {lr}")
     same = tmp_path / "same.toml"
-    same.write_text('max_iter = 10\n[grid]\nlr = [0.1, 0.5]\n')
+    same.write_text("max_iter = 10\n[grid]\nlr = [0.1, 0.5]\n")
     assert sweep.add(sweep_file=same) == ["lr=0.5"]
     other = tmp_path / "other.toml"
-    other.write_text('max_iter = 99\n[grid]\nlr = [0.7]\n')
+    other.write_text("max_iter = 99\n[grid]\nlr = [0.7]\n")
     with pytest.raises(ConfigError, match="max_iter differs from the sweep's"):
         sweep.add(sweep_file=other)
 
@@ -160,8 +160,10 @@ def test_add_from_a_file_keeps_the_sweeps_settings(tmp_path: Path) -> None:
 def test_settings_flag_over_environment_over_file(tmp_path: Path) -> None:
     fake = FakeBackend()
     spec = tmp_path / "sweep.toml"
-    spec.write_text('app_cmd = "python3 ../app.py {lr}"\nmax_iter = 7\ncheckpoint_every = 3\n'
-                    'runner_time = "10:00"\n[grid]\nlr = [0.1]\n')
+    spec.write_text(
+        'app_cmd = "python3 ../app.py {lr}"\nmax_iter = 7\ncheckpoint_every = 3\n'
+        'runner_time = "10:00"\n[grid]\nlr = [0.1]\n'
+    )
     sweep = Sweep.submit(
         tmp_path / "s", sweep_file=spec, environ={"CHECKPOINT_EVERY": "4", "MAX_ITER": "8"}, max_iter=9, backend=fake
     )

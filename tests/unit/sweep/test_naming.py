@@ -19,8 +19,7 @@ def test_the_same_point_has_the_same_name_every_time() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["..", ".", "../../etc", "a/b", "/abs", "x y", "100%j", "a_b", "a=b", "-rf", "~", "", "é", "1", "true",
-     "a" * 5000],
+    ["..", ".", "../../etc", "a/b", "/abs", "x y", "100%j", "a_b", "a=b", "-rf", "~", "", "é", "1", "true", "a" * 5000],
 )
 def test_a_hostile_value_gives_a_safe_name(value: str) -> None:
     name = point_name(Point.of({"x": value}))

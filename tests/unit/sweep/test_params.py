@@ -20,8 +20,20 @@ from chain.sweep.params import (
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1e-3", 0.001), ("3e-4", 0.0003), ("2", 2), ("-7", -7), ("0.5", 0.5), ("true", True), ("false", False),
-     ("adam", "adam"), ("1.", "1."), ("nan", "nan"), ("inf", "inf"), ("", "")],
+    [
+        ("1e-3", 0.001),
+        ("3e-4", 0.0003),
+        ("2", 2),
+        ("-7", -7),
+        ("0.5", 0.5),
+        ("true", True),
+        ("false", False),
+        ("adam", "adam"),
+        ("1.", "1."),
+        ("nan", "nan"),
+        ("inf", "inf"),
+        ("", ""),
+    ],
 )
 def test_a_flag_value_reads_as_toml_would(text: str, value: object) -> None:
     parsed = parse_scalar(text)
@@ -65,9 +77,9 @@ def test_a_bad_param_flag_is_one_line(text: str, message: str) -> None:
 
 def test_flags_make_a_grid_first_axis_slowest() -> None:
     points = grid_from_flags(["lr=1e-3,3e-4", "seed=0..2"])
-    assert [p.as_dict() for p in points] == [
-        {"lr": 0.001, "seed": s} for s in (0, 1, 2)
-    ] + [{"lr": 0.0003, "seed": s} for s in (0, 1, 2)]
+    assert [p.as_dict() for p in points] == [{"lr": 0.001, "seed": s} for s in (0, 1, 2)] + [
+        {"lr": 0.0003, "seed": s} for s in (0, 1, 2)
+    ]
 
 
 def test_a_flag_given_twice_or_a_huge_grid_is_refused() -> None:

@@ -16,7 +16,11 @@ def test_a_row_from_its_chain_or_none() -> None:
     entry = PointEntry.of(Point.of({"lr": 0.1}))
     row = point_row(entry, _row("running"), "its submitter job has ended")
     assert (row.name, row.state, row.iteration, row.max_iter, row.stranded) == (
-        "lr=0.1", PointState.RUNNING, 5, 10, "its submitter job has ended"
+        "lr=0.1",
+        PointState.RUNNING,
+        5,
+        10,
+        "its submitter job has ended",
     )
     assert point_row(entry, None).state is PointState.NOT_SUBMITTED
     assert point_row(entry, _row("unreadable")).state is PointState.UNREADABLE

@@ -1,0 +1,127 @@
+"""``chain sweep`` through typer's CliRunner, over the shared fake backend:
+the commands adapt ``Sweep``; bad input is one line and a usage exit code."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from fakes import FakeBackend
+from typer.testing import CliRunner
+
+from chain.backends import BACKENDS
+from chain.cli.commands import app
+from chain.core.model import ChainState
+from chain.store import ChainDir
+
+runner = CliRunner()
+SWEEP_FILE = """
+app_cmd = "python3 ../app.py --lr {lr} --seed {seed}"
+max_iter = 10
+runner_time = "10:00"
+backend = "slurm"
+
+[grid]
+lr = [1e-3, 3e-4]
+seed = [0, 1]
+"""
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
+    backend = FakeBackend()
+    monkeypatch.setitem(BACKENDS, "slurm", lambda chain_dir, retry=None: backend)
+    return backend
+
+
+def _chain(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, args, env={"COLUMNS": "200"}, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_submit_from_a_file_then_status_in_one_table(fake: FakeBackend, tmp_path: Path) -> None:
+    (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
+    code, out, err = _chain(["sweep", "submit", str(tmp_path / "sweep.toml"), "--dir", str(tmp_path / "s")], tmp_path)
+    assert (code, err) == (0, "") and out.endswith("4 points submitted\n")
+    code, out, _ = _chain(["sweep", "status", "--dir", str(tmp_path / "s")], tmp_path)
+    assert code == 0 and "4 points (4 pending)" in out
+    for name in ("lr=0.001_seed=0", "lr=0.001_seed=1", "lr=0.0003_seed=0", "lr=0.0003_seed=1"):
+        assert name in out
+    code, out, _ = _chain(["sweep", "status", "--json", "--dir", str(tmp_path / "s")], tmp_path)
+    data = json.loads(out)
+    assert data["counts"]["pending"] == 4 and len(data["points"]) == 4
+
+
+def test_submit_from_flags_add_resume_cancel_report(fake: FakeBackend, tmp_path: Path) -> None:
+    where = ["--dir", str(tmp_path / "s")]
+    code, out, err = _chain(
+        [
+            "sweep",
+            "submit",
+            "--app-cmd",
+            "true {lr}",
+            "--backend",
+            "slurm",
+            "--max-iter",
+            "5",
+            "--param",
+            "lr=0.1,0.2",
+            *where,
+        ],
+        tmp_path,
+    )
+    assert code == 0, err
+    code, out, _ = _chain(["sweep", "add", "--param", "lr=0.2,0.3", *where], tmp_path)
+    assert code == 0 and out.splitlines() == ["lr=0.3: submitted", f"sweep {tmp_path / 's'}: 1 points added, 3 in all"]
+    store = ChainDir(tmp_path / "s" / "lr=0.1" / ".chain")
+    status = store.load_status()
+    assert status is not None
+    status.state = ChainState.COMPLETED
+    store.save_status(status)
+    code, out, _ = _chain(["sweep", "cancel", *where], tmp_path)
+    assert code == 0 and sorted(line.split()[0] for line in out.splitlines()) == ["lr=0.2:", "lr=0.3:"]
+    assert all("cancelled" in line for line in out.splitlines())
+    code, out, err = _chain(["sweep", "resume", *where], tmp_path)
+    assert code == 0, err
+    assert sorted(out.splitlines()[:-1]) == ["lr=0.2: resumed", "lr=0.3: resumed"]
+    code, out, _ = _chain(["sweep", "report", *where], tmp_path)
+    assert code == 0 and f"wrote {tmp_path / 's' / 'report' / 'sweep.csv'}" in out
+    rows = list(csv.DictReader((tmp_path / "s" / "report" / "sweep.csv").open()))
+    assert [(r["point"], r["state"]) for r in rows] == [
+        ("lr=0.1", "completed"),
+        ("lr=0.2", "pending"),
+        ("lr=0.3", "pending"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sweep", "submit", "--app-cmd", "true", "--param", "lr"], "expected NAME=VALUES"),
+        (["sweep", "submit", "--app-cmd", "true", "--param", "x=a\x1bb"], "control character"),
+        (["sweep", "submit", "--app-cmd", "true"], "no points"),
+        (["sweep", "submit", "--app-cmd", "true {lrr}", "--param", "lr=1"], r"app_cmd names {lrr}"),
+        (["sweep", "submit", "missing.toml"], "sweep file missing.toml does not exist"),
+        (["sweep", "status"], "no sweep in"),
+        (["sweep", "resume", "--max-iter", "x"], "'x' is not a valid int"),
+    ],
+)
+def test_bad_input_is_one_line(
+    fake: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _chain(args, tmp_path)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (code, err)
+    assert "Traceback" not in out + err
+
+
+def test_a_file_with_points_and_params_is_refused(
+    fake: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
+    code, _, err = _chain(["sweep", "submit", "sweep.toml", "--param", "lr=1"], tmp_path)
+    assert code == 2 and "the sweep file has its points" in err
+    assert not (tmp_path / "sweep.json").exists()

@@ -1,0 +1,61 @@
+"""The sweep directory: its record read as hostile input, the sweep file read safely."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from chain.core.settings import Settings
+from chain.errors import ChainDirError, ConfigError
+from chain.sweep.params import Point
+from chain.sweep.record import PointEntry, SweepRecord
+from chain.sweep.store import SweepDir, read_sweep_file
+
+
+def test_a_record_written_is_read_back(tmp_path: Path) -> None:
+    store = SweepDir(tmp_path / "s")
+    record = SweepRecord.new(Settings(app_cmd="true {x}"), [Point.of({"x": 1})], 5.0)
+    store.write(record)
+    assert store.exists() and store.read() == record
+    entry = record.points[0]
+    directory = store.prepare_point(entry)
+    assert directory == tmp_path / "s" / "x=1" and (directory / "params.json").read_text() == '{"x": 1}\n'
+    assert store.chain_dir(entry) == directory / ".chain"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "no sweep in"), (b"{", "is damaged"), (b"[]", "not a sweep record"), (b"1" * 5000, "is damaged")],
+)
+def test_a_missing_or_damaged_record_is_one_line(tmp_path: Path, content: bytes | None, message: str) -> None:
+    if content is not None:
+        (tmp_path / "sweep.json").write_bytes(content)
+    with pytest.raises(ChainDirError, match=message) as caught:
+        SweepDir(tmp_path).read()
+    assert "\n" not in str(caught.value)
+
+
+def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "sweep.json")
+    with pytest.raises(ChainDirError, match="cannot read"):
+        SweepDir(tmp_path).read()
+    os.mkfifo(tmp_path / "sweep.toml")
+    with pytest.raises(ConfigError, match="name a regular file"):
+        read_sweep_file(tmp_path / "sweep.toml")
+
+
+def test_the_sweep_file_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_sweep_file(tmp_path / "none.toml")
+    (tmp_path / "bad.toml").write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        read_sweep_file(tmp_path / "bad.toml")
+    (tmp_path / "ok.toml").write_text('app_cmd = "x"\n[grid]\na = [1, 2]\n')
+    assert len(read_sweep_file(tmp_path / "ok.toml").points) == 2
+
+
+def test_a_point_directory_is_one_component_of_the_sweeps(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unsafe point name"):
+        SweepDir(tmp_path).point_dir(PointEntry("../x", Point.of({"x": 1})))
