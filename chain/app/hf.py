@@ -25,9 +25,13 @@ What it does:
   warning, and at the last step; ``CKPT_PATH`` (the Trainer's
   ``global_step``) is written only in ``on_save``, after the Trainer has
   written the whole checkpoint;
-* **retention**: at least two checkpoints are kept (``save_total_limit`` is
-  raised to 2 when lower or unset, 3 when ``metric_for_best_model`` is set:
-  the Trainer's best one is kept besides);
+* **complete, then counted**: in ``on_save`` each file of the new
+  ``checkpoint-N`` is fsync'ed and a ``DONE`` marker listing their sizes is
+  written, then the counter (``chain.app.ckptinfo.mark_complete``): chain's
+  ``glob:`` reader and its check at a runner's start can tell it complete;
+* **retention**: ``$CHAIN_KEEP_CHECKPOINTS`` (``--keep-checkpoints``, default
+  2) when ``save_total_limit`` is unset, one more when ``metric_for_best_model``
+  is set (the Trainer's best one is kept besides); never fewer than 2 (3).
 * **stops**: the training ends at the step boundary after the save, and
   :attr:`ChainTrainerCallback.exit_code` is the contract's code: 0 once
   ``MAX_ITER`` steps are done, 99 after a stop, 75 after a termination warning.
@@ -53,6 +57,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from chain.app.atomic import read_counter, write_counter
+from chain.app.ckptinfo import keep_from_env, mark_complete
 from chain.app.contract import AppEnv, ExitCode
 from chain.app.interval import CheckpointPolicy
 from chain.app.stepgate import StepGate
@@ -147,10 +152,12 @@ class ChainTrainerCallback(TrainerCallback):
         self._main_process = args.process_index == 0
         # the counted checkpoint must outlive the next save (rotation runs before on_save writes the
         # counter): two kept, three when the Trainer also keeps its best one
-        least = 3 if args.metric_for_best_model else 2
-        if args.save_total_limit is None or args.save_total_limit < least:
-            if args.save_total_limit is not None:
-                log.warning("save_total_limit %d raised to %d", args.save_total_limit, least)
+        best = 1 if args.metric_for_best_model else 0
+        least = 2 + best
+        if args.save_total_limit is None:
+            args.save_total_limit = max(keep_from_env(), 2) + best  # --keep-checkpoints
+        elif args.save_total_limit < least:
+            log.warning("save_total_limit %d raised to %d", args.save_total_limit, least)
             args.save_total_limit = least
         if args.max_steps != self.env.max_iter:
             log.warning(
@@ -179,6 +186,7 @@ class ChainTrainerCallback(TrainerCallback):
             self._measuring.__exit__(None, None, None)
             self._measuring = None
         if state.is_world_process_zero:
+            mark_complete(Path(args.output_dir or "trainer_output") / f"checkpoint-{state.global_step}")
             write_counter(self.env.ckpt_path, state.global_step)
 
     # -------------------------------------------------------------- exit

@@ -54,6 +54,7 @@ from chain.app.ckptinfo import (
     Restored,
     check_step,
     ckpt_name,
+    keep_from_env,
     remove_checkpoint,
 )
 from chain.app.serial import JsonSerializer, Serializer
@@ -107,8 +108,10 @@ class CheckpointStore:
 
     @classmethod
     def from_env(cls, root: str | os.PathLike[str], **kwargs: Any) -> CheckpointStore:
-        """A store whose progress counter is ``$CKPT_PATH`` (when set)."""
+        """A store whose progress counter is ``$CKPT_PATH`` (when set) and
+        which keeps the last ``$CHAIN_KEEP_CHECKPOINTS`` (``--keep-checkpoints``; default 2)."""
         kwargs.setdefault("counter_path", os.environ.get("CKPT_PATH") or None)
+        kwargs.setdefault("keep_last", keep_from_env())
         return cls(root, **kwargs)
 
     # ----------------------------------------------------------------- listing

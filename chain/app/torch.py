@@ -42,6 +42,7 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
+from chain.app.ckptinfo import keep_from_env
 from chain.app.contract import AppEnv
 from chain.app.interval import CheckpointPolicy
 from chain.app.ranks import SINGLE, Ranks, agree
@@ -119,7 +120,9 @@ class TorchCheckpoint:
     from the restored progress; a hand-written loop does it with
     ``sampler.resume_at(progress.epoch, progress.batch * batch_size)``.
     ``counter_path`` is the chain's progress counter (default ``$CKPT_PATH``
-    when set): it holds the step of the newest complete checkpoint.  ``meta`` (JSON: the run's
+    when set): it holds the step of the newest complete checkpoint.
+    ``keep_last``: how many of the newest are kept, older ones pruned
+    (default ``$CHAIN_KEEP_CHECKPOINTS``, the chain's ``--keep-checkpoints``, else 2).  ``meta`` (JSON: the run's
     configuration) goes into every checkpoint's manifest.  ``weights_only``
     and ``map_location`` are passed to ``torch.load``.
 
@@ -139,7 +142,7 @@ class TorchCheckpoint:
     extra: Mapping[str, Stateful] = field(default_factory=dict)
     counter_path: str | os.PathLike[str] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
-    keep_last: int = 2
+    keep_last: int | None = None
     keep_best: bool = True
     metric_mode: MetricMode = MetricMode.MIN
     map_location: str | torch.device | None = "cpu"
@@ -154,6 +157,8 @@ class TorchCheckpoint:
             # Under a chain CKPT_PATH is always set: a forgotten counter_path
             # must not leave the submitter seeing no progress.
             self.counter_path = os.environ.get("CKPT_PATH") or None
+        if self.keep_last is None:
+            self.keep_last = keep_from_env()  # --keep-checkpoints, given by the runner
         self.store = CheckpointStore(
             self.root,
             keep_last=self.keep_last,
