@@ -49,6 +49,11 @@ def parse_command(args: list[str] | tuple[str, ...], *, inline: bool = False) ->
         return None
     name, rest = args[0], args[1:]
     command = group.commands.get(name)
+    while isinstance(command, typer.core.TyperGroup) and rest and not rest[0].startswith("-"):  # chain sweep status
+        name, rest = rest[0], rest[1:]
+        command = command.commands.get(name)
+    if isinstance(command, typer.core.TyperGroup) and not rest:
+        return None  # a group named alone (chain sweep): its help
     if command is None:
         return f"no command {name!r}"
     try:
