@@ -7,6 +7,7 @@ A counter spec is a built-in reader or a shell command::
 
     json:PATH:KEY.PATH   a key path of a JSON file (dots; integer parts index lists)
     glob:PATTERN         the largest trailing integer of the names matching PATTERN
+                         that are complete checkpoints (``chain.core.verify``)
                          (``glob:out/checkpoint-*`` -> 500 for ``checkpoint-500``)
     torch:PATH:KEY       a key of a ``torch.save`` dict (loaded in a subprocess)
     anything else        a shell command printing one integer; exit status 100

@@ -25,6 +25,8 @@ SET_ASIDE_DIR = "chain-set-aside"
 
 IGNORED_DIRS = frozenset({SET_ASIDE_DIR, "chain-incomplete"})  # chain.app.hf's own place for unfinished saves
 DONE_MARKER = "DONE"  # chain.app's marker, written last (chain.primitives.atomic.DONE_MARKER)
+QUARANTINED_SUFFIX = ".corrupt"  # chain.app.store's quarantine of a checkpoint that failed its checksum
+TMP_PREFIX = ".tmp-"  # chain.primitives.atomic's temporaries
 HF_STATE = "trainer_state.json"  # the Trainer writes it after the weights and the optimizer
 _CHAIN_DIR = re.compile(r"ckpt-[0-9]{12}\.d")  # chain.app.store's sharded checkpoint
 _HF_DIR = re.compile(r"checkpoint-[0-9]+")  # the Trainer's PREFIX_CHECKPOINT_DIR-<step>
@@ -73,9 +75,15 @@ class ResumePlan:
 
 
 def in_ignored_dir(path: str) -> bool:
-    """True for a name inside a directory where set-aside checkpoints live:
-    never counted, whatever the pattern."""
-    return any(part in IGNORED_DIRS for part in PurePosixPath(path).parts[:-1])
+    """True for a name that is no checkpoint whatever the pattern: inside a
+    directory where set-aside checkpoints live, quarantined by ``chain.app``
+    (``*.corrupt``) or a writer's temporary (``.tmp-*``)."""
+    pure = PurePosixPath(path)
+    return (
+        any(part in IGNORED_DIRS for part in pure.parts[:-1])
+        or pure.name.endswith(QUARANTINED_SUFFIX)
+        or pure.name.startswith(TMP_PREFIX)
+    )
 
 
 def candidates(paths: Iterable[str]) -> list[Candidate]:

@@ -28,6 +28,7 @@ from chain.core.settings import Settings
 from chain.core.verify import (
     DONE_MARKER,
     HF_STATE,
+    SET_ASIDE_DIR,
     Candidate,
     Check,
     Marks,
@@ -44,7 +45,7 @@ from chain.errors import CheckpointError
 from chain.jobs.supervise import AppLock
 from chain.primitives import bounded, safeio
 from chain.store import ChainDir
-from chain.store.counter import glob_marks, path_stat, read_chain_counter, run_bounded
+from chain.store.counter import glob_marks, path_mode, path_stat, read_chain_counter, run_bounded
 
 VERIFY_TIMEOUT = 600.0  # seconds --verify-cmd may take on one checkpoint (it may read gigabytes)
 _JSON_CAP = 64 << 20  # bytes of a DONE manifest or trainer_state.json read at most
@@ -116,7 +117,7 @@ def check_resume(settings: Settings, workdir: Path, *, when: int, timeout: float
     if spec.kind is CounterKind.CMD:
         return ResumeCheck(("--verify-cmd not run: a shell command's counter names no checkpoint file",))
     path = workdir / (settings.ckpt_path if spec.kind is CounterKind.FILE else spec.path)
-    if _mode(path) is None:
+    if path_mode(path) is None:
         return ResumeCheck()  # no checkpoint yet
     failed = _run_verify(settings.verify_cmd, path, workdir, timeout)
     if failed:
@@ -148,7 +149,7 @@ def structure_problem(path: Path, number: int) -> str:
     it is, or when chain does not know its format)."""
     try:
         if _is_dir(path):
-            if _mode(path / DONE_MARKER) is not None:
+            if path_mode(path / DONE_MARKER) is not None:
                 return _manifest_problem(path)
             if required_marker(path.name, is_dir=True, has_done=False) == HF_STATE:
                 return hf_state_problem(_read_json(path / HF_STATE), number)
@@ -218,6 +219,8 @@ def _set_aside(items: tuple[Verified, ...], resume: Candidate | None, workdir: P
         target = Path(set_aside_name(str(source), when))
         try:
             target.parent.mkdir(exist_ok=True)
+            if target.parent.is_symlink() or not target.parent.is_dir():  # a planted link would lead elsewhere
+                raise OSError(0, f"{SET_ASIDE_DIR} is not a directory of its own")
             if target.exists() or target.is_symlink():
                 target = target.with_name(f"{target.name}.{os.getpid()}")
             os.rename(source, target)  # beside it: one rename, never a copy, never a delete
@@ -232,7 +235,7 @@ def _set_aside(items: tuple[Verified, ...], resume: Candidate | None, workdir: P
 
 
 def _missing(path: Path, *, marked: bool) -> str:
-    mode = _mode(path)
+    mode = path_mode(path)
     if mode is None:
         return "gone, or a link that leads nowhere"
     if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
@@ -241,13 +244,8 @@ def _missing(path: Path, *, marked: bool) -> str:
     return f"no {marker or DONE_MARKER}: a save cut short"
 
 
-def _mode(path: Path) -> int | None:
-    found = path_stat(path)
-    return found.st_mode if found is not None else None
-
-
 def _is_dir(path: Path) -> bool:
-    mode = _mode(path)
+    mode = path_mode(path)
     return mode is not None and stat.S_ISDIR(mode)
 
 

@@ -3,7 +3,8 @@
 Without ``--counter-cmd`` the counter is the contract's file CKPT_PATH (a
 plain integer, ``store.jsonio.read_counter``). With one it comes from the
 app's own checkpoint (``chain.core.counterspec``): a JSON key path, the
-newest ``…-N`` name, a key of a ``torch.save`` dict (a plain integer read
+newest complete ``…-N`` name (``chain.core.verify``: a save cut short is
+passed over), a key of a ``torch.save`` dict (a plain integer read
 from the file without torch, ``chain.store.torch_counter.plain_counter``;
 anything else loaded by torch in a subprocess, so the chain never imports
 torch), or a shell command bounded by ``COUNTER_CMD_TIMEOUT``.
@@ -179,7 +180,7 @@ def glob_marks(spec: CounterSpec, workdir: Path) -> list[Marks]:
 
 def _marks(found: Candidate) -> Marks:
     path = Path(found.path)
-    mode = _mode(path)
+    mode = path_mode(path)
     is_dir = mode is not None and stat.S_ISDIR(mode)
     is_file = mode is not None and stat.S_ISREG(mode)
     if not is_dir:
@@ -197,13 +198,14 @@ def path_stat(path: Path) -> os.stat_result | None:
         return None
 
 
-def _mode(path: Path) -> int | None:
+def path_mode(path: Path) -> int | None:
+    """``path``'s mode, links followed; None when there is nothing usable there."""
     found = path_stat(path)
     return found.st_mode if found is not None else None
 
 
 def _is_regular(path: Path) -> bool:
-    mode = _mode(path)
+    mode = path_mode(path)
     return mode is not None and stat.S_ISREG(mode)
 
 

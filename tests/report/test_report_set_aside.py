@@ -6,29 +6,16 @@ runner, once."""
 
 from __future__ import annotations
 
-from typing import Any
+from test_report_redone import _runner
 
 from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 from chain.reporting.metrics import lost_iterations, redone_from_runners, set_aside_iterations
 
 
-def _runner(seq: int, before: int, after: int, **facts: Any) -> RunnerView:
-    start = 100.0 * seq
-    return RunnerView(
-        job_id=str(40 + seq),
-        seq=seq,
-        iter_before=before,
-        iter_after=after,
-        start=start,
-        end=start + 60.0,
-        stop_to_exit=5.0,
-        **{"app_exit_code": 99, **facts},
-    )
-
-
 def test_the_runner_that_set_a_checkpoint_aside_redid_the_difference() -> None:
     # runner 2 found checkpoint 30 corrupt, resumed from 20 and reached 45: 10 redone, 15 new
-    runners = [_runner(1, 0, 30), _runner(2, 30, 45, iter_resumed=20), _runner(3, 45, 60)]
+    saved = {"app_exit_code": 99}
+    runners = [_runner(1, 0, 30, **saved), _runner(2, 30, 45, iter_resumed=20, **saved), _runner(3, 45, 60, **saved)]
     assert [set_aside_iterations(r) for r in runners] == [0, 10, 0]
     redone = redone_from_runners(runners)
     assert (redone.iterations, redone.by_job, redone.unknown) == (10, {"42": 10}, ())

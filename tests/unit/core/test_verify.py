@@ -32,6 +32,8 @@ def test_candidates_are_numbered_names_newest_first_never_set_aside_ones() -> No
             "/w/out/chain-set-aside/checkpoint-2000.1700000000",
             "/w/out/chain-incomplete/checkpoint-2500.1700000000",
             "/w/out/ckpt-000000000700.d",
+            "/w/out/ckpt-000000000900.d.corrupt",  # quarantined by chain.app.store
+            "/w/out/.tmp-ckpt-000000000800.d.4242",  # a save in progress
         ]
     )
     assert [c.number for c in found] == [1500, 700, 500]

@@ -192,3 +192,15 @@ def test_nothing_is_moved_while_an_earlier_app_of_the_chain_holds_its_lock(
         held.close()
     assert lines == ["checkpoints not verified: an earlier app of this chain still runs"]
     assert (tmp_path / "ck/step-20").is_dir() and record.iter_resumed is None
+
+
+def test_a_planted_set_aside_link_is_refused(tmp_path: Path) -> None:
+    for step in (10, 20):
+        _save(tmp_path, step)
+    _truncate(tmp_path / "ck/step-20")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "ck/chain-set-aside").symlink_to(elsewhere)
+    check = check_resume(_settings(tmp_path), tmp_path, when=5)
+    assert check.error == "cannot set aside ck/step-20: chain-set-aside is not a directory of its own"
+    assert (tmp_path / "ck/step-20").is_dir() and not any(elsewhere.iterdir())
