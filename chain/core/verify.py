@@ -31,6 +31,7 @@ HF_STATE = "trainer_state.json"  # the Trainer writes it after the weights and t
 _CHAIN_DIR = re.compile(r"ckpt-[0-9]{12}\.d")  # chain.app.store's sharded checkpoint
 _HF_DIR = re.compile(r"checkpoint-[0-9]+")  # the Trainer's PREFIX_CHECKPOINT_DIR-<step>
 _MAX_SHARDS = 100_000
+MAX_TRIED = 16  # checkpoints a resume verifies at most before it says none passes (a command may take minutes each)
 
 
 class Check(str, enum.Enum):

@@ -28,6 +28,7 @@ from chain.core.settings import Settings
 from chain.core.verify import (
     DONE_MARKER,
     HF_STATE,
+    MAX_TRIED,
     SET_ASIDE_DIR,
     Candidate,
     Check,
@@ -75,7 +76,11 @@ def verify_before_app(
     error that refuses the start ("" to go on)."""
     if not settings.verify_cmd and settings.counter_spec.kind is not CounterKind.GLOB:
         return ""  # nothing chain can verify
-    lock = AppLock(str(chain.root / "app.lock"))
+    try:
+        lock = AppLock(str(chain.root / "app.lock"))
+    except OSError as exc:  # the app's start refuses it in its own words
+        say(f"checkpoints not verified: cannot open the app lock: {exc.strerror}")
+        return ""
     try:
         if not lock.acquire(until=0.0, clock=time.time, sleep=time.sleep):
             say("checkpoints not verified: an earlier app of this chain still runs")
@@ -104,7 +109,7 @@ def check_resume(settings: Settings, workdir: Path, *, when: int, timeout: float
         found = glob_marks(spec, workdir)
         marked = any(m.has_done for m in found)
         verified: list[Verified] = []
-        for marks in found:
+        for marks in found[:MAX_TRIED]:
             verified.append(verify_one(marks, settings.verify_cmd, workdir, timeout, marked=marked))
             if verified[-1].check.usable:
                 break

@@ -20,7 +20,7 @@ from chain.app.store import CheckpointStore
 from chain.core.settings import Settings
 from chain.jobs import runner
 from chain.jobs.supervise import AppLock
-from chain.jobs.verify import check_resume, structure_problem
+from chain.jobs.verify import check_resume, structure_problem, verify_before_app
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
 
@@ -175,8 +175,6 @@ def test_the_runner_refuses_to_start_when_no_checkpoint_passes(tmp_path: Path) -
 def test_nothing_is_moved_while_an_earlier_app_of_the_chain_holds_its_lock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from chain.jobs.verify import verify_before_app
-
     for step in (10, 20):
         _save(tmp_path, step)
     _truncate(tmp_path / "ck/step-20")
@@ -204,3 +202,16 @@ def test_a_planted_set_aside_link_is_refused(tmp_path: Path) -> None:
     check = check_resume(_settings(tmp_path), tmp_path, when=5)
     assert check.error == "cannot set aside ck/step-20: chain-set-aside is not a directory of its own"
     assert (tmp_path / "ck/step-20").is_dir() and not any(elsewhere.iterdir())
+
+
+def test_a_planted_app_lock_link_leaves_the_checkpoints_alone(tmp_path: Path) -> None:
+    for step in (10, 20):
+        _save(tmp_path, step)
+    _truncate(tmp_path / "ck/step-20")
+    settings = _settings(tmp_path)
+    chain = _chain(tmp_path, settings, 20)
+    (chain.root / "app.lock").symlink_to(tmp_path / "elsewhere.lock")
+    lines: list[str] = []
+    assert verify_before_app(chain, settings, runner.RunnerRecord("7"), tmp_path, lines.append) == ""
+    assert lines == ["checkpoints not verified: cannot open the app lock: Too many levels of symbolic links"]
+    assert (tmp_path / "ck/step-20").is_dir() and not (tmp_path / "elsewhere.lock").exists()
