@@ -32,6 +32,7 @@ from chain.api.status import StatusReport
 from chain.api.sweep import readable_status, stranded_chains, wait_all
 from chain.backends.base import Backend
 from chain.core import settings as settings_mod
+from chain.core.settings import Launcher
 from chain.errors import ChainDirError, ChainError, ConfigError
 from chain.store import ChainStatus
 from chain.sweep.command import point_command, substitute
@@ -182,15 +183,16 @@ class Sweep:
             rows = self.status().rows
             todo = [row for row in rows if _needs_resume(row, record.settings.max_iter)]
             fresh = [r for r in todo if r.state is PointState.NOT_SUBMITTED]
-            overrides = {} if max_iter is None else {"max_iter": max_iter}
+            target = record.settings.max_iter
 
-            def again(entry: PointEntry) -> None:
-                Chain(self._store.chain_dir(entry), backend=self._backend).resume(on_message=on_message, **overrides)
+            def again(row: PointRow) -> None:
+                # a point short of the sweep's target is raised to it (a completed chain goes on only so)
+                overrides = {"max_iter": target} if row.max_iter < target else {}
+                chain = Chain(self._store.chain_dir(self._entry(row.name, record)), backend=self._backend)
+                chain.resume(on_message=on_message, **overrides)
 
             steps = [
-                lambda: _each(
-                    [(r.name, self._entry(r.name, record)) for r in todo if r not in fresh], again, parallel, "resumed"
-                ),
+                lambda: _each([(r.name, r) for r in todo if r not in fresh], again, parallel, "resumed"),
                 lambda: self._submit_new(record, [self._entry(r.name, record) for r in fresh], parallel, on_message),
             ]
             return _all_of(steps)
@@ -261,7 +263,8 @@ class Sweep:
             workdir = self._store.prepare_point(entry)
             # submit checks the program of the whole command: export, behind which the app's own hides
             check_program(dataclasses.replace(shared, app_cmd=substitute(shared.app_cmd, entry.point)), workdir)
-            settings = {**shared.to_json(), "app_cmd": point_command(shared.app_cmd, entry.point, entry.name)}
+            command = point_command(shared.app_cmd, entry.point, entry.name, export=shared.launcher is Launcher.NONE)
+            settings = {**shared.to_json(), "app_cmd": command}
             backend = self._backend or settings.pop("backend")
             settings.pop("backend", None)
             Chain.submit(workdir, backend=backend, on_message=on_message, **settings)

@@ -8,7 +8,9 @@ refused as a typo. The command is prefixed with ``export
 CHAIN_PARAM_LR=...; `` for every parameter, and ``CHAIN_SWEEP_POINT`` (the
 point's name), so the app and every command of a compound ``app_cmd`` read
 them from the environment; ``params.json`` in the point's directory holds
-them all, typed.
+them all, typed. Under ``--launcher`` (torchrun, accelerate) the app command
+must stay one plain command: nothing is exported, the arguments and
+``params.json`` carry the parameters.
 """
 
 from __future__ import annotations
@@ -53,10 +55,14 @@ def substitute(template: str, point: Point) -> str:
     return _PLACEHOLDER.sub(lambda m: shlex.quote(scalar_text(values[m.group(1)])), template)
 
 
-def point_command(template: str, point: Point, name: str) -> str:
-    """The point's whole app command: its parameters exported, then ``template`` substituted."""
+def point_command(template: str, point: Point, name: str, *, export: bool = True) -> str:
+    """The point's whole app command: its parameters exported (unless not
+    ``export``: a launcher takes one plain command), then ``template`` substituted."""
+    command = substitute(template, point)
+    if not export:
+        return command
     exports = " ".join(
         f"{env}={shlex.quote(text)}"
         for env, text in [(POINT_VAR, name), *((env_name(k), scalar_text(v)) for k, v in point.params)]
     )
-    return f"export {exports}; {substitute(template, point)}"
+    return f"export {exports}; {command}"

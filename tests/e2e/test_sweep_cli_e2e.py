@@ -16,7 +16,7 @@ from typing import Any
 from e2e_helpers import EXAMPLES, chain_cmd
 from waiting import wait_until
 
-SHARED = {"mode": "relay", "max_iter": 6, "checkpoint_every": 2, "runner_time": "0:40", "runner_margin": 10}
+SHARED = {"mode": "relay", "max_iter": 6, "checkpoint_every": 2, "runner_time": "1:00", "runner_margin": 10}
 FILE = """
 app_cmd = "ITER_SECONDS=0.1 python3 ../app.py"
 mode = "relay"
@@ -73,19 +73,22 @@ def test_a_sweep_from_a_file_runs_every_point_and_shows_them_in_one_table(backen
 def test_a_sweep_from_flags_cancelled_resumed_extended_and_reported(backend: str, tmp_path: Path) -> None:
     directory = _sweep_dir(tmp_path, "from-flags")
     settings = [f"--{k.replace('_', '-')}={v}" for k, v in SHARED.items()]
-    # six fast points complete at once; six slow ones (4 s an iteration) are still running at the cancel
+    # six fast points complete at once; six slow ones (6 s an iteration) are still at work at the cancel
     chain_cmd(
         "sweep", "submit", "--backend", backend, "--app-cmd", "ITER_SECONDS={speed} python3 ../app.py",
-        *settings, "--param", "speed=0.05,4", "--param", "seed=0..5", cwd=directory, timeout=120,
+        *settings, "--param", "speed=0.05,6", "--param", "seed=0..5", cwd=directory, timeout=120,
     )  # fmt: skip
     fast = [f"seed={s}_speed=0.05" for s in range(6)]
-    slow = [f"seed={s}_speed=4" for s in range(6)]
+    slow = [f"seed={s}_speed=6" for s in range(6)]
 
-    def fast_done_slow_running() -> bool:
+    def fast_done_slow_at_work() -> bool:
         states = _states(directory)
-        return all(states[n] == "completed" for n in fast) and all(states[n] == "running" for n in slow)
+        at_work = all(states[n] == "running" and (directory / n / "iterations.log").exists() for n in slow)
+        return at_work and all(states[n] == "completed" for n in fast)
 
-    wait_until(fast_done_slow_running, timeout=90, interval=1.0, what="fast points done", describe=lambda: _states(directory))
+    wait_until(
+        fast_done_slow_at_work, timeout=90, interval=1.0, what="fast points done", describe=lambda: _states(directory)
+    )
     ids = {p["point"]: p["chain_id"] for p in _status(directory)["points"]}
 
     cancelled = chain_cmd("sweep", "cancel", cwd=directory, timeout=120).stdout.splitlines()
@@ -111,7 +114,7 @@ def test_a_sweep_from_flags_cancelled_resumed_extended_and_reported(backend: str
     rows = list(csv.DictReader((directory / "report" / "sweep.csv").open()))
     assert [r["point"] for r in rows] == [*fast, *slow, "seed=6_speed=0.05", "seed=7_speed=0.05"]
     assert {(r["state"], r["iteration"], r["max_iter"]) for r in rows} == {("completed", "6", "6")}
-    assert {r["param.speed"] for r in rows} == {"0.05", "4"} and all(int(r["runners"]) >= 1 for r in rows)
+    assert {r["param.speed"] for r in rows} == {"0.05", "6"} and all(int(r["runners"]) >= 1 for r in rows)
     from matplotlib.image import imread
 
     figure = imread(str(directory / "report" / "sweep.png"))

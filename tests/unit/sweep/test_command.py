@@ -38,3 +38,8 @@ def test_the_point_command_exports_the_params_to_every_command() -> None:
         "CHAIN_PARAM_OPT=a b",
         "CHAIN_SWEEP_POINT=lr=0.001_opt=a-b__x",
     ]
+
+
+def test_under_a_launcher_the_command_stays_one_plain_command() -> None:
+    point = Point.of({"lr": 0.001})
+    assert point_command("train.py --lr {lr}", point, "lr=0.001", export=False) == "train.py --lr 0.001"
