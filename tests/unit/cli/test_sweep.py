@@ -36,20 +36,20 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
     return backend
 
 
-def _chain(args: list[str], cwd: Path) -> tuple[int, str, str]:
+def _chain(args: list[str]) -> tuple[int, str, str]:
     result = runner.invoke(app, args, env={"COLUMNS": "200"}, catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
 
 
 def test_submit_from_a_file_then_status_in_one_table(fake: FakeBackend, tmp_path: Path) -> None:
     (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
-    code, out, err = _chain(["sweep", "submit", str(tmp_path / "sweep.toml"), "--dir", str(tmp_path / "s")], tmp_path)
+    code, out, err = _chain(["sweep", "submit", str(tmp_path / "sweep.toml"), "--dir", str(tmp_path / "s")])
     assert (code, err) == (0, "") and out.endswith("4 points submitted\n")
-    code, out, _ = _chain(["sweep", "status", "--dir", str(tmp_path / "s")], tmp_path)
+    code, out, _ = _chain(["sweep", "status", "--dir", str(tmp_path / "s")])
     assert code == 0 and "4 points (4 pending)" in out
     for name in ("lr=0.001_seed=0", "lr=0.001_seed=1", "lr=0.0003_seed=0", "lr=0.0003_seed=1"):
         assert name in out
-    code, out, _ = _chain(["sweep", "status", "--json", "--dir", str(tmp_path / "s")], tmp_path)
+    code, out, _ = _chain(["sweep", "status", "--json", "--dir", str(tmp_path / "s")])
     data = json.loads(out)
     assert data["counts"]["pending"] == 4 and len(data["points"]) == 4
 
@@ -69,24 +69,23 @@ def test_submit_from_flags_add_resume_cancel_report(fake: FakeBackend, tmp_path:
             "--param",
             "lr=0.1,0.2",
             *where,
-        ],
-        tmp_path,
+        ]
     )
     assert code == 0, err
-    code, out, _ = _chain(["sweep", "add", "--param", "lr=0.2,0.3", *where], tmp_path)
+    code, out, _ = _chain(["sweep", "add", "--param", "lr=0.2,0.3", *where])
     assert code == 0 and out.splitlines() == ["lr=0.3: submitted", f"sweep {tmp_path / 's'}: 1 points added, 3 in all"]
     store = ChainDir(tmp_path / "s" / "lr=0.1" / ".chain")
     status = store.load_status()
     assert status is not None
     status.state = ChainState.COMPLETED
     store.save_status(status)
-    code, out, _ = _chain(["sweep", "cancel", *where], tmp_path)
+    code, out, _ = _chain(["sweep", "cancel", *where])
     assert code == 0 and sorted(line.split()[0] for line in out.splitlines()) == ["lr=0.2:", "lr=0.3:"]
     assert all("cancelled" in line for line in out.splitlines())
-    code, out, err = _chain(["sweep", "resume", *where], tmp_path)
+    code, out, err = _chain(["sweep", "resume", *where])
     assert code == 0, err
     assert sorted(out.splitlines()[:-1]) == ["lr=0.2: resumed", "lr=0.3: resumed"]
-    code, out, _ = _chain(["sweep", "report", *where], tmp_path)
+    code, out, _ = _chain(["sweep", "report", *where])
     assert code == 0 and f"wrote {tmp_path / 's' / 'report' / 'sweep.csv'}" in out
     rows = list(csv.DictReader((tmp_path / "s" / "report" / "sweep.csv").open()))
     assert [(r["point"], r["state"]) for r in rows] == [
@@ -112,7 +111,7 @@ def test_bad_input_is_one_line(
     fake: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = _chain(args, tmp_path)
+    code, out, err = _chain(args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (code, err)
     assert "Traceback" not in out + err
 
@@ -122,6 +121,20 @@ def test_a_file_with_points_and_params_is_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
-    code, _, err = _chain(["sweep", "submit", "sweep.toml", "--param", "lr=1"], tmp_path)
+    code, _, err = _chain(["sweep", "submit", "sweep.toml", "--param", "lr=1"])
     assert code == 2 and "the sweep file has its points" in err
     assert not (tmp_path / "sweep.json").exists()
+
+
+def test_wait_exits_0_only_when_every_point_completed(fake: FakeBackend, tmp_path: Path) -> None:
+    where = ["--dir", str(tmp_path / "s")]
+    args = ["sweep", "submit", "--app-cmd", "true {n}", "--backend", "slurm", "--param", "n=1,2", *where]
+    assert _chain(args)[0] == 0
+    for n, state in ((1, ChainState.COMPLETED), (2, ChainState.FAILED)):
+        store = ChainDir(tmp_path / "s" / f"n={n}" / ".chain")
+        status = store.load_status()
+        assert status is not None
+        status.state = state
+        store.save_status(status)
+    code, out, _ = _chain(["sweep", "wait", *where])
+    assert code == 1 and "2 points (1 completed, 1 failed)" in out
