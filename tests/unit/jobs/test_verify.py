@@ -17,6 +17,7 @@ from fakes import FakeBackend
 from chain import api
 from chain.app.atomic import publish_dir
 from chain.app.store import CheckpointStore
+from chain.core.records import RunnerRecord
 from chain.core.settings import Settings
 from chain.jobs import runner
 from chain.jobs.supervise import AppLock
@@ -182,7 +183,7 @@ def test_nothing_is_moved_while_an_earlier_app_of_the_chain_holds_its_lock(
     chain = _chain(tmp_path, settings, 20)
     held = AppLock(str(chain.root / "app.lock"))
     assert held.acquire(until=0.0, clock=time.time, sleep=time.sleep)
-    record = runner.RunnerRecord("7")
+    record = RunnerRecord("7")
     lines: list[str] = []
     try:
         assert verify_before_app(chain, settings, record, tmp_path, lines.append) == ""
@@ -212,6 +213,6 @@ def test_a_planted_app_lock_link_leaves_the_checkpoints_alone(tmp_path: Path) ->
     chain = _chain(tmp_path, settings, 20)
     (chain.root / "app.lock").symlink_to(tmp_path / "elsewhere.lock")
     lines: list[str] = []
-    assert verify_before_app(chain, settings, runner.RunnerRecord("7"), tmp_path, lines.append) == ""
+    assert verify_before_app(chain, settings, RunnerRecord("7"), tmp_path, lines.append) == ""
     assert lines == ["checkpoints not verified: cannot open the app lock: Too many levels of symbolic links"]
     assert (tmp_path / "ck/step-20").is_dir() and not (tmp_path / "elsewhere.lock").exists()
