@@ -187,7 +187,7 @@ class Sweep:
 
             def again(row: PointRow) -> None:
                 # a point short of the sweep's target is raised to it (a completed chain goes on only so)
-                overrides = {"max_iter": target} if row.max_iter < target else {}
+                overrides: dict[str, Any] = {"max_iter": target} if row.max_iter < target else {}
                 chain = Chain(self._store.chain_dir(self._entry(row.name, record)), backend=self._backend)
                 chain.resume(on_message=on_message, **overrides)
 

@@ -81,8 +81,11 @@ class SweepRecord:
             raise ConfigError(f"{label}: points must be a list of at most {MAX_POINTS}")
         if not isinstance(created, (int, float)) or isinstance(created, bool):
             raise ConfigError(f"{label}: created must be a time")
+        raw_settings = data.get("settings")
+        if not isinstance(raw_settings, Mapping):
+            raise ConfigError(f"{label}: settings must be a JSON object")
         try:
-            settings = settings_mod.from_json(data.get("settings"))
+            settings = settings_mod.from_json(raw_settings)
         except ConfigError as exc:
             raise ConfigError(f"{label}: {exc}") from None
         return cls(settings, (), float(created)).with_points([_point(p, label) for p in raw_points])

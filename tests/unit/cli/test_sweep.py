@@ -32,7 +32,11 @@ seed = [0, 1]
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
     backend = FakeBackend()
-    monkeypatch.setitem(BACKENDS, "slurm", lambda chain_dir, retry=None: backend)
+
+    def make(chain_dir: Path, retry: object = None) -> FakeBackend:
+        return backend
+
+    monkeypatch.setitem(BACKENDS, "slurm", make)
     return backend
 
 

@@ -43,6 +43,7 @@ def test_a_stored_name_is_never_trusted() -> None:
         (lambda d: d.update(version=99), "not a sweep record"),
         (lambda d: d.update(points="x"), "points must be a list"),
         (lambda d: d.update(created="x"), "created must be a time"),
+        (lambda d: d.update(settings=[1]), "settings must be a JSON object"),
         (lambda d: d["settings"].update(max_iter=0), "at least 1"),
         (lambda d: d["settings"].update(evil=1), "unknown key 'evil'"),
         (lambda d: d["points"].append({"params": {"lr": [1]}}), "a list"),
