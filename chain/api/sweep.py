@@ -8,7 +8,8 @@ the chains still running in one batched query every ``check`` seconds, only
 to find a chain that nothing drives any more (its submitter preempted or
 scancelled, a relay scancelled): 40 or 4 000 chains cost the controller one
 request every two minutes by default, where a ``wait()`` per chain asks once
-per chain per poll.
+per chain per poll. ``stranded_chains`` is that one query, which
+``chain sweep status`` (``chain.api.sweep_handle.Sweep.status``) makes too.
 """
 
 from __future__ import annotations

@@ -142,3 +142,15 @@ def test_wait_exits_0_only_when_every_point_completed(fake: FakeBackend, tmp_pat
         store.save_status(status)
     code, out, _ = _chain(["sweep", "wait", *where])
     assert code == 1 and "2 points (1 completed, 1 failed)" in out
+
+
+def test_hostile_values_give_points_inside_the_sweep(fake: FakeBackend, tmp_path: Path) -> None:
+    where = tmp_path / "s"
+    args = ["sweep", "submit", "--app-cmd", "true {x}", "--backend", "slurm", "--dir", str(where)]
+    code, out, err = _chain([*args, "--param", "x=..,../../up,/abs,a b,100%j," + "v" * 900])
+    assert code == 0, err
+    points = [p for p in where.iterdir() if p.is_dir()]
+    assert len(points) == 6 and all((p / ".chain" / "state.json").is_file() for p in points)
+    assert not (tmp_path / "up").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+    stored = {json.loads((p / "params.json").read_text())["x"] for p in points}
+    assert stored == {"..", "../../up", "/abs", "a b", "100%j", "v" * 900}
