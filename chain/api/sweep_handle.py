@@ -88,14 +88,15 @@ class Sweep:
         shared = settings_mod.resolve(
             settings, environ or {}, spec.settings, file_label=f"sweep file {sweep_file}" if sweep_file else "sweep"
         )
+        record = SweepRecord.new(shared, chosen, time.time())  # every check before anything is made
         store = SweepDir(Path(directory).resolve())
+        store.make()  # its own lock: two sweeps made side by side do not wait on their parent's
         with store.locked():
             if store.exists():
                 raise ChainDirError(
                     f"{store.root} holds a sweep already: chain sweep add adds points to it, "
                     "chain sweep resume continues it"
                 )
-            record = SweepRecord.new(shared, chosen, time.time())
             store.write(record)
             sweep = cls(store.root, backend=given)
             sweep._submit_new(record, record.points, parallel, on_message)

@@ -84,9 +84,15 @@ class SweepDir:
         except ConfigError as exc:
             raise ChainDirError(str(exc)) from None
 
-    def write(self, record: SweepRecord) -> None:
+    def make(self) -> None:
+        """Make the sweep's directory (with its parents) if missing."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ChainDirError(f"cannot make the sweep directory {self.root}: {exc.strerror or exc}") from None
+
+    def write(self, record: SweepRecord) -> None:
+        try:
             atomic.write_bytes_atomic(self.record_file, atomic.json_bytes(record.to_json()))
         except OSError as exc:
             raise ChainDirError(f"cannot write {self.record_file}: {exc.strerror or exc}") from None

@@ -17,6 +17,7 @@ from chain.sweep.store import SweepDir, read_sweep_file
 def test_a_record_written_is_read_back(tmp_path: Path) -> None:
     store = SweepDir(tmp_path / "s")
     record = SweepRecord.new(Settings(app_cmd="true {x}"), [Point.of({"x": 1})], 5.0)
+    store.make()
     store.write(record)
     assert store.exists() and store.read() == record
     entry = record.points[0]
@@ -59,3 +60,9 @@ def test_the_sweep_file_is_checked(tmp_path: Path) -> None:
 def test_a_point_directory_is_one_component_of_the_sweeps(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unsafe point name"):
         SweepDir(tmp_path).point_dir(PointEntry("../x", Point.of({"x": 1})))
+
+
+def test_a_file_where_the_sweep_would_be_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ChainDirError, match="cannot make the sweep directory"):
+        SweepDir(tmp_path / "f" / "s").make()
