@@ -79,6 +79,7 @@ class Sweep:
         ``app_cmd``'s ``{name}`` placeholders take each point's values. A
         ``ChainError`` names the points that could not be submitted (the others
         run; ``resume`` submits the missing ones)."""
+        _check_parallel(parallel)
         given = backend if isinstance(backend, Backend) else None
         if isinstance(backend, str):
             settings["backend"] = backend
@@ -159,6 +160,7 @@ class Sweep:
         A ``ChainError`` after all were tried names the ones that failed."""
         from chain.api.cancelling import cancel
 
+        _check_parallel(parallel)
         targets = [
             (row.name, self._store.chain_dir(self._entry(row.name)))
             for row in self.status().rows
@@ -177,6 +179,7 @@ class Sweep:
         point never submitted, submitted); ``max_iter`` raises the sweep's
         target, and a completed point short of it is continued too. Points
         still running are left alone. One line per point acted on."""
+        _check_parallel(parallel)
         with self._store.locked():
             record = self.record
             if max_iter is not None:
@@ -210,6 +213,7 @@ class Sweep:
         """Add points to the sweep and submit them; points already in it are
         left alone. The sweep's settings apply: a ``sweep_file`` whose settings
         differ from them is refused. The names of the points added."""
+        _check_parallel(parallel)
         spec = read_sweep_file(Path(sweep_file)) if sweep_file is not None else SweepSpec()
         chosen = _given_points(spec, grid, points)
         with self._store.locked():
@@ -305,6 +309,11 @@ def _check_same_settings(values: Mapping[str, Any], stored: settings_mod.Setting
             )
 
 
+def _check_parallel(parallel: int) -> None:
+    if parallel < 1:
+        raise ConfigError(f"--parallel must be at least 1, got {parallel}")
+
+
 def _needs_resume(row: PointRow, max_iter: int) -> bool:
     if row.state is PointState.COMPLETED:
         return row.max_iter < max_iter
@@ -337,7 +346,7 @@ def _each(targets: Sequence[tuple[str, T]], act: Callable[[T], object], parallel
             return ChainError(f"{name}: {exc}")
         return f"{name}: {result if isinstance(result, str) else done}"
 
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
         results = list(pool.map(one, targets))
     failed = [str(r) for r in results if isinstance(r, ChainError)]
     if failed:

@@ -109,6 +109,10 @@ def test_submit_from_flags_add_resume_cancel_report(fake: FakeBackend, tmp_path:
         (["sweep", "submit", "missing.toml"], "sweep file missing.toml does not exist"),
         (["sweep", "status"], "no sweep in"),
         (["sweep", "resume", "--max-iter", "x"], "'x' is not a valid int"),
+        (
+            ["sweep", "submit", "--app-cmd", "true", "--param", "a=1", "--parallel", "0"],
+            "--parallel must be at least 1",
+        ),
     ],
 )
 def test_bad_input_is_one_line(
@@ -147,7 +151,7 @@ def test_wait_exits_0_only_when_every_point_completed(fake: FakeBackend, tmp_pat
 def test_hostile_values_give_points_inside_the_sweep(fake: FakeBackend, tmp_path: Path) -> None:
     where = tmp_path / "s"
     args = ["sweep", "submit", "--app-cmd", "true {x}", "--backend", "slurm", "--dir", str(where)]
-    code, out, err = _chain([*args, "--param", "x=..,../../up,/abs,a b,100%j," + "v" * 900])
+    code, _, err = _chain([*args, "--param", "x=..,../../up,/abs,a b,100%j," + "v" * 900])
     assert code == 0, err
     points = [p for p in where.iterdir() if p.is_dir()]
     assert len(points) == 6 and all((p / ".chain" / "state.json").is_file() for p in points)
