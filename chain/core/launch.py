@@ -173,13 +173,18 @@ class _Distributed(LaunchStrategy):
             shlex.quote(site.worker),
             *(shell_word(w) for w in target),
         ]
+        script = self.prologue(site) + " ".join(line)
         if not site.srun:
-            return ["bash", "-c", " ".join(line)]
+            return ["bash", "-c", script]
         srun = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1"]
         srun.append(f"--cpus-per-task={settings.cpus_per_task}")
         if settings.gpus_per_task:
             srun.append(f"--gpus-per-task={settings.gpus_per_task}")
-        return [*srun, "bash", "-c", " ".join(line)]
+        return [*srun, "bash", "-c", script]
+
+    def prologue(self, site: LaunchSite) -> str:
+        """Shell run on each node before the launcher (ending in ``; `` when not empty)."""
+        return ""
 
     @abstractmethod
     def options(self, settings: Settings, site: LaunchSite) -> list[str]:
@@ -209,8 +214,22 @@ class Torchrun(_Distributed):
             "--standalone",
             "--no-python",
             "--run-path",
+            "--rdzv-conf",
+            "--local-addr",
         }
     )
+
+    def prologue(self, site: LaunchSite) -> str:
+        # The first node hosts the rendezvous and says so (torch would otherwise resolve each node's
+        # hostname to tell, which fails where node names resolve nowhere), and gives its address
+        # for the workers' process group, which it serves when it is rank 0 (ranks follow the
+        # sorted addresses); the other nodes give theirs as their hostnames resolve.
+        if not site.srun:
+            return ""
+        return (
+            'if [ "$SLURM_NODEID" = 0 ]; then node=(--local-addr="$SLURM_LAUNCH_NODE_IPADDR" '
+            "--rdzv-conf=is_host=1); else node=(--rdzv-conf=is_host=0); fi; "
+        )
 
     def options(self, settings: Settings, site: LaunchSite) -> list[str]:
         return [
@@ -219,6 +238,7 @@ class Torchrun(_Distributed):
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={first_node(site)}:{shell_word(site.port)}",
             f"--rdzv-id={shell_word('chain-' + site.job_id)}",
+            *(['"${node[@]}"'] if site.srun else []),
         ]
 
 
@@ -250,7 +270,8 @@ class Accelerate(_Distributed):
             '--machine_rank="$SLURM_NODEID"' if site.srun else "--machine_rank=0",
             f"--main_process_ip={first_node(site)}",
             f"--main_process_port={shell_word(site.port)}",
-            "--rdzv_backend=c10d",
+            # one machine: accelerate's static rendezvous on that port (its c10d would take 29400)
+            *(["--rdzv_backend=c10d"] if nodes > 1 else []),
         ]
 
 

@@ -4,7 +4,6 @@ the settings and the allocation's facts, and the settings each refuses."""
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import subprocess
 
 import pytest
@@ -45,38 +44,35 @@ def test_direct_and_srun_are_the_app_command_under_bash() -> None:
     assert strategy(srun).world(srun, SITE) == 0  # judged by the exit code: no rank records
 
 
+def _node_words(script: str, node_id: str) -> list[str]:
+    """The words a node's bash would exec for ``script`` (``exec`` shown instead of run)."""
+    env = {"SLURM_LAUNCH_NODE_IPADDR": "10.0.0.7", "SLURM_NODEID": node_id, "PATH": "/usr/bin:/bin"}
+    shown = script.replace("exec ", "printf '%s\\n' ", 1)
+    out = subprocess.run(["bash", "-c", shown], env=env, capture_output=True, text=True, check=True).stdout
+    return out.split("\n")[:-1]
+
+
 def test_torchrun_is_one_launcher_a_node_with_the_rendezvous_on_the_first() -> None:
     s = _settings(launcher=Launcher.TORCHRUN, nodes=2, nproc_per_node=4, app_cmd="--max-restarts 0 train.py --lr 3e-4")
     argv = strategy(s).argv(s, SITE)
     assert argv[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=1"]
     assert argv[5:7] == ["bash", "-c"]
-    assert shlex.split(argv[7]) == [
-        "exec",
+    common = [
         "/v/bin/python",
         "-m",
         "torch.distributed.run",
         "--nnodes=2",
         "--nproc-per-node=4",
         "--rdzv-backend=c10d",
-        "--rdzv-endpoint=$SLURM_LAUNCH_NODE_IPADDR:29512",  # expanded by each node's bash
+        "--rdzv-endpoint=10.0.0.7:29512",
         "--rdzv-id=chain-4711",
-        "--max-restarts",
-        "0",
-        "/site/chain/launch/rank_run.py",
-        "train.py",
-        "--lr",
-        "3e-4",
     ]
+    tail = ["--max-restarts", "0", "/site/chain/launch/rank_run.py", "train.py", "--lr", "3e-4"]
+    # the first node hosts the rendezvous and gives its address; the others join it
+    assert _node_words(argv[7], "0") == [*common, "--local-addr=10.0.0.7", "--rdzv-conf=is_host=1", *tail]
+    assert _node_words(argv[7], "1") == [*common, "--rdzv-conf=is_host=0", *tail]
     assert strategy(s).world(s, SITE) == 8
     assert strategy(s).steps(SITE)
-
-
-def test_the_first_nodes_address_is_expanded_on_each_node() -> None:
-    s = _settings(launcher=Launcher.TORCHRUN, nodes=2)
-    line = strategy(s).argv(s, SITE)[7].replace("exec ", "printf '%s\\n' ", 1)
-    env = {"SLURM_LAUNCH_NODE_IPADDR": "10.0.0.7", "PATH": "/usr/bin:/bin"}
-    words = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, check=True).stdout.split()
-    assert "--rdzv-endpoint=10.0.0.7:29512" in words
 
 
 def test_processes_per_node_default_to_the_nodes_gpus_else_one() -> None:
@@ -91,6 +87,7 @@ def test_without_job_steps_the_launcher_runs_here_on_one_node() -> None:
     argv = strategy(s).argv(s, LOCAL)
     assert argv[:2] == ["bash", "-c"]
     assert "--nnodes=1" in argv[2] and "--rdzv-endpoint=127.0.0.1:29512" in argv[2]
+    assert argv[2].startswith("exec ") and "is_host" not in argv[2]  # a loopback endpoint: this node hosts
     assert strategy(s).world(s, LOCAL) == 2
     assert not strategy(s).steps(LOCAL)  # the launcher's process group gets the signal; it forwards it
 
@@ -99,16 +96,23 @@ def test_accelerate_gets_its_own_spelling_and_passes_the_users_options_on() -> N
     s = _settings(
         launcher=Launcher.ACCELERATE, nodes=2, nproc_per_node=2, app_cmd="--config-file cfg.yaml -m pkg.train x"
     )
-    words = shlex.split(strategy(s).argv(s, SITE)[7])
-    assert words[:4] == ["exec", "/v/bin/python", "-m", "accelerate.commands.launch"]
+    words = _node_words(strategy(s).argv(s, SITE)[7], "1")
+    assert words[:3] == ["/v/bin/python", "-m", "accelerate.commands.launch"]
     assert {"--multi_gpu", "--num_machines=2", "--num_processes=4", "--main_process_port=29512"} <= set(words)
-    assert "--machine_rank=$SLURM_NODEID" in words
+    assert {"--machine_rank=1", "--main_process_ip=10.0.0.7"} <= set(words)
     assert words[-6:] == ["--config-file", "cfg.yaml", "/site/chain/launch/rank_run.py", "-m", "pkg.train", "x"]
 
 
 def test_one_accelerate_process_is_not_multi_gpu() -> None:
     s = _settings(launcher=Launcher.ACCELERATE, nproc_per_node=1)
     assert "--multi_gpu" not in strategy(s).argv(s, SITE)[7]
+
+
+def test_accelerate_on_one_machine_keeps_its_static_rendezvous_on_the_free_port() -> None:
+    one = _settings(launcher=Launcher.ACCELERATE, nproc_per_node=2)
+    assert "--rdzv_backend" not in strategy(one).argv(one, SITE)[7]  # its c10d would take port 29400
+    two = _settings(launcher=Launcher.ACCELERATE, nodes=2)
+    assert "--rdzv_backend=c10d" in strategy(two).argv(two, SITE)[7]
 
 
 def test_a_word_with_a_variable_is_expanded_and_any_other_stays_as_written() -> None:
