@@ -40,9 +40,12 @@ The stop signal's handler is installed when the callback is made, so a
 signal that arrives while the model loads still leads to a save at the first
 step boundary.  ``args.max_steps`` must be ``MAX_ITER`` (a warning says so).
 
-Limits: one process (a single device).  Under several processes only
-process 0 writes the counter and moves directories, but each process decides
-to stop by itself: an agreed stop across ranks is not there yet.
+Several processes (``torchrun``, ``accelerate launch``, ``--launcher``): at
+every step boundary they agree (an all-reduce, ``chain.app.ranks``) whether
+to save and whether to stop, so a stop signal or deadline that reaches one
+process first stops all of them at the same step; the Trainer saves, process
+0 writes the counter and moves directories, and every process resumes from
+the same ``checkpoint-N``.
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ from chain.app.atomic import read_counter, write_counter
 from chain.app.ckptinfo import keep_from_env, mark_complete
 from chain.app.contract import AppEnv, ExitCode
 from chain.app.interval import CheckpointPolicy
+from chain.app.ranks import SINGLE, Ranks, agree
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
+from chain.app.torch_dist import torch_ranks
 
 __all__ = ["ChainTrainerCallback"]
 
@@ -105,6 +110,7 @@ class ChainTrainerCallback(TrainerCallback):
         """The contract's code of the stop that ended the training (99 or 75), if one did."""
         self._output_dir: Path | None = None
         self._main_process = True  # the Trainer's process 0 (only it moves directories)
+        self._ranks: Ranks = SINGLE  # the Trainer's processes, once its training begins
         self._measuring: contextlib.AbstractContextManager[None] | None = None
 
     # ------------------------------------------------------------ resume
@@ -166,9 +172,17 @@ class ChainTrainerCallback(TrainerCallback):
                 self.env.max_iter,
             )
 
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        # the Trainer has set up its process group by now (every process calls this)
+        self._ranks = torch_ranks()
+
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         self.global_step = state.global_step
-        save, code = self.gate.check(state.global_step)
+        # every process takes the same decision at this step (chain.app.ranks): a stop that reached
+        # one alone would leave the others in the next collective until the wall time
+        save, code = agree(self._ranks, *self.gate.check(state.global_step))
         if code is not None:
             self.stop_code = code
             control.should_training_stop = True
