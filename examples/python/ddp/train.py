@@ -13,10 +13,9 @@ Launch, one process per rank (the chain's ``--app-cmd``):
   srun:     ``--launch srun --nodes 2 --ntasks-per-node 1``: ranks from
             SLURM_PROCID/SLURM_NTASKS; rank 0 runs on the batch host, whose
             address srun gives (SLURM_LAUNCH_NODE_IPADDR); a port from the job id
-  torchrun: one per node under ``srun --ntasks-per-node 1``: ``env -u CHAIN_DEADLINE
-            torchrun --nnodes 2 --nproc-per-node 1 --node-rank $SLURM_NODEID --master-addr
-            $SLURM_LAUNCH_NODE_IPADDR --master-port PORT train.py`` (README.md: why
-            without CHAIN_DEADLINE): RANK/WORLD_SIZE/MASTER_* set
+  torchrun: ``--launcher torchrun --nodes 2 --nproc-per-node 2 --app-cmd train.py``:
+            chain runs one torchrun a node and composes its line; RANK/WORLD_SIZE/MASTER_*
+            set by torchrun
   by hand:  RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in each process's
             environment (one process alone: WORLD_SIZE unset, no DDP)
 

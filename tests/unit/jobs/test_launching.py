@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 from chain.core.rankends import RankEnd
-from chain.jobs.launching import fresh_ranks_dir, free_port, gather_site, gpus_on_node, rank_wrapper, read_rank_ends
+from chain.jobs.launching import free_port, fresh_ranks_dir, gather_site, gpus_on_node, rank_wrapper, read_rank_ends
 from chain.store import ChainDir
 
 
