@@ -9,8 +9,10 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from e2e_helpers import EXAMPLES
 
 TRAIN = EXAMPLES / "python" / "ddp" / "train.py"
@@ -52,3 +54,15 @@ def uninterrupted(workdir: Path, steps: int, world: int) -> Path:
             p.kill()
             p.wait()
     return workdir
+
+
+def references(tmp_path_factory: pytest.TempPathFactory, steps: int) -> Callable[[int], Path]:
+    """For a module-scoped fixture: the uninterrupted run of N ranks, made once for each N asked for."""
+    made: dict[int, Path] = {}
+
+    def get(world: int) -> Path:
+        if world not in made:
+            made[world] = uninterrupted(tmp_path_factory.mktemp(f"whole{world}"), steps, world)
+        return made[world]
+
+    return get

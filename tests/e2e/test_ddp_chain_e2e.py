@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddp_reference import TRAIN, losses, uninterrupted
+from ddp_reference import TRAIN, losses, references
 from e2e_helpers import cancel_jobs_under, chain_cmd, restart_cluster, wait_ended
 from waiting import wait_until
 
@@ -53,14 +53,8 @@ FINAL = (
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
     """The uninterrupted run of N ranks, made once for each N asked for."""
-    made: dict[int, Path] = {}
-
-    def get(world: int) -> Path:
-        if world not in made:
-            made[world] = uninterrupted(tmp_path_factory.mktemp(f"whole{world}"), STEPS, world)
-        return made[world]
-
-    return get
+    made: Callable[[int], Path] = references(tmp_path_factory, STEPS)
+    return made
 
 
 @pytest.fixture(scope="module")

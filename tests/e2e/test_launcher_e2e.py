@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddp_reference import TRAIN, losses, uninterrupted
+from ddp_reference import TRAIN, losses, references
 from e2e_helpers import chain_cmd, wait_ended
 
 from chain.store import ChainDir
@@ -23,14 +23,8 @@ STEPS = 100
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
-    made: dict[int, Path] = {}
-
-    def get(world: int) -> Path:
-        if world not in made:
-            made[world] = uninterrupted(tmp_path_factory.mktemp(f"whole{world}"), STEPS, world)
-        return made[world]
-
-    return get
+    made: Callable[[int], Path] = references(tmp_path_factory, STEPS)
+    return made
 
 
 def _submit(
