@@ -13,8 +13,20 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_helpers import EXAMPLES, chain_cmd
 from waiting import wait_until
+
+# twelve relay runners at once take 12 of the dev cluster's 16 slots: on Slurm nothing runs beside them
+# (another test's jobs would wait for a slot its timing does not allow for)
+BACKENDS = pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param("local", marks=pytest.mark.local),
+        pytest.param("slurm", marks=[pytest.mark.slurm, pytest.mark.alone]),
+    ],
+    indirect=True,
+)
 
 SHARED = {"mode": "relay", "max_iter": 6, "checkpoint_every": 2, "runner_time": "1:00", "runner_margin": 10}
 FILE = """
@@ -53,6 +65,7 @@ def _wait_all_completed(directory: Path, timeout: float = 150) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@BACKENDS
 def test_a_sweep_from_a_file_runs_every_point_and_shows_them_in_one_table(backend: str, tmp_path: Path) -> None:
     directory = _sweep_dir(tmp_path, "from-file")
     (tmp_path / "sweep.toml").write_text(FILE.replace("{backend}", backend))
@@ -70,6 +83,7 @@ def test_a_sweep_from_a_file_runs_every_point_and_shows_them_in_one_table(backen
     assert "12 points (12 completed)" in final and final.count("6/6") == 12
 
 
+@BACKENDS
 def test_a_sweep_from_flags_cancelled_resumed_extended_and_reported(backend: str, tmp_path: Path) -> None:
     directory = _sweep_dir(tmp_path, "from-flags")
     settings = [f"--{k.replace('_', '-')}={v}" for k, v in SHARED.items()]
