@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 
@@ -31,7 +32,9 @@ def test_an_unknown_placeholder_is_a_typo() -> None:
 def test_the_point_command_exports_the_params_to_every_command() -> None:
     point = Point.of({"lr": 0.001, "opt": "a b"})
     command = point_command("echo {lr}; env | grep ^CHAIN_ | sort", point, "lr=0.001_opt=a-b__x")
-    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True).stdout
+    # only the command's own exports: the test's environment may hold CHAIN_ variables of its own
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True, env=env).stdout
     assert out.splitlines() == [
         "0.001",
         "CHAIN_PARAM_LR=0.001",
