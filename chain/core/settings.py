@@ -463,20 +463,27 @@ CONFIG_FILE_NAME = "chain.toml"
 CONFIG_CAP = 1 << 20  # bytes of a config file read at most (chain.toml is a few hundred)
 
 
+def read_user_text(path: Path, cap: int, label: str) -> str:
+    """The UTF-8 text of a file the user named (``label``: what it is, for
+    the message), at most ``cap`` bytes; a FIFO or a device is refused, never
+    waited on; every failure is a one-line ConfigError."""
+    try:
+        return safeio.read_file(path, cap).decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{label} {path} does not exist") from None
+    except safeio.UnsafeFileError as exc:
+        raise ConfigError(f"{label} {exc.where} {exc.problem}: name a regular file") from None
+    except OSError as exc:
+        raise ConfigError(f"{label} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label} {path} is not UTF-8 text") from None
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a TOML config; unknown keys and unreadable files are ConfigErrors.
     A FIFO or a device is refused, never waited on; a value too deep or an
     integer too long for Python is a bad file, in one line."""
-    try:
-        text = safeio.read_file(path, CONFIG_CAP).decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except safeio.UnsafeFileError as exc:
-        raise ConfigError(f"config file {exc.where} {exc.problem}: name a regular file") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {path} is not UTF-8 text") from None
+    text = read_user_text(path, CONFIG_CAP, "config file")
     try:
         data: dict[str, Any] = tomllib.loads(text)
         bounded.check_depth(data)

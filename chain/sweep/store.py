@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chain.api.config import CHAIN_DIR_NAME
+from chain.core.settings import read_user_text
 from chain.errors import ChainDirError, ConfigError
 from chain.primitives import atomic, bounded, safeio
 from chain.store import ChainDir
@@ -110,14 +111,4 @@ class SweepDir:
 
 def read_sweep_file(path: Path) -> SweepSpec:
     """A sweep file named by the user; a FIFO or a device is refused, never waited on."""
-    try:
-        text = safeio.read_file(path, SWEEP_FILE_CAP).decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {path} does not exist") from None
-    except safeio.UnsafeFileError as exc:
-        raise ConfigError(f"sweep file {exc.where} {exc.problem}: name a regular file") from None
-    except OSError as exc:
-        raise ConfigError(f"sweep file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"sweep file {path} is not UTF-8 text") from None
-    return parse_sweep_text(text, str(path))
+    return parse_sweep_text(read_user_text(path, SWEEP_FILE_CAP, "sweep file"), str(path))
