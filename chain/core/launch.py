@@ -35,7 +35,7 @@ class LaunchSite:
     python: str  # the job's Python (chain's own interpreter)
     worker: str  # the rank wrapper's path (chain/launch/rank_run.py)
     job_id: str
-    port: str  # the rendezvous port, free on the first node
+    port: str  # the rendezvous port, free on the first node ("": the strategy has no rendezvous)
     gpus_on_node: int = 0  # SLURM_GPUS_ON_NODE (0: none or unknown)
     srun: bool = True  # the backend runs job steps (Slurm); the local backend has none: one node, no srun
 
@@ -49,6 +49,7 @@ class LaunchStrategy(ABC):
 
     name: str
     package: str = ""  # a module the job's Python must have ("": none)
+    rendezvous: bool = False  # its processes meet at a port on the first node (LaunchSite.port)
 
     def steps(self, site: LaunchSite) -> bool:
         """Whether the stop signal goes to the job's steps through the
@@ -114,6 +115,7 @@ class _Distributed(LaunchStrategy):
 
     module = ""  # what ``python -m`` runs
     composed: frozenset[str] = frozenset()  # the options chain composes (spelled with dashes)
+    rendezvous = True
 
     def steps(self, site: LaunchSite) -> bool:
         return site.srun
@@ -129,13 +131,14 @@ class _Distributed(LaunchStrategy):
 
     def problem(self, settings: Settings) -> str | None:
         flag = f"with --launcher {self.name}"
+        words = _words(settings.app_cmd)
         commands = simple_commands(settings.app_cmd)
-        if len(commands) != 1 or len(commands[0]) != len(_words(settings.app_cmd)):
+        if len(commands) != 1 or len(commands[0]) != len(words):
             return (
                 f"{flag}, --app-cmd is one command: [{self.name} options] SCRIPT.py [ARGS] "
                 "(no ;, |, &&, redirections or variable assignments)"
             )
-        parts = split_target(_words(settings.app_cmd))
+        parts = split_target(words)
         if parts is None:
             return f"{flag}, --app-cmd is [{self.name} options] SCRIPT.py [ARGS] or -m MODULE [ARGS]: no script found"
         stray = _stray(parts[0])

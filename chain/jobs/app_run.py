@@ -62,7 +62,7 @@ def run_app(
             "an earlier app of this chain is still running: not starting a second one",
         )
     launch = strategy(settings)
-    site = gather_site(record.job_id, os.environ, srun=backend.job_steps)
+    site = gather_site(record.job_id, os.environ, srun=backend.job_steps, rendezvous=launch.rendezvous)
     argv = launch.argv(settings, site)
     world = launch.world(settings, site)
     ranks_dir = fresh_ranks_dir(chain, record.job_id) if world else None

@@ -42,13 +42,14 @@ def gpus_on_node(environ: Mapping[str, str]) -> int:
     return int(raw) if raw.isdigit() and len(raw) < 6 else 0
 
 
-def gather_site(job_id: str, environ: Mapping[str, str], *, srun: bool) -> LaunchSite:
-    """The facts a launch is composed from, on the runner's (first) node."""
+def gather_site(job_id: str, environ: Mapping[str, str], *, srun: bool, rendezvous: bool) -> LaunchSite:
+    """The facts a launch is composed from, on the runner's (first) node; a
+    port is found only for a launch whose processes meet at one."""
     return LaunchSite(
         python=sys.executable,
         worker=str(rank_wrapper()),
         job_id=job_id,
-        port=free_port(),
+        port=free_port() if rendezvous else "",
         gpus_on_node=gpus_on_node(environ),
         srun=srun,
     )

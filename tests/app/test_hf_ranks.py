@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.jobs.launching import rank_wrapper
+from chain.jobs.launching import free_port, rank_wrapper
 
 from .conftest import child_env
 
@@ -23,7 +23,7 @@ APP = Path(__file__).resolve().parent / "hf" / "train_hf.py"
 STEPS = 30
 
 
-def _torchrun(workdir: Path, port: int, **extra: str) -> subprocess.Popen[str]:
+def _torchrun(workdir: Path, port: str, **extra: str) -> subprocess.Popen[str]:
     (workdir / "ranks").mkdir(exist_ok=True)
     for old in (workdir / "ranks").iterdir():
         old.unlink()
@@ -67,22 +67,14 @@ def _rank_pid(launcher: int, rank: str) -> int | None:
     return None
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.heavy  # two torch processes, three runs
 def test_a_stop_reaching_one_process_stops_both_at_one_step_and_the_resume_is_exact(tmp_path: Path) -> None:
     whole, chained = tmp_path / "whole", tmp_path / "chained"
     whole.mkdir()
     chained.mkdir()
-    assert _ends(whole, _torchrun(whole, _free_port())) == {0: 0, 1: 0}
+    assert _ends(whole, _torchrun(whole, free_port())) == {0: 0, 1: 0}
 
-    first = _torchrun(chained, _free_port(), STEP_SECONDS="0.3")
+    first = _torchrun(chained, free_port(), STEP_SECONDS="0.3")
     deadline = time.monotonic() + 120
     while not (chained / "loss.jsonl").exists() or len((chained / "loss.jsonl").read_text().splitlines()) < 4:
         assert time.monotonic() < deadline and first.poll() is None, "no steps"
@@ -95,6 +87,6 @@ def test_a_stop_reaching_one_process_stops_both_at_one_step_and_the_resume_is_ex
     assert 0 < stopped_at < STEPS and (chained / "out" / f"checkpoint-{stopped_at}").is_dir()
     assert max(_losses(chained / "loss.jsonl")) == stopped_at  # no step beyond the save on either process
 
-    assert _ends(chained, _torchrun(chained, _free_port())) == {0: 0, 1: 0}
+    assert _ends(chained, _torchrun(chained, free_port())) == {0: 0, 1: 0}
     assert int((chained / "state_iter.txt").read_text()) == STEPS
     assert _losses(chained / "loss.jsonl") == _losses(whole / "loss.jsonl")

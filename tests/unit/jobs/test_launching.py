@@ -64,7 +64,8 @@ def test_a_link_in_place_of_the_ranks_folder_is_removed_not_followed(tmp_path: P
 
 
 def test_the_site_names_this_python_the_shipped_wrapper_and_a_free_port(tmp_path: Path) -> None:
-    site = gather_site("12", {"SLURM_GPUS_ON_NODE": "4"}, srun=False)
+    assert gather_site("12", {}, srun=True, rendezvous=False).port == ""  # nothing meets: no port looked for
+    site = gather_site("12", {"SLURM_GPUS_ON_NODE": "4"}, srun=False, rendezvous=True)
     assert (site.job_id, site.gpus_on_node, site.srun) == ("12", 4, False)
     assert Path(site.worker) == rank_wrapper() and rank_wrapper().is_file()
     with socket.socket() as sock:
