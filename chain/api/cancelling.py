@@ -88,5 +88,7 @@ def _cancel_jobs(backend: Backend, status: ChainStatus) -> list[str]:
     runners = status.runner_jobs()  # the live one first: Slurm sends it SIGTERM, the app can checkpoint
     for job in runners:
         backend.cancel(job)
-    live = [status.runner_job_id] if status.runner_live and status.runner_job_id else []  # not a queued one
-    return sorted(submitters | set(live))
+    # every runner watched, a queued one too: the record may call a runner
+    # queued that has just started (a relay's successor), whose app then
+    # checkpoints as the live one's does; one pending at the scheduler ends at once
+    return sorted(submitters | set(runners))

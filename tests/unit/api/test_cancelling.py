@@ -6,14 +6,16 @@ exit 70."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from _chains import make_chain
 from _hostile import assert_refused, edit_json, link, run_cli, unwritable, victim
-from fakes import FakeBackend
+from fakes import FakeBackend, SteppingClock
 
 from chain import api
+from chain.backends.base import JobInfo, JobState
 from chain.core.model import ChainState
 from chain.core.records import RunnerRecord
 from chain.effects.ending import mark_cancelled
@@ -133,3 +135,41 @@ def test_a_cancel_of_an_ended_chain_leaves_its_counter(tmp_path: Path) -> None:
     mark_cancelled(chain, status, "late", backend=FakeBackend(), settings=api.stored_settings(chain))
     final = chain.load_status()
     assert final is not None and final.state is ChainState.COMPLETED and final.iteration == 99010
+
+
+class _SlowToStop(FakeBackend):
+    """A cancelled job named in ``slow`` stays running for ``stop_after``
+    seconds of ``clock`` (its app checkpointing on the signal); others end at once."""
+
+    def __init__(self, clock: SteppingClock, stop_after: float) -> None:
+        super().__init__()
+        self.clock, self.stop_after = clock, stop_after
+        self.slow: set[str] = set()
+        self.stops: dict[str, float] = {}
+
+    def cancel(self, job_id: str, *, signal: str | None = None, steps_only: bool = False) -> None:
+        self.cancelled.append(job_id)
+        self.stops[job_id] = self.clock.now + (self.stop_after if job_id in self.slow else 0)
+
+    def query(self, job_ids: Sequence[str], *, exit_codes: bool = True) -> dict[str, JobInfo]:
+        for job, at in self.stops.items():
+            if self.clock.now >= at:
+                self.set_state(job, JobState.CANCELLED)
+        return super().query(job_ids, exit_codes=exit_codes)
+
+
+def test_cancel_returns_only_once_a_successor_the_record_calls_queued_has_stopped(tmp_path: Path) -> None:
+    """A relay chain whose successor (job 103) has just started while the
+    record still calls it queued: the cancel waits for it too, so a resume
+    right after it finds nothing running (a sweep's cancel then resume)."""
+    clock = SteppingClock()
+    fake = _SlowToStop(clock, stop_after=12)
+    chain_dir = _live_chain(tmp_path, fake)
+    successor = fake.submit(Path("r"), job_name="chain-abcdef.r3")
+    fake.set_state(successor, JobState.RUNNING)
+    fake.slow.add(successor)
+    edit_json(chain_dir / "state.json", next_job_id=successor)
+    api.cancel(chain_dir, backend=fake, wait=60, clock=clock, sleep=clock.sleep)
+    assert successor in fake.cancelled
+    assert not any(info.state.active for info in fake.query([successor, "102"]).values())
+    assert 12 <= clock.now < 60
