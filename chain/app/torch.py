@@ -49,7 +49,7 @@ from chain.app.ranks import SINGLE, Ranks, agree
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
-from chain.app.torch_dist import torch_ranks
+from chain.app.torch_dist import rank_order_mean, torch_ranks
 from chain.app.torch_rng import ResumableSampler, rng_state, set_rng_state
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "StepGate",
     "TorchCheckpoint",
     "TrainLoop",
+    "rank_order_mean",
     "rng_state",
     "set_rng_state",
     "torch_ranks",

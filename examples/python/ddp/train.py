@@ -7,7 +7,11 @@ DDP averages the gradients. ``chain.app.torch`` keeps the ranks in step:
 at every step boundary they agree (an all-reduce) whether to save or stop,
 so a stop signal that reaches one rank stops all of them at the same step;
 rank 0 writes the checkpoint, holding every rank's RNG state, and the
-counter, while the others wait; every rank resumes from it.
+counter, while the others wait; every rank resumes from it. The gradients
+are averaged by ``rank_order_mean``, which adds the ranks' values in rank
+order whatever DDP's bucket layout (DDP lays its buckets out anew after a
+process's first step, so with three ranks or more its own all-reduce would
+make a resumed run drift from an uninterrupted one in the last bits).
 
 Launch, one process per rank (the chain's ``--app-cmd``):
   srun:     ``--launch srun --nodes 2 --ntasks-per-node 1``: ranks from
@@ -25,6 +29,7 @@ Environment (the chain contract plus):
   TRAIN_CKPT_DIR    checkpoint directory (default checkpoints)
   TRAIN_METRICS     rank 0's per-step losses, CSV "step,loss" (default metrics.csv)
   DDP_STOP_AT       tests: "RANK:STEP" sends that rank alone the stop signal after STEP
+  DDP_DEFAULT_ALLREDUCE  tests: "1" leaves DDP's own all-reduce (a resume of 3+ ranks then drifts)
 Exit codes: 0 done, 99 stopped on the stop signal or deadline, 75 on a
 termination warning: the same on every rank.
 """
@@ -54,7 +59,7 @@ try:
 except ImportError:  # run from a checkout without installing slurm-chain
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
     import chain.app as ca
-from chain.app.torch import ResumableSampler, TorchCheckpoint, TrainLoop
+from chain.app.torch import ResumableSampler, TorchCheckpoint, TrainLoop, rank_order_mean
 
 log = logging.getLogger("train")
 
@@ -135,7 +140,13 @@ def main() -> int:
         nn.Linear(cfg.features, cfg.hidden), nn.Tanh(), nn.Dropout(cfg.dropout), nn.Linear(cfg.hidden, 1)
     )
     torch.manual_seed(cfg.seed + 1000 + rank)  # dropout masks differ per rank
-    net = DistributedDataParallel(model) if world > 1 else model
+    net: nn.Module = model
+    if world > 1:
+        ddp = DistributedDataParallel(model)
+        if os.environ.get("DDP_DEFAULT_ALLREDUCE") != "1":  # tests: show the default drift
+            # sums in rank order: with 3+ ranks a resumed run then ends bit-identical
+            ddp.register_comm_hook(None, rank_order_mean)
+        net = ddp
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     ckpt = TorchCheckpoint(
         os.environ.get("TRAIN_CKPT_DIR", "checkpoints"),
