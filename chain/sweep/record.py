@@ -4,7 +4,10 @@ It holds the settings every point shares (validated, as a chain's
 ``settings.json``; ``app_cmd`` with its placeholders) and the points in
 the order they were added. A point's directory name is derived from its
 parameters again on every read, never taken from the file: an edited
-record cannot send a command outside the sweep's directory.
+record cannot send a command outside the sweep's directory. A point made
+with its directory given (``PointEntry.named``: a Hydra multirun's job
+directory) keeps it as ``"dir"``, checked again on every read
+(``chain.sweep.naming.check_dir_name``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from chain.core import settings as settings_mod
 from chain.core.settings import Settings
 from chain.errors import ConfigError
 from chain.sweep.command import check_template
-from chain.sweep.naming import point_name
+from chain.sweep.naming import check_dir_name, point_name
 from chain.sweep.params import MAX_POINTS, Point, check_name, check_value, checked_points
 
 RECORD_VERSION = 1
@@ -29,13 +32,22 @@ class PointEntry:
 
     name: str
     point: Point
+    given: bool = False  # the name was given (PointEntry.named), not derived from the parameters
 
     @classmethod
     def of(cls, point: Point) -> PointEntry:
         return cls(point_name(point), point)
 
+    @classmethod
+    def named(cls, name: str, point: Point) -> PointEntry:
+        """The point in the directory ``name`` (checked: one safe path component)."""
+        return cls(check_dir_name(name, "sweep"), point, given=True)
+
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "params": self.point.as_dict()}
+        data: dict[str, Any] = {"name": self.name, "params": self.point.as_dict()}
+        if self.given:
+            data["dir"] = self.name
+        return data
 
 
 @dataclass(frozen=True)
@@ -54,9 +66,18 @@ class SweepRecord:
 
     def with_points(self, points: Sequence[Point]) -> SweepRecord:
         """This sweep with ``points`` added after its own (none of them already in it)."""
-        entries = [*self.points, *(PointEntry.of(p) for p in points)]
+        return self.with_entries([PointEntry.of(p) for p in points])
+
+    def with_entries(self, added: Sequence[PointEntry]) -> SweepRecord:
+        """This sweep with the points of ``added`` after its own (none of them
+        already in it, no two in one directory)."""
+        entries = [*self.points, *added]
         checked_points([e.point for e in entries], "sweep")
+        seen: set[str] = set()
         for entry in entries:
+            if entry.name in seen:  # only given names can meet: derived ones differ with their points
+                raise ConfigError(f"sweep: two points in one directory, {entry.name!r}")
+            seen.add(entry.name)
             check_template(self.settings.app_cmd, entry.point.names())
         return SweepRecord(self.settings, tuple(entries), self.created)
 
@@ -88,11 +109,15 @@ class SweepRecord:
             settings = settings_mod.from_json(raw_settings)
         except ConfigError as exc:
             raise ConfigError(f"{label}: {exc}") from None
-        return cls(settings, (), float(created)).with_points([_point(p, label) for p in raw_points])
+        return cls(settings, (), float(created)).with_entries([_entry(p, label) for p in raw_points])
 
 
-def _point(raw: object, label: str) -> Point:
+def _entry(raw: object, label: str) -> PointEntry:
+    """A stored point: its name derived again, or its given ``dir`` checked again."""
     params = raw.get("params") if isinstance(raw, Mapping) else None
     if not isinstance(params, Mapping) or not params:
         raise ConfigError(f"{label}: a point without parameters")
-    return Point.of({check_name(k, label): check_value(v, f"{label}: {k}") for k, v in params.items()})
+    point = Point.of({check_name(k, label): check_value(v, f"{label}: {k}") for k, v in params.items()})
+    if isinstance(raw, Mapping) and "dir" in raw:
+        return PointEntry(check_dir_name(raw["dir"], label), point, given=True)
+    return PointEntry.of(point)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from chain.sweep.naming import READABLE_CHARS, point_name
+from chain.errors import ConfigError
+from chain.sweep.naming import READABLE_CHARS, RESERVED_NAMES, check_dir_name, point_name
 from chain.sweep.params import Point, Scalar
+from chain.sweep.store import RECORD_FILE, REPORT_DIR
 
 
 def test_plain_values_give_a_readable_name_in_name_order() -> None:
@@ -40,3 +42,34 @@ def test_names_never_collide() -> None:
 def test_a_long_name_is_cut_with_its_hash() -> None:
     name = point_name(Point.of({"x": "a" * 500}))
     assert len(name) <= READABLE_CHARS + 14 and name.startswith("x=aaa")
+
+
+@pytest.mark.parametrize("name", ["0", "17", "lr=0.001,seed=0", "+opt=adam", "a b"])
+def test_a_given_directory_name_that_is_safe_is_kept(name: str) -> None:
+    assert check_dir_name(name, "w") == name
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "is empty"),
+        ("a/b", "holds a '/'"),
+        ("..", "starts with '.'"),
+        (".hydra", "starts with '.'"),
+        ("-rf", "starts with '.' or '-'"),
+        ("100%j", "holds a '%'"),
+        ("a\nb", "control character"),
+        ("report", "the sweep's own files"),
+        ("sweep.json", "the sweep's own files"),
+        ("é" * 200, "longer than 255 bytes"),
+        (3, "must be a name"),
+    ],
+)
+def test_a_given_directory_name_that_is_unsafe_is_one_line(name: object, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem) as caught:
+        check_dir_name(name, "w")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_sweeps_own_files_are_reserved() -> None:
+    assert {RECORD_FILE, REPORT_DIR} <= set(RESERVED_NAMES)

@@ -7,7 +7,7 @@ import pytest
 from chain.core.settings import Settings
 from chain.errors import ConfigError
 from chain.sweep.params import Point
-from chain.sweep.record import SweepRecord
+from chain.sweep.record import PointEntry, SweepRecord
 
 SHARED = Settings(app_cmd="python3 ../app.py --lr {lr}", max_iter=20)
 
@@ -56,3 +56,25 @@ def test_a_damaged_record_is_one_line(change: object, message: str) -> None:
     change(data)  # type: ignore[operator]
     with pytest.raises(ConfigError, match=message):
         SweepRecord.from_json(data, "s")
+
+
+def test_a_given_directory_is_kept_and_checked_again_on_read() -> None:
+    shared = Settings(app_cmd="python3 app.py", max_iter=20)
+    entries = [PointEntry.named("0", Point.of({"job_num": 0})), PointEntry.named("1", Point.of({"job_num": 1}))]
+    record = SweepRecord.new(shared, [], 1.0).with_entries(entries)
+    data = record.to_json()
+    assert data["points"][0] == {"name": "0", "params": {"job_num": 0}, "dir": "0"}
+    again = SweepRecord.from_json(data, "s")
+    assert again == record and again.names() == ["0", "1"]
+    data["points"][0]["dir"] = "../elsewhere"
+    with pytest.raises(ConfigError, match="holds a '/'"):
+        SweepRecord.from_json(data, "s")
+
+
+def test_two_points_never_share_a_given_directory() -> None:
+    record = SweepRecord.new(Settings(app_cmd="x", max_iter=2), [], 1.0)
+    with pytest.raises(ConfigError, match="two points in one directory, '0'"):
+        record.with_entries([PointEntry.named("0", Point.of({"n": 0})), PointEntry.named("0", Point.of({"n": 1}))])
+    derived = record.with_points([Point.of({"n": 0})])
+    with pytest.raises(ConfigError, match="two points in one directory"):
+        derived.with_entries([PointEntry.named("n=0", Point.of({"n": 1}))])
