@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 def build(work: Path, chains: int, runners: int = 20) -> None:
     from chain.core.model import ChainState
-    from chain.core.settings import resolve
+    from chain.core.resolution import resolve
     from chain.store import ChainDir, ChainStatus, write_json_atomic
 
     shutil.rmtree(work, ignore_errors=True)

@@ -1,4 +1,6 @@
-"""Settings for a command: the chain directory, the settings layers, the app check."""
+"""Settings for a command: the chain directory, the settings layers (the
+config file read here: the core that merges them reads no file), the app
+check."""
 
 from __future__ import annotations
 
@@ -6,19 +8,27 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from chain.backends.base import Backend
-from chain.core import settings as settings_mod
+from chain.core.fields import FIELD_BY_NAME, FIELDS
 from chain.core.launch import launched_script
 from chain.core.limits import room
+from chain.core.resolution import resolve, unapplied
 from chain.core.settings import Launcher, Settings
 from chain.errors import CheckpointError, ConfigError
 from chain.modes import driver, least_needs
+from chain.primitives import bounded, safeio
 from chain.store import ChainDir, view
 from chain.store.counter import read_chain_counter
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 CHAIN_DIR_NAME = ".chain"  # the chain directory in a working directory, by default
 
@@ -26,6 +36,8 @@ COUNTER_RULE = (
     "a counter holds one plain integer, the iterations done (e.g. 10), or is absent "
     "for a fresh start: repair or remove it, then submit again"
 )
+CONFIG_FILE_NAME = "chain.toml"  # read from the working directory when no --config names one
+CONFIG_CAP = 1 << 20  # bytes of a config file read at most (chain.toml is a few hundred)
 
 
 def chain_dir_path(value: str | os.PathLike[str] | None, cwd: Path) -> Path:
@@ -46,6 +58,51 @@ def resolve_chain_dir(path: Path) -> Path:
     return inner if (inner / "state.json").is_file() else path
 
 
+def read_user_text(path: Path, cap: int, label: str) -> str:
+    """The UTF-8 text of a file the user named (``label``: what it is, for
+    the message), at most ``cap`` bytes; a FIFO or a device is refused, never
+    waited on; every failure is a one-line ConfigError."""
+    try:
+        return safeio.read_file(path, cap).decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{label} {path} does not exist") from None
+    except safeio.UnsafeFileError as exc:
+        raise ConfigError(f"{label} {exc.where} {exc.problem}: name a regular file") from None
+    except OSError as exc:
+        raise ConfigError(f"{label} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label} {path} is not UTF-8 text") from None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML config; unknown keys and unreadable files are ConfigErrors.
+    A FIFO or a device is refused, never waited on; a value too deep or an
+    integer too long for Python is a bad file, in one line."""
+    text = read_user_text(path, CONFIG_CAP, "config file")
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+        bounded.check_depth(data)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nested more than {bounded.MAX_DEPTH} deep") from None
+    except ValueError as exc:  # bounded's, or an integer past Python's 4300 digits
+        raise ConfigError(f"config file {path}: {_toml_bound(exc)}") from None
+    if "chain" in data and isinstance(data["chain"], dict) and len(data) == 1:
+        data = data["chain"]  # allow a [chain] table
+    unknown = sorted(set(data) - set(FIELD_BY_NAME))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown key {unknown[0]!r}")
+    return data
+
+
+def _toml_bound(exc: ValueError) -> str:
+    """What a ``ValueError`` of the TOML reader says in chain's words."""
+    if "integer string conversion" in str(exc):  # Python's own limit, worded for a programmer
+        return f"an integer too long to read (chain reads at most {bounded.MAX_DIGITS} digits)"
+    return str(exc)
+
+
 def load_settings(
     flags: Mapping[str, Any],
     environ: Mapping[str, str],
@@ -63,29 +120,29 @@ def load_settings(
     file_values: dict[str, Any] = {}
     label = "config file"
     if config is not None:
-        file_values = settings_mod.read_config_file(config)
+        file_values = read_config_file(config)
         label = str(config)
-    elif (cwd / settings_mod.CONFIG_FILE_NAME).is_file():
-        path = cwd / settings_mod.CONFIG_FILE_NAME
-        file_values = settings_mod.read_config_file(path)
+    elif (cwd / CONFIG_FILE_NAME).is_file():
+        path = cwd / CONFIG_FILE_NAME
+        file_values = read_config_file(path)
         label = str(path)
     if stored is None:
-        return settings_mod.resolve(flags, environ, file_values, file_label=label)
-    for line in settings_mod.unapplied(flags, environ, file_values, stored, file_label=label):
+        return resolve(flags, environ, file_values, file_label=label)
+    for line in unapplied(flags, environ, file_values, stored, file_label=label):
         if notify:
             notify(line)
-    return settings_mod.resolve(flags, {}, {}, stored)
+    return resolve(flags, {}, {}, stored)
 
 
 def check_command_line(flags: Mapping[str, Any], config: Path | None) -> None:
     """Each flag's value, and the config file if one is named, valid on their
     own: for a command refused whatever its settings (resuming nothing),
     whose command line's own errors still come first."""
-    for spec in settings_mod.FIELDS:
+    for spec in FIELDS:
         if flags.get(spec.name) is not None:
             spec.convert(flags[spec.name], spec.option)
     if config is not None:
-        settings_mod.read_config_file(config)
+        read_config_file(config)
 
 
 def check_app(settings: Settings, workdir: Path) -> int:

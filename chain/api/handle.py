@@ -28,7 +28,7 @@ from chain.api.config import CHAIN_DIR_NAME, resolve_chain_dir
 from chain.api.status import StatusReport, open_chain, status_report
 from chain.api.submission import submit as submit_chain
 from chain.backends.base import Backend
-from chain.core.settings import FIELD_BY_NAME
+from chain.core.fields import FIELD_BY_NAME
 from chain.errors import ChainError, ConfigError
 from chain.store import ChainDir
 

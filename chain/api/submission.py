@@ -22,7 +22,6 @@ from chain.api.config import (
 from chain.api.listing import register
 from chain.backends import choose_backend, make_backend
 from chain.backends.base import Backend
-from chain.core import settings as settings_mod
 from chain.core.events import Prepared, Resumed
 from chain.core.launch import strategy
 from chain.core.launchers import torchrun_signal_warning
@@ -32,7 +31,7 @@ from chain.core.names import (
     RUNNER_SCRIPT,
     SUBMITTER_SCRIPT,
 )
-from chain.core.settings import Settings
+from chain.core.settings import BackendName, Settings
 from chain.effects.executor import Executor
 from chain.effects.runners import drop_next
 from chain.errors import ChainDirError, ConfigError
@@ -185,7 +184,7 @@ def _submit(
     if resume and existing is not None:
         mode.refuse_resume(backend, existing, notify)
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
-    stored = dataclasses.replace(settings, backend=settings_mod.BackendName(name))
+    stored = dataclasses.replace(settings, backend=BackendName(name))
     _write_chain_files(chain, stored, chain_id, workdir)
     status = (
         _resumed_status(chain, existing, backend, reset_excluded)

@@ -31,8 +31,9 @@ from chain.api.listing import list_rows
 from chain.api.status import StatusReport
 from chain.api.sweep import readable_status, stranded_chains, wait_all
 from chain.backends.base import Backend
-from chain.core import settings as settings_mod
-from chain.core.settings import Launcher
+from chain.core.fields import FIELD_BY_NAME
+from chain.core.resolution import resolve
+from chain.core.settings import Launcher, Settings
 from chain.errors import ChainDirError, ChainError, ConfigError
 from chain.store import ChainStatus
 from chain.sweep.command import point_command, substitute
@@ -86,7 +87,7 @@ class Sweep:
         _check_setting_names(settings)
         spec = read_sweep_file(Path(sweep_file)) if sweep_file is not None else SweepSpec()
         chosen = _given_points(spec, grid, points)
-        shared = settings_mod.resolve(
+        shared = resolve(
             settings, environ or {}, spec.settings, file_label=f"sweep file {sweep_file}" if sweep_file else "sweep"
         )
         record = SweepRecord.new(shared, chosen, time.time())  # every check before anything is made
@@ -248,7 +249,7 @@ class Sweep:
             raise ConfigError(
                 f"--max-iter {max_iter} is below the sweep's {record.settings.max_iter}: a resume only raises it"
             )
-        settings = settings_mod.resolve({"max_iter": max_iter}, {}, {}, record.settings)
+        settings = resolve({"max_iter": max_iter}, {}, {}, record.settings)
         raised = SweepRecord(settings, record.points, record.created)
         self._store.write(raised)
         return raised
@@ -298,10 +299,10 @@ def _given_points(
     return checked_points(sweep_points(spec, []), "sweep")
 
 
-def _check_same_settings(values: Mapping[str, Any], stored: settings_mod.Settings, label: str) -> None:
+def _check_same_settings(values: Mapping[str, Any], stored: Settings, label: str) -> None:
     """Each setting the file gives is the sweep's (added points share its settings)."""
     for name, raw in values.items():
-        spec = settings_mod.FIELD_BY_NAME[name]
+        spec = FIELD_BY_NAME[name]
         if spec.convert(raw, f"{label}: {name}") != getattr(stored, name):
             raise ConfigError(
                 f"{label}: {name} differs from the sweep's; added points take the sweep's settings "

@@ -1,7 +1,7 @@
 """The settings' CLI options, generated from the one settings table.
 
 ``chain submit`` and ``chain render`` take every setting of
-``chain.core.settings.FIELDS`` as an option; ``with_setting_options`` adds them to
+``chain.core.fields.FIELDS`` as an option; ``with_setting_options`` adds them to
 a command's signature (typer reads ``__signature__``), with the type, the
 default and the environment variable in the help. The command receives them
 as keyword arguments and passes ``setting_flags(kwargs)`` to the library.
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from chain.core.settings import FIELDS, FieldSpec
+from chain.core.fields import FIELDS, FieldSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,4 +1,4 @@
-"""The value converters of the settings table (``chain.core.settings.FIELDS``).
+"""The value converters of the settings table (``chain.core.fields.FIELDS``).
 
 Each takes a raw value (a flag's or environment variable's text, a TOML
 value, a stored JSON value) and the name it was given under (``--runner-mem``,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chain.core import settings as settings_mod
 from chain.core.records import JudgedRunner, RunnerRecord
+from chain.core.resolution import from_json
 from chain.core.settings import Mode, Settings
 from chain.core.status import ChainStatus
 from chain.errors import ChainDirError, ChainError, ConfigError
@@ -98,7 +98,7 @@ def stored_settings(chain: ChainDir) -> Settings:
 
 def _validated(chain: ChainDir, data: Any) -> Settings:
     try:
-        return settings_mod.from_json(data)
+        return from_json(data)
     except ConfigError as exc:
         raise ChainDirError(f"{chain.settings_file} is invalid: {exc}") from None
 

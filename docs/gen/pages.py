@@ -1,7 +1,7 @@
 """Generated pages of the docs site: Settings and Commands, from the code.
 
 Run by mkdocs-gen-files at every ``mkdocs build`` (``mkdocs.yml``); the
-settings page comes from the one settings table (``chain.core.settings.FIELDS``)
+settings page comes from the one settings table (``chain.core.fields.FIELDS``)
 and the commands page from the typer app's own help, so neither can drift
 from the code. ``tests/docs/test_docs.py`` calls the same functions.
 """
@@ -20,7 +20,7 @@ def _cell(text: str) -> str:
 def settings_page() -> str:
     """The Settings page: the hand-written introduction, then one row per setting."""
     from chain.cli.options import _shown_default
-    from chain.core.settings import FIELDS
+    from chain.core.fields import FIELDS
 
     rows = ["| flag | environment | TOML key | value | default | meaning |", "| --- | --- | --- | --- | --- | --- |"]
     for spec in FIELDS:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from chain.app.atomic import read_counter
-from chain.core.settings import Settings, resolve
+from chain.core.resolution import resolve
+from chain.core.settings import Settings
 from chain.jobs.verify import check_resume
 from chain.store.counter import read_counter_state
 

@@ -28,7 +28,7 @@ import pytest
 
 from chain.backends.local.spool import JobRecord, current_user
 from chain.core.model import ChainState, JobState
-from chain.core.settings import resolve
+from chain.core.resolution import resolve
 from chain.store import ChainDir, ChainStatus, write_json_atomic
 
 pytestmark = pytest.mark.timeout(120)

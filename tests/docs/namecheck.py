@@ -216,7 +216,7 @@ class Checker:
                     self.settings(spec, [k for k in keys if k not in API_KEYWORDS], None)
 
     def settings(self, node: ast.AST, names: list[str], signature: inspect.Signature | None) -> None:
-        from chain.core.settings import FIELD_BY_NAME
+        from chain.core.fields import FIELD_BY_NAME
 
         own = set(signature.parameters) if signature else set()
         for name in names:

@@ -125,7 +125,7 @@ def render(args: list[str], cwd: Path) -> tuple[int, str]:
     from typer.testing import CliRunner
 
     from chain.cli.commands import app
-    from chain.core.settings import FIELDS
+    from chain.core.fields import FIELDS
 
     names = [spec.env for spec in FIELDS] + ["CHAIN_DIR"]
     clean: dict[str, str | None] = {name: None for name in names if name in os.environ}

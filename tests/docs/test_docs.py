@@ -94,7 +94,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
 
 
 def test_every_setting_has_its_documented_row() -> None:
-    from chain.core.settings import FIELDS
+    from chain.core.fields import FIELDS
 
     page = pages.settings_page()
     for spec in FIELDS:

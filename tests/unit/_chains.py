@@ -9,7 +9,7 @@ from typing import Any
 
 from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
-from chain.core.settings import resolve
+from chain.core.resolution import resolve
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
 

@@ -12,7 +12,7 @@ from chain.api import listing
 from chain.api.status import status_report
 from chain.cli import app
 from chain.core.model import ChainState
-from chain.core.settings import resolve
+from chain.core.resolution import resolve
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
 

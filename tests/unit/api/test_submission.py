@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from chain import Chain
 from chain.cli.commands import app
+from chain.core.fields import FIELD_BY_NAME
 from chain.core.model import ChainState, JobState
-from chain.core.settings import FIELD_BY_NAME
 from chain.errors import ChainDirError, CheckpointError, ConfigError
 from chain.store import ChainDir
 

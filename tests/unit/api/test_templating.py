@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chain.api.templating import Scripts, render_scripts
-from chain.core.settings import resolve
+from chain.core.resolution import resolve
 from chain.errors import ConfigError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"  # tests/unit/golden

@@ -268,7 +268,7 @@ def test_status_says_nothing_drives_a_chain_whose_submitter_the_scheduler_lost(
 
 @pytest.mark.parametrize("command", ["submit", "render"])
 def test_every_setting_is_an_option_with_its_type_default_and_environment(command: str) -> None:
-    from chain.core.settings import FIELDS
+    from chain.core.fields import FIELDS
 
     out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout
     blocks: dict[str, str] = {}  # an option's help, wrapped lines joined

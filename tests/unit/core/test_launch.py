@@ -16,7 +16,8 @@ from chain.core.launch import (
     split_target,
     strategy,
 )
-from chain.core.settings import Launcher, LaunchMode, Settings, resolve
+from chain.core.resolution import resolve
+from chain.core.settings import Launcher, LaunchMode, Settings
 from chain.errors import ConfigError
 
 SITE = LaunchSite(python="/v/bin/python", worker="/site/chain/launch/rank_run.py", job_id="4711", port="29512")

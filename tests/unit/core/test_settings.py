@@ -3,15 +3,10 @@ from typing import Any
 
 import pytest
 
-from chain.core.settings import (
-    FIELDS,
-    BackendName,
-    LaunchMode,
-    Settings,
-    from_json,
-    read_config_file,
-    resolve,
-)
+from chain.api.config import read_config_file
+from chain.core.fields import FIELDS
+from chain.core.resolution import from_json, resolve
+from chain.core.settings import BackendName, LaunchMode, Settings
 from chain.errors import ConfigError
 
 APP = {"app_cmd": "python3 app.py"}

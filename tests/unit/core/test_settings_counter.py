@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from chain.api.config import read_config_file
 from chain.core.counterspec import CounterKind
-from chain.core.settings import FIELD_BY_NAME, from_json, read_config_file, resolve
+from chain.core.fields import FIELD_BY_NAME
+from chain.core.resolution import from_json, resolve
 from chain.errors import ConfigError
 
 APP = {"app_cmd": "python3 train.py"}

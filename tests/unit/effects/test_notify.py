@@ -14,7 +14,7 @@ from fakes import FakeBackend
 from chain import api
 from chain.core.model import ChainState, JobState
 from chain.core.names import MAIL_SCRIPT
-from chain.core.settings import resolve
+from chain.core.resolution import resolve
 from chain.effects.ending import complete_chain, end_chain, mark_cancelled
 from chain.effects.notify import announce_end
 from chain.errors import ConfigError

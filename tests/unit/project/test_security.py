@@ -213,7 +213,7 @@ def test_tampered_ids_in_state_json_are_refused(tmp_path: Path, field: str, valu
 
 def test_rendering_refuses_a_value_that_spans_lines(tmp_path: Path) -> None:
     from chain.api.templating import render_scripts
-    from chain.core.settings import resolve
+    from chain.core.resolution import resolve
     from chain.errors import ConfigError
 
     settings = resolve({"app_cmd": "true"}, {}, {})

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from chain.app.contract import NO_CHECKPOINT_EXIT
-from chain.core.settings import Settings, resolve
+from chain.core.resolution import resolve
+from chain.core.settings import Settings
 from chain.errors import CheckpointError
 from chain.store import counter
 from chain.store.counter import (
@@ -194,7 +195,7 @@ def test_the_runner_side_never_imports_torch(tmp_path: Path) -> None:
     anything else in a subprocess: reading the counter leaves torch out of
     the reading process."""
     probe = (
-        "import sys; from pathlib import Path; from chain.core.settings import resolve; "
+        "import sys; from pathlib import Path; from chain.core.resolution import resolve; "
         "from chain.store.counter import read_chain_counter; "
         "s = resolve({'app_cmd': 'x', 'counter_cmd': 'torch:absent.pt:k'}, {}, {}); "
         "print(read_chain_counter(s, Path(sys.argv[1])), 'torch' in sys.modules)"

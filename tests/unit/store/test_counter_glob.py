@@ -11,7 +11,8 @@ from pathlib import Path
 
 from chain.app.atomic import publish_dir
 from chain.app.ckptinfo import mark_complete
-from chain.core.settings import Settings, resolve
+from chain.core.resolution import resolve
+from chain.core.settings import Settings
 from chain.store.counter import CounterReading, known_counter, read_counter_state
 
 

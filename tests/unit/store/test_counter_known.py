@@ -28,7 +28,7 @@ from chain.cli import app
 from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
 from chain.core.records import RunnerPhase, RunnerRecord
-from chain.core.settings import resolve
+from chain.core.resolution import resolve
 from chain.reporting.report import make_report
 from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
 
@@ -173,7 +173,7 @@ def test_a_torch_reading_imports_no_torch_and_runs_no_program(tmp_path: Path) ->
     _torch(tmp_path, 25)
     probe = (
         "import subprocess, sys, time; from pathlib import Path; "
-        "from chain.core.settings import resolve; from chain.store.counter import read_counter_state; "
+        "from chain.core.resolution import resolve; from chain.store.counter import read_counter_state; "
         "subprocess.Popen = None; "  # would fail if a program were started
         "s = resolve({'app_cmd': 'x', 'counter_cmd': 'torch:out/ckpt.pt:iter_num'}, {}, {}); "
         "t = time.perf_counter(); r = read_counter_state(s, Path(sys.argv[1])); t = time.perf_counter() - t; "
