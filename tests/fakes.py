@@ -13,8 +13,13 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pytest
+
 from chain.backends.base import Backend, JobInfo, JobState
+from chain.core.events import Event
 from chain.core.limits import JobLimits
+from chain.effects.executor import Executor
+from chain.store import ChainStatus
 
 
 class FakeBackend(Backend):
@@ -140,3 +145,17 @@ class SteppingClock:
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.now += max(seconds, self.min_step)
+
+
+def spy_on_executors(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Executor, str]]:
+    """Every event any ``Executor`` applies from here on, with the executor
+    that applied it (held, so two executors never share an ``id``)."""
+    applied: list[tuple[Executor, str]] = []
+    apply = Executor.apply
+
+    def spy(self: Executor, status: ChainStatus, *events: Event) -> ChainStatus:
+        applied.extend((self, type(event).__name__) for event in events)
+        return apply(self, status, *events)
+
+    monkeypatch.setattr(Executor, "apply", spy)
+    return applied

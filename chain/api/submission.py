@@ -186,13 +186,14 @@ def _submit(
     chain_id = existing.chain_id if existing else f"{settings.job_name}-{os.urandom(3).hex()}"
     stored = dataclasses.replace(settings, backend=BackendName(name))
     _write_chain_files(chain, stored, chain_id, workdir)
+    run = Executor(chain, backend)  # the command's one executor: every event of this submit goes through it
     status = (
-        _resumed_status(chain, existing, backend, reset_excluded)
+        _resumed_status(run, existing, reset_excluded)
         if existing
         else ChainStatus(chain_id=chain_id, created=time.time())
     )
-    Executor(chain, backend).apply(status, Prepared(name, str(workdir)))
-    job_id, what = mode.start(chain, status, stored, backend, workdir), mode.job_kind
+    run.apply(status, Prepared(name, str(workdir)))
+    job_id, what = mode.start(run, status, stored, workdir), mode.job_kind
     chain.log(
         f"{'resumed' if resume else 'submitted'} chain {chain_id}: {what} job {job_id} on {name} ({why})", echo=False
     )
@@ -251,17 +252,15 @@ def _write_chain_files(chain: ChainDir, settings: Settings, chain_id: str, workd
     chain.write_settings(settings.to_json())
 
 
-def _resumed_status(
-    chain: ChainDir, status: ChainStatus, backend: Backend, reset_excluded: bool = False
-) -> ChainStatus:
+def _resumed_status(run: Executor, status: ChainStatus, reset_excluded: bool = False) -> ChainStatus:
     """A resumed chain's status: the next submitter cycle, pending, with the
     failure counters reset (and the nodes' strikes, with ``reset_excluded``)."""
-    Executor(chain, backend).apply(status, Resumed(reset_excluded))
+    run.apply(status, Resumed(reset_excluded))
     if not status.runner_live:
         # a pre-queued runner of the previous run (its submitter died
         # before dropping it) must not run beside the new runners
-        drop_next(chain, backend, status, echo=False)
-    chain.clear_cancel()
+        drop_next(run, status, echo=False)
+    run.chain.clear_cancel()
     return status
 
 

@@ -109,8 +109,7 @@ def _adapt_margin(
 
 
 def complete_chain(
-    chain: ChainDir,
-    backend: Backend,
+    run: Executor,
     status: ChainStatus,
     settings: Settings,
     workdir: Path,
@@ -119,14 +118,15 @@ def complete_chain(
     hook_timeout: float = HOOK_TIMEOUT,
 ) -> None:
     """The counter reached MAX_ITER: run the hooks, announce the end
-    (``effects.notify``), then mark the chain completed."""
+    (``effects.notify``), then mark the chain completed. ``run``: the
+    executor of the job that completes it."""
+    chain = run.chain
     started = time.monotonic()
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
     reason = f"reached MAX_ITER={settings.max_iter}{overshoot(status.iteration, settings.max_iter)}"
     # the state turns completed after the hooks and the announcement (a
     # watcher's --wait ends with the report made and the notify commands run);
     # both are told the final state and reason
-    run = Executor(chain, backend)
     run_hooks(
         chain,
         status,
@@ -136,15 +136,14 @@ def complete_chain(
         timeout=hook_timeout,
         final=(ChainState.COMPLETED, reason),
     )
-    announce_end(chain, backend, status, settings, workdir, final=(ChainState.COMPLETED, reason))
+    announce_end(run, status, settings, workdir, final=(ChainState.COMPLETED, reason))
     completed_at = now + (time.monotonic() - started)
     run.apply(status, Ended(ChainState.COMPLETED, reason, completed_at=completed_at, kind=ReasonKind.FINISHED))
     chain.log("chain completed")
 
 
 def end_chain(
-    chain: ChainDir,
-    backend: Backend,
+    run: Executor,
     status: ChainStatus,
     settings: Settings,
     workdir: Path,
@@ -157,8 +156,9 @@ def end_chain(
     """End the chain with ``state`` and ``reason`` (of ``kind``, where one names it): drop a queued runner, run
     the report hook (it helps most when a chain ended badly; the analytics
     hooks proper run only on completion), then save the state, so a watcher
-    sees the end with the report made."""
-    run = Executor(chain, backend)
+    sees the end with the report made. ``run``: the executor of the job that
+    ends it."""
+    chain = run.chain
     run.apply(status, Ending())  # a queued runner must not outlive the chain
     chain.log(f"chain {state.value}: {reason}")
     run_hooks(
@@ -171,7 +171,7 @@ def end_chain(
         only=("report",),
         final=(state, reason),
     )
-    announce_end(chain, backend, status, settings, workdir, final=(state, reason))
+    announce_end(run, status, settings, workdir, final=(state, reason))
     run.apply(status, Ended(state, reason, kind=kind))
 
 
@@ -179,7 +179,9 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
     """The chain is cancelled with no job of it left to say so (``chain
     cancel``, or a relay whose jobs were scancelled): judge the runner nobody
     judged, forget the queued one, record the counter as chain last knows it,
-    announce the end, save."""
+    announce the end, save. Its one executor is built here: ``chain cancel``
+    (``api.cancelling``) names the chain and its backend, not an executor."""
+    run = Executor(chain, backend)
     record: RunnerRecord | None = None
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)
@@ -197,13 +199,12 @@ def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend
                 recorded=record.ended,
             )
         )
-    run = Executor(chain, backend)
     run.apply(status, CancelledUnjudged())
     if not status.state.ended:  # nobody reads the counter between runners any more: status must not stay stale
         run.apply(status, CounterRead(_last_counter(status, settings, record)))
     final = (status.state, status.reason) if status.state.ended else (ChainState.CANCELLED, reason)
     kind = status.reason_kind if status.state.ended else ReasonKind.CANCELLED
-    announce_end(chain, backend, status, settings, Path(status.workdir or chain.root), final=final)
+    announce_end(run, status, settings, Path(status.workdir or chain.root), final=final)
     run.apply(status, Ended(*final, kind=kind))
     chain.log(f"chain {status.chain_id} cancelled: {reason}", echo=False)
 

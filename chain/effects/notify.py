@@ -26,8 +26,7 @@ NOTIFY_TIMEOUT = 60.0  # seconds one notify command may take
 
 
 def announce_end(
-    chain: ChainDir,
-    backend: Backend,
+    run: Executor,
     status: ChainStatus,
     settings: Settings,
     workdir: Path,
@@ -40,11 +39,13 @@ def announce_end(
 
     ``final`` is the end about to be saved: the ending code announces before
     it saves the ended state, so whoever waits for the end (``chain status
-    --wait``, ``Chain.wait``) sees it with the announcement made."""
+    --wait``, ``Chain.wait``) sees it with the announcement made. ``run``:
+    the executor of the job or command that ends the chain."""
     state, reason = final or (status.state, status.reason)
     if not state.ended or status.end_announced or not (settings.notify or settings.mail_user):
         return
-    Executor(chain, backend).apply(status, Announced())
+    run.apply(status, Announced())
+    chain = run.chain
     env = app_environ(os.environ, venv_on_path=settings.venv_on_path)
     env.update(
         CHAIN_ID=status.chain_id,
@@ -57,7 +58,7 @@ def announce_end(
     for i, cmd in enumerate(settings.notify, start=1):
         _run(chain, f"notify-{i}", cmd, env, workdir, timeout)
     if settings.mail_user:
-        _mail(chain, backend, status, settings, state, workdir)
+        _mail(chain, run.backend, status, settings, state, workdir)
 
 
 def _run(chain: ChainDir, name: str, cmd: str, env: dict[str, str], workdir: Path, timeout: float) -> None:

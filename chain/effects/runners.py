@@ -51,20 +51,23 @@ def submit_runner_job(
     return backend.submit(script, job_name=name, dependency=dependency, cwd=workdir, exclude=status.excluded_nodes)
 
 
-def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdir: Path, *, echo: bool = True) -> None:
+def prequeue_next(run: Executor, status: ChainStatus, workdir: Path, *, echo: bool = True) -> None:
     """Queue the next runner behind the current one (``afterany``) so its
     queue wait overlaps the compute: lookahead's (it waits to be promoted,
     ``jobs.runner``) and relay's runner 2 at ``chain submit``. A failure only
     costs the overlap: the runner is queued afresh when it is due (by the
     submitter; in relay mode by the current runner). Both modes call it, so
-    its log lines name neither."""
+    its log lines name neither. ``run``: the executor of the job or command."""
+    chain = run.chain
     name = runner_job_name(status.chain_id, status.runner_seq + 1)
     try:
-        job_id = submit_runner_job(chain, backend, status, name, workdir, dependency=f"afterany:{status.runner_job_id}")
+        job_id = submit_runner_job(
+            chain, run.backend, status, name, workdir, dependency=f"afterany:{status.runner_job_id}"
+        )
     except SchedulerError as exc:
         chain.log(f"next runner: could not queue runner {status.runner_seq + 1}: {exc}", echo=echo)
         return
-    Executor(chain, backend).apply(
+    run.apply(
         status,
         SuccessorQueued(
             job_id,
@@ -74,7 +77,8 @@ def prequeue_next(chain: ChainDir, backend: Backend, status: ChainStatus, workdi
     )
 
 
-def drop_next(chain: ChainDir, backend: Backend, status: ChainStatus, *, echo: bool = True) -> None:
+def drop_next(run: Executor, status: ChainStatus, *, echo: bool = True) -> None:
     """The chain does not go on from here: cancel the runner queued behind
-    the current one and forget it (a failed cancel is logged, not raised)."""
-    Executor(chain, backend).apply(status, SuccessorDropped(echo))
+    the current one and forget it (a failed cancel is logged, not raised, by
+    ``run``, the job's or command's executor, with its backend)."""
+    run.apply(status, SuccessorDropped(echo))

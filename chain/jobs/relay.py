@@ -326,14 +326,11 @@ class Relay:
         if take.step is Turn.COMPLETE:
             from chain.effects.runners import drop_next
 
-            drop_next(self.chain, self.backend, status)
-            complete_chain(
-                self.chain, self.backend, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout
-            )
+            drop_next(self.executor, status)
+            complete_chain(self.executor, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout)
         else:
             end_chain(
-                self.chain,
-                self.backend,
+                self.executor,
                 status,
                 self.settings,
                 self.workdir,

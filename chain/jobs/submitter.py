@@ -291,7 +291,7 @@ class Submitter:
         submit_runner(self.executor, status, counter, self.settings.max_iter, self.clock(), lambda _name: job_id)
 
     def _drop_next(self, status: ChainStatus) -> None:
-        drop_next(self.chain, self.backend, status)
+        drop_next(self.executor, status)
 
     # --- waiting for the runner ------------------------------------------------------
     def _wait(self, status: ChainStatus) -> Outcome:
@@ -307,7 +307,7 @@ class Submitter:
 
     def _prequeue(self, status: ChainStatus) -> None:
         if self.settings.lookahead and not status.next_job_id:
-            prequeue_next(self.chain, self.backend, status, self.workdir)
+            prequeue_next(self.executor, status, self.workdir)
 
     def _judge(self, status: ChainStatus, outcome: Outcome, decision: Decision) -> None:
         record_judgment(self.executor, self.settings, status, outcome, decision)
@@ -318,8 +318,7 @@ class Submitter:
         is stopped and recorded as timed out (never cut by Slurm's kill with
         the chain left running, never run again by a successor)."""
         complete_chain(
-            self.chain,
-            self.backend,
+            self.executor,
             status,
             self.settings,
             self.workdir,
@@ -332,8 +331,7 @@ class Submitter:
         """End the chain with ``state`` and ``reason`` (of ``kind``, where one
         names it: ``effects.ending``). Returns the submitter job's exit code."""
         end_chain(
-            self.chain,
-            self.backend,
+            self.executor,
             status,
             self.settings,
             self.workdir,

@@ -18,6 +18,7 @@ from chain.backends.base import Backend, JobInfo
 from chain.core.limits import JobNeeds
 from chain.core.records import RunnerRecord
 from chain.core.settings import Mode, Settings
+from chain.effects.executor import Executor
 from chain.store import ChainDir, ChainStatus
 
 
@@ -46,8 +47,9 @@ class ModeDriver(abc.ABC):
         """The jobs one chain holds at its busiest (``core.limits``)."""
 
     @abc.abstractmethod
-    def start(self, chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
-        """Queue what starts (or resumes) the chain; the job to follow."""
+    def start(self, run: Executor, status: ChainStatus, settings: Settings, workdir: Path) -> str:
+        """Queue what starts (or resumes) the chain; the job to follow. Its
+        events go through ``run``, the command's executor (its chain, its backend)."""
 
     @abc.abstractmethod
     def refuse_resume(self, backend: Backend, status: ChainStatus, notify: Callable[[str], None] | None) -> None:

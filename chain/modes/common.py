@@ -13,12 +13,12 @@ from chain.core.settings import Settings
 from chain.effects.executor import Executor
 from chain.effects.runners import prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainDirError, CheckpointError
-from chain.store import ChainDir, ChainStatus
+from chain.store import ChainStatus
 from chain.store.counter import read_chain_counter
 
 
 def presubmit_first_runner(
-    chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path, *, prequeue: bool = False
+    run: Executor, status: ChainStatus, settings: Settings, workdir: Path, *, prequeue: bool = False
 ) -> None:
     """Submit the first runner together with the submitter, which adopts it:
     one scheduling pass less before the app starts (with lookahead, the
@@ -35,18 +35,18 @@ def presubmit_first_runner(
     if counter >= settings.max_iter:
         return
     submit_runner(
-        Executor(chain, backend),
+        run,
         status,
         counter,
         settings.max_iter,
         time.time(),
-        lambda name: submit_runner_job(chain, backend, status, name, workdir),
+        lambda name: submit_runner_job(run.chain, run.backend, status, name, workdir),
         echo=False,
     )
     if settings.lookahead or prequeue:
         # runner 2 queued now, not when the submitter job gets to it: on a
         # busy cluster the submitter may start after runner 1 has ended
-        prequeue_next(chain, backend, status, workdir, echo=False)
+        prequeue_next(run, status, workdir, echo=False)
 
 
 FINISHING_WAIT = 120.0  # seconds resume waits for an ended chain's submitter to finish its report hook

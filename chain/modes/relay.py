@@ -18,7 +18,7 @@ from chain.effects.runners import submit_runner_job
 from chain.errors import ChainDirError
 from chain.modes.base import ModeDriver, RunnerJob
 from chain.modes.common import FINISHING_WAIT, presubmit_first_runner, refuse_live_submitter
-from chain.store import ChainDir, ChainStatus
+from chain.store import ChainStatus
 
 
 class RelayMode(ModeDriver):
@@ -29,20 +29,20 @@ class RelayMode(ModeDriver):
         # the running runner and its queued successor: relay always queues one ahead
         return JobNeeds("relay", 2, "a runner and its successor", 1, lookahead)
 
-    def start(self, chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
+    def start(self, run: Executor, status: ChainStatus, settings: Settings, workdir: Path) -> str:
         """A new chain queues runner 1 and runner 2 behind it; a resumed chain
         whose last runner was never judged queues the runner that judges it first."""
-        Executor(chain, backend).apply(status, RelayStarted())
+        run.apply(status, RelayStarted())
         if not status.runner_live:
-            presubmit_first_runner(chain, status, settings, backend, workdir, prequeue=True)
+            presubmit_first_runner(run, status, settings, workdir, prequeue=True)
             if status.runner_job_id and status.runner_live:
                 return status.runner_job_id
         # a runner to judge first, or nothing to run (counter at MAX_ITER, or
         # unreadable): one runner judges, then goes on or ends the chain (its id
         # joins worker_ids.txt if it takes over)
         name = runner_job_name(status.chain_id, status.runner_seq + 1)
-        job_id = submit_runner_job(chain, backend, status, name, workdir)
-        Executor(chain, backend).apply(status, SuccessorQueued(job_id))
+        job_id = submit_runner_job(run.chain, run.backend, status, name, workdir)
+        run.apply(status, SuccessorQueued(job_id))
         return job_id
 
     def refuse_resume(self, backend: Backend, status: ChainStatus, notify: Callable[[str], None] | None) -> None:

@@ -15,7 +15,7 @@ from chain.core.settings import Mode, Settings
 from chain.effects.executor import Executor
 from chain.modes.base import ModeDriver, RunnerJob
 from chain.modes.common import FINISHING_WAIT, presubmit_first_runner, refuse_live_submitter
-from chain.store import ChainDir, ChainStatus
+from chain.store import ChainStatus
 
 
 class SubmitterMode(ModeDriver):
@@ -26,15 +26,15 @@ class SubmitterMode(ModeDriver):
         # submitter, runner and, at a handover, the successor submitter; the runner queued ahead with lookahead
         return JobNeeds("submitter", 3 + int(lookahead), "at a handover (submitter, runner, successor)", 2, lookahead)
 
-    def start(self, chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
+    def start(self, run: Executor, status: ChainStatus, settings: Settings, workdir: Path) -> str:
         """The first runner (adopted by the submitter), then the submitter."""
-        presubmit_first_runner(chain, status, settings, backend, workdir)
-        job_id = backend.submit(
-            chain.script(SUBMITTER_SCRIPT),
+        presubmit_first_runner(run, status, settings, workdir)
+        job_id = run.backend.submit(
+            run.chain.script(SUBMITTER_SCRIPT),
             job_name=submitter_job_name(status.chain_id, status.submitter_cycle),
             cwd=workdir,
         )
-        Executor(chain, backend).apply(status, SubmitterQueued(job_id))
+        run.apply(status, SubmitterQueued(job_id))
         return job_id
 
     def refuse_resume(self, backend: Backend, status: ChainStatus, notify: Callable[[str], None] | None) -> None:

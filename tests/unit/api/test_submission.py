@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, spy_on_executors
 from typer.testing import CliRunner
 
-from chain import Chain
+from chain import Chain, api
 from chain.cli.commands import app
 from chain.core.fields import FIELD_BY_NAME
 from chain.core.model import ChainState, JobState
@@ -250,3 +250,35 @@ def test_an_unknown_program_without_bash_on_path_is_one_line(tmp_path: Path, mon
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     with pytest.raises(ConfigError, match="bash, which runs it, is not on PATH"):
         Chain.submit(tmp_path / "w", backend=FakeBackend(), **{**BASE, "app_cmd": "no-such-program-xyz"})
+
+
+@pytest.mark.parametrize(
+    ("mode", "started"),
+    [
+        ("submitter", ["RunnerIntended", "RunnerSubmitted", "SuccessorQueued", "SubmitterQueued"]),
+        ("relay", ["RelayStarted", "RunnerIntended", "RunnerSubmitted", "SuccessorQueued"]),
+    ],
+)
+def test_a_submits_events_all_go_through_the_one_executor_it_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, started: list[str]
+) -> None:
+    """Its Prepared, the mode's start and, on resume, its Resumed: one
+    executor, with the command's backend."""
+    applied = spy_on_executors(monkeypatch)
+    fake = FakeBackend()
+    flags = {**BASE, "mode": mode, "lookahead": True}
+    api.submit(flags, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    assert [name for _, name in applied] == ["Prepared", *started]
+    assert len({id(run) for run, _ in applied}) == 1 and applied[0][0].backend is fake
+    chain = ChainDir(tmp_path / ".chain")
+    status = chain.load_status()
+    assert status is not None
+    status.state, status.runner_live = ChainState.STOPPED, False
+    chain.save_status(status)
+    for job, _ in enumerate(fake.submitted, start=101):
+        fake.set_state(str(job), JobState.COMPLETED)
+    applied.clear()
+    api.submit({}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, backend=fake)
+    names = [name for _, name in applied]
+    assert names[:3] == ["Resumed", "SuccessorDropped", "Prepared"] and names[3:] == started
+    assert len({id(run) for run, _ in applied}) == 1 and applied[0][0].backend is fake

@@ -16,6 +16,7 @@ from chain.core.model import ChainState, JobState
 from chain.core.names import MAIL_SCRIPT
 from chain.core.resolution import resolve
 from chain.effects.ending import complete_chain, end_chain, mark_cancelled
+from chain.effects.executor import Executor
 from chain.effects.notify import announce_end
 from chain.errors import ConfigError
 from chain.store import ChainDir, ChainStatus
@@ -45,11 +46,11 @@ def test_each_notify_command_runs_once_per_end_with_the_final_facts(tmp_path: Pa
     settings = api.stored_settings(chain)
     status.state, status.reason, status.iteration = ChainState.FAILED, "app exited 3", 4
     chain.save_status(status)
-    announce_end(chain, fake, status, settings, tmp_path)
-    announce_end(chain, fake, status, settings, tmp_path)  # a restarted submitter, a second status
+    announce_end(Executor(chain, fake), status, settings, tmp_path)
+    announce_end(Executor(chain, fake), status, settings, tmp_path)  # a restarted submitter, a second status
     again = chain.load_status()
     assert again is not None
-    announce_end(chain, fake, again, settings, tmp_path)
+    announce_end(Executor(chain, fake), again, settings, tmp_path)
     assert out.read_text().splitlines() == [f"{status.chain_id}|failed|app exited 3|{chain.root}|4|10", "second"]
 
 
@@ -57,7 +58,7 @@ def test_a_running_chain_is_not_announced(tmp_path: Path) -> None:
     out = tmp_path / "notified.txt"
     fake = FakeBackend()
     chain, status = _chain(tmp_path, fake, notify=[f"touch {out}"])
-    announce_end(chain, fake, status, api.stored_settings(chain), tmp_path)
+    announce_end(Executor(chain, fake), status, api.stored_settings(chain), tmp_path)
     assert not out.exists()
 
 
@@ -67,7 +68,7 @@ def test_a_resumed_chain_announces_its_next_end(tmp_path: Path) -> None:
     chain, status = _chain(tmp_path, fake, notify=[f"echo $CHAIN_STATE >> {out}"])
     status.state = ChainState.CANCELLED
     chain.save_status(status)
-    announce_end(chain, fake, status, api.stored_settings(chain), tmp_path)
+    announce_end(Executor(chain, fake), status, api.stored_settings(chain), tmp_path)
     fake.set_state(status.submitter_job_id, JobState.CANCELLED)
     fake.set_state(status.runner_job_id, JobState.CANCELLED)
     api.submit({}, {}, config=None, chain_dir=chain.root, workdir=tmp_path, resume=True, backend=fake)
@@ -75,7 +76,7 @@ def test_a_resumed_chain_announces_its_next_end(tmp_path: Path) -> None:
     assert resumed is not None and not resumed.end_announced
     resumed.state = ChainState.COMPLETED
     chain.save_status(resumed)
-    announce_end(chain, fake, resumed, api.stored_settings(chain), tmp_path)
+    announce_end(Executor(chain, fake), resumed, api.stored_settings(chain), tmp_path)
     assert out.read_text().splitlines() == ["cancelled", "completed"]
 
 
@@ -86,8 +87,8 @@ def test_mail_user_submits_one_mail_job_named_for_the_final_state(tmp_path: Path
     submitted = len(fake.submitted)
     status.state = ChainState.STOPPED
     chain.save_status(status)
-    announce_end(chain, fake, status, api.stored_settings(chain), tmp_path)
-    announce_end(chain, fake, status, api.stored_settings(chain), tmp_path)
+    announce_end(Executor(chain, fake), status, api.stored_settings(chain), tmp_path)
+    announce_end(Executor(chain, fake), status, api.stored_settings(chain), tmp_path)
     assert fake.submitted[submitted:] == [(f"{status.chain_id}.stopped", None)]
 
 
@@ -95,7 +96,7 @@ def test_a_failing_notify_command_is_logged_not_raised(tmp_path: Path) -> None:
     fake = FakeBackend()
     chain, status = _chain(tmp_path, fake, notify=["exit 7"])
     status.state = ChainState.COMPLETED
-    announce_end(chain, fake, status, api.stored_settings(chain), tmp_path)
+    announce_end(Executor(chain, fake), status, api.stored_settings(chain), tmp_path)
     assert "notify-1: FAILED (exit 7" in chain.log_file.read_text()
 
 
@@ -120,9 +121,9 @@ def test_the_end_is_saved_after_it_was_announced(tmp_path: Path, ending: str) ->
     chain, status = _chain(tmp_path, fake, notify=[f"{copy}; echo $CHAIN_STATE > told"])
     settings = api.stored_settings(chain)
     if ending == "complete":
-        complete_chain(chain, fake, status, settings, tmp_path, now=0.0)
+        complete_chain(Executor(chain, fake), status, settings, tmp_path, now=0.0)
     elif ending == "fail":
-        end_chain(chain, fake, status, settings, tmp_path, ChainState.FAILED, "app exited 3")
+        end_chain(Executor(chain, fake), status, settings, tmp_path, ChainState.FAILED, "app exited 3")
     else:
         mark_cancelled(chain, status, "chain cancel", backend=fake, settings=settings)
     expected = {"complete": "completed", "fail": "failed", "cancel": "cancelled"}[ending]
@@ -136,7 +137,7 @@ def test_a_chain_whose_app_went_past_max_iter_completes_saying_so(tmp_path: Path
     fake = FakeBackend()
     chain, status = _chain(tmp_path, fake)
     status.iteration = 80  # the app ignored MAX_ITER=10 and ran on
-    complete_chain(chain, fake, status, api.stored_settings(chain), tmp_path, now=0.0)
+    complete_chain(Executor(chain, fake), status, api.stored_settings(chain), tmp_path, now=0.0)
     final = chain.load_status()
     assert final is not None and final.state is ChainState.COMPLETED
     assert final.reason == "reached MAX_ITER=10; the counter went past MAX_ITER to 80 (the app ignored MAX_ITER)"

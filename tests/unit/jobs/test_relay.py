@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, spy_on_executors
 
 from chain import api
 from chain.api.status import status_report
@@ -207,6 +207,25 @@ def test_a_runner_reaching_max_iter_completes_the_chain_and_cancels_its_successo
     status = chain.load_status()
     assert status is not None and status.state is ChainState.COMPLETED
     assert fake.cancelled == ["102"] and ran == [None]
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_relay_runners_events_all_go_through_its_one_executor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """Its take-over, its judgment and the chain's end (the successor
+    dropped, the announcement, the end saved): the job's one executor."""
+    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: None)
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake, notify=["true"])
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    applied = spy_on_executors(monkeypatch)
+    relay.take_over()
+    relay.finish(relay.after_app(_ended(chain, "101", 1, code, 0, 10 if code == 0 else 0)))
+    names = [name for _, name in applied]
+    assert names[0] == "RelayTookOver" and names[-2:] == ["Announced", "Ended"], names
+    assert ("SuccessorDropped" if code == 0 else "Ending") in names
+    assert all(run is relay.executor for run, _ in applied)
 
 
 def test_a_failing_app_ends_the_chain_in_its_own_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

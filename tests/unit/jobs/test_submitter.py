@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend, SteppingClock
+from fakes import FakeBackend, SteppingClock, spy_on_executors
 
 from chain import api
 from chain.backends.base import JobInfo
@@ -271,3 +271,17 @@ def test_zero_never_steps_aside(tmp_path: Path) -> None:
     )
     submitter.run()
     assert backend.submitted[-1] == ("c-1.s1", "afterany:5") and clock.now >= 1540.0
+
+
+def test_a_submitters_events_all_go_through_its_one_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its start, the counter, the lookahead runner dropped, the chain's
+    completion announced and saved: the job's one executor, with its clock."""
+    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: None)
+    backend, clock = FakeBackend(), SteppingClock(1000.0)
+    _, submitter = _submitter(tmp_path, backend, clock, notify=["true"])
+    (tmp_path / "state_iter.txt").write_text("10\n")
+    applied = spy_on_executors(monkeypatch)
+    assert submitter.run() == 0
+    names = [name for _, name in applied]
+    assert names == ["SubmitterStarted", "CounterRead", "SuccessorDropped", "Announced", "Ended"], names
+    assert all(run is submitter.executor for run, _ in applied) and submitter.executor.clock is clock

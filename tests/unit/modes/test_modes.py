@@ -20,6 +20,7 @@ from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.limits import JobNeeds
 from chain.core.model import ChainState
 from chain.core.settings import Mode, Settings
+from chain.effects.executor import Executor
 from chain.modes import DRIVERS, ModeDriver, RunnerJob, driver, least_needs
 from chain.store import ChainDir, ChainStatus
 
@@ -101,7 +102,7 @@ class StubMode(ModeDriver):
     def needs(self, lookahead: bool) -> JobNeeds:
         raise NotImplementedError("needs")
 
-    def start(self, chain: ChainDir, status: ChainStatus, settings: Settings, backend: Backend, workdir: Path) -> str:
+    def start(self, run: Executor, status: ChainStatus, settings: Settings, workdir: Path) -> str:
         raise NotImplementedError("start")
 
     def refuse_resume(self, backend: Backend, status: ChainStatus, notify: Callable[[str], None] | None) -> None:
