@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chain.core import settings as settings_mod
+from chain.core.resolution import from_json
 from chain.core.settings import Settings
 from chain.errors import ConfigError
 from chain.sweep.command import check_template
@@ -106,7 +106,7 @@ class SweepRecord:
         if not isinstance(raw_settings, Mapping):
             raise ConfigError(f"{label}: settings must be a JSON object")
         try:
-            settings = settings_mod.from_json(raw_settings)
+            settings = from_json(raw_settings)
         except ConfigError as exc:
             raise ConfigError(f"{label}: {exc}") from None
         return cls(settings, (), float(created)).with_entries([_entry(p, label) for p in raw_points])

@@ -23,7 +23,7 @@ from typing import Any
 
 import tomllib
 
-from chain.core.settings import FIELD_BY_NAME
+from chain.core.fields import FIELD_BY_NAME
 from chain.errors import ConfigError
 from chain.primitives import bounded
 from chain.sweep.params import Point, grid_from_flags, grid_from_toml, points_from_toml

@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.api.config import CHAIN_DIR_NAME
-from chain.core.settings import read_user_text
+from chain.api.config import CHAIN_DIR_NAME, read_user_text
 from chain.errors import ChainDirError, ConfigError
 from chain.primitives import atomic, bounded, safeio
 from chain.store import ChainDir
