@@ -6,8 +6,9 @@ A sweep's points share one app command (``chain.sweep``): here it starts
 python train.py --config-name=... <hydra overrides>``, and the job program
 (``job``) appends, in the job's directory, the job's overrides (the
 parameter's text, split as the shell would), ``hydra.run.dir`` (that
-directory), ``hydra.job.num`` and ``hydra.mode=RUN``, then runs it in its
-own place (``exec``: the stop signal reaches the app itself). The job's
+directory), ``hydra.job.num``, ``hydra.mode=RUN`` and the callback that
+carries a completed run's return value back (``_callback``), then runs it
+in its own place (``exec``: the stop signal reaches the app itself). The job's
 number and overrides are its chain's parameters: ``params.json``,
 ``CHAIN_PARAM_JOB_NUM`` and ``CHAIN_PARAM_OVERRIDES``.
 """
@@ -25,6 +26,8 @@ from chain.sweep.command import placeholders
 from chain.sweep.params import Point
 
 JOB_MODULE = "hydra_plugins.hydra_chain_launcher.job"
+CALLBACK = "hydra_plugins.hydra_chain_launcher._callback.SaveReturnValue"
+CALLBACK_KEY = "chain_return"
 NUM_PARAM = "job_num"
 OVERRIDES_PARAM = "overrides"
 SEPARATOR = "--"
@@ -68,13 +71,15 @@ def app_template(call: AppCall) -> str:
 
 def job_argv(app: Sequence[str], num: int, overrides_text: str, run_dir: str) -> list[str]:
     """The app's command line for one job: ``app`` with the job's overrides,
-    its run directory, its number and the single-run mode appended."""
+    its run directory, its number, the single-run mode and the return
+    value's callback appended."""
     return [
         *app,
         *shlex.split(overrides_text),
         f"hydra.run.dir={hydra_value(run_dir)}",
         f"hydra.job.num={num}",
         "hydra.mode=RUN",
+        f"++hydra.callbacks.{CALLBACK_KEY}._target_={CALLBACK}",
     ]
 
 

@@ -4,8 +4,9 @@
 chain sweep in ``hydra.sweep.dir`` (``jobs``), submits the new ones and
 resumes the unfinished ones (``Sweep.resume``: running and completed points
 are left alone), then, with ``wait`` (the default), waits for the chains to
-end and returns a ``JobReturn`` per job: completed, or failed with the
-chain's state and reason. Every error is one line (``LauncherError``:
+end and returns a ``JobReturn`` per job: completed, with the value its
+last run returned (``_callback``), or failed with the chain's state and
+reason. Every error is one line (``LauncherError``:
 Hydra prints it without a traceback and exits 1).
 """
 
@@ -27,6 +28,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from chain.errors import ChainError
+from hydra_plugins.hydra_chain_launcher._callback import read_return_value
 from hydra_plugins.hydra_chain_launcher._command import (
     AppCall,
     app_template,
@@ -103,7 +105,13 @@ class ChainLauncher(Launcher):
         log.info(f"Waiting for the chains (chain sweep status --dir {sweep_dir} shows them)")
         sweep.wait(poll=options.poll)
         rows = {row.name: row for row in sweep.status().rows}
-        return [self._job_return(job, config, rows[job.subdir], sweep_dir) for job, config in zip(jobs, configs)]
+        returns = []
+        for job, config in zip(jobs, configs):
+            row = rows[job.subdir]
+            value = read_return_value(sweep_dir / job.subdir) if row.state.done else None  # its completing run's
+            log.info(f"\t#{job.num} : {_ended(row, value)}")
+            returns.append(self._job_return(job, config, row, value, sweep_dir))
+        return returns
 
     def _job_config(self, overrides: Sequence[str], num: int) -> DictConfig:
         """The job's config as Hydra composes it for a multirun job (its number set)."""
@@ -135,8 +143,9 @@ class ChainLauncher(Launcher):
         name = hydra.job.config_name
         return AppCall(sys.executable, target, config_args(name and str(name), sources), hydra_overrides, path)
 
-    def _job_return(self, job: HydraJob, config: DictConfig, row: PointRow, sweep_dir: Path) -> JobReturn:
-        """The job's ``JobReturn`` from its point's row in the sweep's status."""
+    def _job_return(self, job: HydraJob, config: DictConfig, row: PointRow, value: Any, sweep_dir: Path) -> JobReturn:
+        """The job's ``JobReturn`` from its point's row in the sweep's status
+        and the value its completing run returned."""
         task_cfg = copy.deepcopy(config)
         with read_write(task_cfg), open_dict(task_cfg):
             del task_cfg["hydra"]
@@ -149,12 +158,18 @@ class ChainLauncher(Launcher):
         )
         if row.state.done:
             ret.status = JobStatus.COMPLETED
-            ret.return_value = None  # the app's return stays in its process: a chain's work is its files
+            ret.return_value = value
         else:
             ret.status = JobStatus.FAILED
-            why = f": {row.reason}" if row.reason else ""
             ret.return_value = JobNotCompleted(
-                f"job #{job.num} in {sweep_dir / job.subdir}: its chain is {row.state.value}{why} "
+                f"job #{job.num} in {sweep_dir / job.subdir}: {_ended(row, None)} "
                 f"(chain sweep resume --dir {sweep_dir} continues it)"
             )
         return ret
+
+
+def _ended(row: PointRow, value: Any) -> str:
+    """How a job's chain ended: completed (and what it returned), or its state and reason."""
+    if row.state.done:
+        return "completed" if value is None else f"completed, returned {value!r:.200}"
+    return f"its chain is {row.state.value}" + (f": {row.reason}" if row.reason else "")

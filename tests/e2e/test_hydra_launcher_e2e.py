@@ -3,7 +3,8 @@ cluster: a 2 x 3 multirun of a tiny Hydra training (its own checkpoint file
 beside Hydra's output) runs as 6 relay chains, each in its job's Hydra
 output directory (``.hydra/`` there), each handed over at least once and
 every step computed exactly once; the sweep directory is a chain sweep; the
-same multirun again leaves the completed chains alone."""
+same multirun again leaves the completed chains alone; each job's return
+value comes back to the multirun."""
 
 from __future__ import annotations
 
@@ -58,13 +59,23 @@ def train(cfg):
             log.write(f"step {state['step']}\\n")
         Path(os.environ["CKPT_PATH"] + ".tmp").write_text(str(state["step"]))
         os.replace(os.environ["CKPT_PATH"] + ".tmp", os.environ["CKPT_PATH"])  # chain's counter, after the checkpoint
-    sys.exit(0 if state["step"] >= int(os.environ["MAX_ITER"]) else 99)
+    if state["step"] < int(os.environ["MAX_ITER"]):
+        sys.exit(99)  # checkpointed: the chain goes on
+    return round(state["w"], 6)  # the multirun's JobReturn gets it
 
 
 if __name__ == "__main__":
     train()
 """.replace("STEP_SECONDS", str(STEP_SECONDS))
 JOBS = [(lr, seed) for lr in ("0.1", "0.01") for seed in (0, 1, 2)]
+
+
+def _weight(lr: float, seed: int) -> float:
+    """The training's result after MAX_ITER steps, as the app computes it."""
+    w = 0.0
+    for _ in range(MAX_ITER):
+        w = w + lr * (1.0 + seed - w)
+    return round(w, 6)
 
 
 def _app(tmp_path: Path) -> Path:
@@ -119,6 +130,7 @@ def test_a_multirun_runs_as_one_chain_per_job_in_hydras_job_directories(backend:
         assert len(starts) >= 2 and starts[0] == 0 and starts[1] > 0, events  # handed over, resumed from model.json
         model = json.loads((job / "model.json").read_text())
         assert model["step"] == MAX_ITER and model["num"] == num  # hydra.job.num in the job's own run
+        assert f"#{num} : completed, returned {_weight(float(lr), seed)}\n" in run.stdout, run.stdout
     status = _sweep(cwd)
     assert [p["point"] for p in status["points"]] == [str(n) for n in range(6)]
     assert status["counts"]["completed"] == 6, status

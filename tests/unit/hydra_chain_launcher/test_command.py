@@ -24,6 +24,9 @@ from hydra_plugins.hydra_chain_launcher._command import (
     override_key,
 )
 
+CALLBACK_OVERRIDE = (
+    "++hydra.callbacks.chain_return._target_=hydra_plugins.hydra_chain_launcher._callback.SaveReturnValue"
+)
 CALL = AppCall("/venv/bin/python", ("/w/train.py",), ("--config-name=config",), ("hydra.job.name=t",))
 
 
@@ -60,7 +63,7 @@ def test_the_job_gets_its_overrides_directory_number_and_single_run_mode() -> No
     argv = job_argv(["/py", "/w/t.py"], 4, "lr=0.1 'name=a b'", "/runs/lr=0.1,seed=0")
     assert argv == [
         "/py", "/w/t.py", "lr=0.1", "name=a b",
-        r"hydra.run.dir=/runs/lr\=0.1\,seed\=0", "hydra.job.num=4", "hydra.mode=RUN",
+        r"hydra.run.dir=/runs/lr\=0.1\,seed\=0", "hydra.job.num=4", "hydra.mode=RUN", CALLBACK_OVERRIDE,
     ]  # fmt: skip
 
 
