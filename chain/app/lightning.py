@@ -70,6 +70,7 @@ from chain.app.lightning_resume import disable_slurm_requeue, resume_gap, warn_r
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
+from chain.app.torch_dist import torch_ranks
 from chain.app.torch_rng import ResumableSampler, rng_state, set_rng_state
 
 __all__ = ["CKPT_FILE", "ChainCallback", "ResumableSampler", "disable_slurm_requeue", "resume_gap"]
@@ -167,9 +168,15 @@ class ChainCallback(Checkpoint):
             write_counter(self.counter_path, value)
 
     def state_dict(self) -> dict[str, Any]:
-        """Saved inside every Lightning checkpoint: RNG states, data position."""
+        """Saved inside every Lightning checkpoint: RNG states, data position.
+        Under DDP every rank's RNG states (``rng_by_rank``): rank 0 writes the
+        file, and each rank's dropout and noise must go on from its own."""
         epoch, start, epoch_end = self._position
-        return {"rng": rng_state(), "epoch": epoch, "start": start, "epoch_end": epoch_end}
+        state = {"rng": rng_state(), "epoch": epoch, "start": start, "epoch_end": epoch_end}
+        ranks = torch_ranks()  # every rank dumps the checkpoint (a collective): the gather is safe
+        if ranks.world > 1:
+            state["rng_by_rank"] = ranks.gather(state["rng"])
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Called by Lightning while restoring, before the data loaders exist."""
@@ -180,10 +187,15 @@ class ChainCallback(Checkpoint):
         # calls iter() once before training.  Mid-epoch the uninterrupted run had
         # no such draw after the save: restore after it (first batch).  At an
         # epoch's end it had one, for the next epoch: restore before it (now).
+        rng = state_dict["rng"]
+        by_rank = state_dict.get("rng_by_rank")
+        rank = torch_ranks().rank
+        if isinstance(by_rank, list) and rank < len(by_rank):
+            rng = by_rank[rank]  # (more ranks than saved: rank 0's, as before)
         if state_dict.get("epoch_end"):
-            set_rng_state(state_dict["rng"])
+            set_rng_state(rng)
         else:
-            self._pending_rng = state_dict["rng"]
+            self._pending_rng = rng
 
     # ---------------------------------------------------------------- signals
 

@@ -12,7 +12,12 @@ Environment (the chain contract plus a few knobs):
   STEP_SECONDS      extra sleep per step, so this toy needs several runners (default 0.1)
   TRAIN_CKPT_DIR    checkpoint directory (default checkpoints)
   TRAIN_METRICS     per-step losses, CSV "step,loss" (default metrics.csv)
-  TRAIN_RUN_LOG     run log, appended (default train_run.log)
+  TRAIN_RUN_LOG     run log, appended (default train_run.log; rank N > 0: train_runN.log)
+
+Under torchrun (``--launcher torchrun --nproc-per-node 2``), one process a rank:
+DDP on the CPUs, each rank on its share of the data (its own
+ResumableSampler), with its own dropout and noise; the callback saves once,
+with every rank's RNG states, and every rank stops at the same step.
 """
 
 from __future__ import annotations
@@ -114,15 +119,19 @@ class Regressor(L.LightningModule):
 def main() -> int:
     env = ca.AppEnv.from_environ(max_iter=300, checkpoint_every=50, ckpt_path="train_step.txt")
     step_seconds = float(os.environ.get("STEP_SECONDS", "0.1"))
-    metrics_path = Path(os.environ.get("TRAIN_METRICS", "metrics.csv"))
-    ca.configure_logging(os.environ.get("TRAIN_RUN_LOG", "train_run.log"))
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    metrics_path = Path(os.environ.get("TRAIN_METRICS", "metrics.csv") if rank == 0 else os.devnull)
+    ca.configure_logging(os.environ.get("TRAIN_RUN_LOG", "train_run.log") + (str(rank) if rank else ""))
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     torch.set_num_threads(1)  # a small model: one thread is fastest, and kind to shared nodes
 
     cfg = Config()
-    L.seed_everything(cfg.seed, verbose=False)  # initial weights; checkpoints carry the RNGs on
+    # initial weights (DDP gives every rank rank 0's), and each rank its own dropout and noise
+    # (Lightning seeds again from this at its DDP set-up); checkpoints carry the RNGs on
+    L.seed_everything(cfg.seed + rank, verbose=False)
     data = make_data(cfg)
-    sampler = ResumableSampler(data, seed=cfg.seed)
+    sampler = ResumableSampler(data, seed=cfg.seed, num_replicas=world, rank=rank)
     # A generator of its own: iter(loader) then leaves the global torch RNG alone.
     loader = DataLoader(data, batch_size=cfg.batch, sampler=sampler, generator=torch.Generator())
 
@@ -135,7 +144,13 @@ def main() -> int:
     resume = chain_cb.resume_path()
     step = chain_cb.resumed.step if chain_cb.resumed else 0
     log.info("start at step %d (job %s)", step, env.job_id or "-")
-    keep_rows_up_to(metrics_path, step)
+    if rank == 0:
+        keep_rows_up_to(metrics_path, step)
+    distributed: dict[str, Any] = (
+        {"strategy": "ddp", "devices": local, "num_nodes": world // local, "use_distributed_sampler": False}
+        if world > 1
+        else {"devices": 1}
+    )
     trainer = L.Trainer(
         max_steps=env.max_iter,
         max_epochs=-1,
@@ -146,7 +161,7 @@ def main() -> int:
         limit_val_batches=0,
         num_sanity_val_steps=0,
         accelerator="auto",
-        devices=1,
+        **distributed,
     )
     with open(metrics_path, "a", encoding="utf-8") as metrics:
         trainer.fit(Regressor(cfg, metrics, step_seconds), loader, ckpt_path=resume)

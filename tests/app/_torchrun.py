@@ -1,0 +1,48 @@
+"""Run an app as several processes under torchrun on this machine (gloo), each
+through chain's rank wrapper, as ``--launcher torchrun`` runs them; read each
+rank's own end; find one rank's process to signal it alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from chain.jobs.launching import free_port, rank_wrapper
+
+from .conftest import child_env
+
+
+def torchrun(app: Path, workdir: Path, world: int, **extra: str) -> subprocess.Popen[str]:
+    """``world`` processes of ``app`` in ``workdir`` (rank records in ``workdir/ranks``)."""
+    (workdir / "ranks").mkdir(exist_ok=True)
+    for old in (workdir / "ranks").iterdir():
+        old.unlink()
+    env = child_env(CKPT_PATH=str(workdir / "state_iter.txt"), CHAIN_RANKS_DIR=str(workdir / "ranks"), **extra)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={world}"]
+    argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", str(rank_wrapper()), str(app)]
+    return subprocess.Popen(argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def rank_ends(workdir: Path, run: subprocess.Popen[str], world: int) -> dict[int, int]:
+    """Each rank's exit code as chain's rank wrapper recorded it, once the run has ended (torchrun's
+    own code is no guide: a gloo worker that finished may abort in its teardown)."""
+    run.wait(timeout=300)
+    out = run.stdout.read() if run.stdout else ""
+    records = [json.loads(p.read_text()) for p in (workdir / "ranks").iterdir()]
+    assert len(records) == world, out
+    return {r["rank"]: r["exit_code"] for r in records}
+
+
+def rank_pid(launcher: int, rank: str) -> int | None:
+    """The pid of the worker of ``launcher`` whose RANK is ``rank``."""
+    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    for pid in children:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return int(pid)
+    return None
