@@ -13,7 +13,7 @@ import time
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 
-from chain.app.hf import ChainTrainerCallback
+from chain.app.hf import ChainTrainerCallback, rank_order_gradients
 
 
 class Tokens(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -71,6 +71,7 @@ def main() -> int:
             LossLog(os.environ.get("LOSS_LOG", "loss.jsonl"), float(os.environ.get("STEP_SECONDS", "0"))),
         ],
     )
+    rank_order_gradients(trainer)  # three processes or more: a resume as exact as with two
     trainer.train(resume_from_checkpoint=chain_cb.resume_path())
     return chain_cb.exit_code
 
