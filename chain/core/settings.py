@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import shlex
 import signal
 from dataclasses import dataclass
@@ -167,17 +166,3 @@ class Settings:
         out["hooks"] = list(self.hooks)
         out["notify"] = list(self.notify)
         return out
-
-
-def __getattr__(name: str) -> Any:
-    """A bridge, to go once chain/sweep (record, spec, store), where others
-    work now, imports these three names from their modules (a file's reading
-    is not the core's: ``read_user_text`` is ``chain.api.config``'s)."""
-    homes = {
-        "FIELD_BY_NAME": "chain.core.fields",
-        "from_json": "chain.core.resolution",
-        "read_user_text": "chain.api.config",
-    }
-    if name not in homes:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(homes[name]), name)
