@@ -1,13 +1,15 @@
 """``hydra/launcher=chain`` end to end, on the local backend and on the dev
 cluster: a 2 x 3 multirun of a tiny Hydra training (its own checkpoint file
 beside Hydra's output) runs as 6 relay chains, each in its job's Hydra
-output directory (``.hydra/`` there), each handed over at least once and
-every step computed exactly once; the sweep directory is a chain sweep; the
-same multirun again leaves the completed chains alone; each job's return
-value comes back to the multirun."""
+output directory (``.hydra/`` there), submitted without waiting, cancelled
+with ``chain sweep cancel`` at work, continued by the same multirun again
+(which waits), every step computed exactly once; each job's return value
+comes back to the multirun; the sweep directory is a chain sweep (status,
+report); a third run leaves the completed chains alone."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 from e2e_helpers import REPO, chain_cmd
+from waiting import wait_until
 
 # six relay runners and their queued successors take 12 of the dev cluster's 16 slots:
 # on Slurm nothing runs beside them (another test's jobs would wait for a slot their timing does not allow for)
@@ -67,6 +70,7 @@ def train(cfg):
 if __name__ == "__main__":
     train()
 """.replace("STEP_SECONDS", str(STEP_SECONDS))
+GRID = ("lr=0.1,0.01", "seed=0,1,2")
 JOBS = [(lr, seed) for lr in ("0.1", "0.01") for seed in (0, 1, 2)]
 
 
@@ -100,6 +104,11 @@ def _multirun(cwd: Path, *overrides: str, timeout: float = 300) -> subprocess.Co
     )
 
 
+def _events(job: Path) -> str:
+    """The training's own log of a job: its starts and steps."""
+    return (job / "train.events").read_text() if (job / "train.events").exists() else ""
+
+
 def _sweep(cwd: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(chain_cmd("sweep", "status", "--json", "--dir", "multirun", cwd=cwd).stdout)
     return data
@@ -108,6 +117,7 @@ def _sweep(cwd: Path) -> dict[str, Any]:
 @BACKENDS
 def test_a_multirun_runs_as_one_chain_per_job_in_hydras_job_directories(backend: str, tmp_path: Path) -> None:
     cwd = _app(tmp_path)
+    sweep = cwd / "multirun"
     launcher = [
         f"hydra.launcher.backend={backend}",
         "hydra.launcher.mode=relay",
@@ -116,31 +126,50 @@ def test_a_multirun_runs_as_one_chain_per_job_in_hydras_job_directories(backend:
         "hydra.launcher.runner_margin=4",
         "hydra.launcher.poll=1",
     ]
-    run = _multirun(cwd, "lr=0.1,0.01", "seed=0,1,2", *launcher)
+    first = _multirun(cwd, *GRID, *launcher, "hydra.launcher.wait=false", timeout=120)
+    assert first.returncode == 0 and f"chain sweep status --dir {sweep}" in first.stdout, first.stdout + first.stderr
+    wait_until(
+        lambda: all("step 1" in _events(sweep / str(num)) for num in range(6)),
+        timeout=120,
+        interval=0.5,
+        what="every job at work",
+        describe=lambda: _sweep(cwd)["counts"],
+    )
+    cancelled = chain_cmd("sweep", "cancel", "--dir", "multirun", cwd=cwd, timeout=120).stdout.splitlines()
+    assert sorted(line.split(":")[0] for line in cancelled) == [str(num) for num in range(6)], cancelled
+    ids = [p["chain_id"] for p in _sweep(cwd)["points"]]
+
+    run = _multirun(cwd, *GRID, *launcher)  # the same multirun again: its cancelled chains go on, and it waits
     assert run.returncode == 0, run.stdout + run.stderr
-    sweep = cwd / "multirun"
+    assert run.stdout.count(": resumed\n") == 6, run.stdout
     for num, (lr, seed) in enumerate(JOBS):
         job = sweep / str(num)  # Hydra's own job directory: hydra.sweep.dir / hydra.sweep.subdir
         assert (job / ".hydra" / "overrides.yaml").read_text() == f"- lr={lr}\n- seed={seed}\n"
         assert (job / ".chain" / "state.json").is_file() and (job / "state_iter.txt").read_text() == str(MAX_ITER)
         assert json.loads((job / "params.json").read_text()) == {"job_num": num, "overrides": f"lr={lr} seed={seed}"}
-        events = (job / "train.events").read_text().split("\n")[:-1]
+        events = _events(job).split("\n")[:-1]
         assert [e for e in events if e.startswith("step")] == [f"step {i}" for i in range(1, MAX_ITER + 1)], events
         starts = [int(e.split()[1]) for e in events if e.startswith("start")]
-        assert len(starts) >= 2 and starts[0] == 0 and starts[1] > 0, events  # handed over, resumed from model.json
+        assert len(starts) >= 2 and starts[0] == 0 and starts[1] > 0, events  # resumed from model.json
         model = json.loads((job / "model.json").read_text())
         assert model["step"] == MAX_ITER and model["num"] == num  # hydra.job.num in the job's own run
         assert f"#{num} : completed, returned {_weight(float(lr), seed)}\n" in run.stdout, run.stdout
     status = _sweep(cwd)
     assert [p["point"] for p in status["points"]] == [str(n) for n in range(6)]
-    assert status["counts"]["completed"] == 6, status
-    ids = [p["chain_id"] for p in status["points"]]
+    assert status["counts"]["completed"] == 6 and [p["chain_id"] for p in status["points"]] == ids, status
 
-    again = _multirun(cwd, "lr=0.1,0.01", "seed=0,1,2", *launcher, timeout=120)
+    chain_cmd("sweep", "report", "--quiet", "--dir", "multirun", cwd=cwd, timeout=120)
+    rows = list(csv.DictReader((sweep / "report" / "sweep.csv").open()))
+    assert [(r["point"], r["state"], r["param.job_num"]) for r in rows] == [
+        (str(n), "completed", str(n)) for n in range(6)
+    ]
+
+    before = [_events(sweep / str(num)) for num in range(6)]
+    again = _multirun(cwd, *GRID, *launcher, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "submitted" not in again.stdout + again.stderr and "resumed" not in again.stdout + again.stderr
-    assert [p["chain_id"] for p in _sweep(cwd)["points"]] == ids  # the same chains, left alone
-    assert (sweep / "0" / "train.events").read_text().count("start") == len(starts)
+    assert [p["chain_id"] for p in _sweep(cwd)["points"]] == ids  # the same chains, left alone: nothing ran
+    assert [_events(sweep / str(num)) for num in range(6)] == before
 
 
 @pytest.mark.local
