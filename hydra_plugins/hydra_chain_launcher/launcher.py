@@ -28,6 +28,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from chain.errors import ChainError
+from chain.sweep.naming import check_dir_name
 from hydra_plugins.hydra_chain_launcher._callback import read_return_value
 from hydra_plugins.hydra_chain_launcher._command import (
     AppCall,
@@ -129,7 +130,9 @@ class ChainLauncher(Launcher):
             num = config.hydra.job.num
             raise ChainError(f"job #{num} has its own hydra.sweep.dir ({job_sweep_dir}): not supported")
         overrides = tuple(str(o) for o in config.hydra.overrides.task)
-        return HydraJob(int(config.hydra.job.num), overrides, str(config.hydra.sweep.subdir))
+        num = int(config.hydra.job.num)
+        subdir = check_dir_name(str(config.hydra.sweep.subdir), f"job #{num}'s hydra.sweep.subdir")
+        return HydraJob(num, overrides, subdir)
 
     def _app_call(self) -> AppCall:
         """How this multirun's app is started again for each job."""
