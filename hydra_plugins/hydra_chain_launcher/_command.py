@@ -32,9 +32,10 @@ NUM_PARAM = "job_num"
 OVERRIDES_PARAM = "overrides"
 SEPARATOR = "--"
 PATH_OPTION = "--pythonpath"
-# hydra overrides of the multirun a job does not take: the launcher's and the
-# sweeper's (a job is one run), the mode and what the job program sets itself
-DROPPED_HYDRA_KEYS = ("hydra.launcher", "hydra.sweeper", "hydra.mode", "hydra.run.dir", "hydra.job.num")
+# hydra overrides of the multirun a job does not take: the launcher's, the sweeper's and
+# the sweep directory's (a job is one run, in its own directory: a re-run that spells the
+# sweep directory another way is the same sweep), the mode and what the job program sets
+DROPPED_HYDRA_KEYS = ("hydra.launcher", "hydra.sweeper", "hydra.sweep", "hydra.mode", "hydra.run.dir", "hydra.job.num")
 # the characters Hydra's override grammar escapes in an unquoted value
 _HYDRA_SPECIAL = re.compile(r"([\\()\[\]{}:=, \t])")
 

@@ -91,7 +91,7 @@ def test_an_overrides_key_is_dotted(override: str, key: str) -> None:
     assert override_key(override) == key
 
 
-def test_a_job_keeps_the_hydra_overrides_but_the_launchers_sweepers_mode_and_its_own() -> None:
+def test_a_job_keeps_the_hydra_overrides_but_the_launchers_sweepers_sweep_dirs_mode_and_its_own() -> None:
     given = [
         "hydra/launcher=chain",
         "hydra.launcher.max_iter=3",
@@ -104,13 +104,9 @@ def test_a_job_keeps_the_hydra_overrides_but_the_launchers_sweepers_mode_and_its
         "hydra/job_logging=disabled",
         "hydra.launcherish=1",
         "hydra.sweep.dir=runs",
+        "hydra.sweep.subdir=${hydra.job.override_dirname}",
     ]
-    assert kept_hydra_overrides(given) == (
-        "hydra.job.name=t",
-        "hydra/job_logging=disabled",
-        "hydra.launcherish=1",
-        "hydra.sweep.dir=runs",
-    )
+    assert kept_hydra_overrides(given) == ("hydra.job.name=t", "hydra/job_logging=disabled", "hydra.launcherish=1")
 
 
 def test_the_config_is_found_again_by_its_name_and_file_directories() -> None:
