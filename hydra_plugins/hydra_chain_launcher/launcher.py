@@ -76,6 +76,9 @@ class ChainLauncher(Launcher):
             return self._launch(job_overrides, initial_job_idx)
         except ChainError as exc:
             raise LauncherError(f"hydra/launcher=chain: {exc}") from None
+        except KeyboardInterrupt:  # while waiting: the chains are the cluster's, they go on
+            at = self.config.hydra.sweep.dir if self.config is not None else "DIR"
+            raise LauncherError(f"hydra/launcher=chain: interrupted; the chains go on (chain sweep status --dir {at})")
 
     def _launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
         from chain.api.sweep_handle import Sweep  # chain's heavy parts only when a multirun launches
