@@ -257,6 +257,7 @@ class Accelerate(_Distributed):
             "--main-process-ip",
             "--main-process-port",
             "--rdzv-backend",
+            "--same-network",
             "--multi-gpu",
             "--cpu",
             "--no-python",
@@ -273,8 +274,12 @@ class Accelerate(_Distributed):
             '--machine_rank="$SLURM_NODEID"' if site.srun else "--machine_rank=0",
             f"--main_process_ip={first_node(site)}",
             f"--main_process_port={shell_word(site.port)}",
-            # one machine: accelerate's static rendezvous on that port (its c10d would take 29400)
-            *(["--rdzv_backend=c10d"] if nodes > 1 else []),
+            # accelerate's static rendezvous at the first node's address and the free port, on one
+            # machine as on several (--same_network: every node reaches that address; c10d would
+            # tell the rendezvous host and the workers' master address by the nodes' hostnames,
+            # which accelerate cannot replace as chain does for torchrun, and which resolve
+            # nowhere on some clusters; on one machine it would also take port 29400)
+            *(["--same_network"] if nodes > 1 else []),
         ]
 
 

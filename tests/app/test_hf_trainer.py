@@ -1,8 +1,9 @@
 """The Hugging Face Trainer adapter (chain.app.hf): its decisions at a step
 boundary and on resume, and a real chain of at least three runners of a user's
 Trainer script (tests/app/hf/train_hf.py: a tiny GPT-2 from a config, CPU) on
-the local backend and on Slurm, whose every step runs once with the loss of an
-uninterrupted run."""
+the local backend, whose every step runs once with the loss of an
+uninterrupted run (on Slurm: tests/e2e/test_ddp_chain_e2e.py, under
+accelerate on two nodes)."""
 
 from __future__ import annotations
 
@@ -137,9 +138,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
 
 
 @pytest.mark.heavy  # transformers' import is ~7 s of CPU inside every runner
-@pytest.mark.parametrize(
-    "backend", [pytest.param("local", marks=pytest.mark.local), pytest.param("slurm", marks=pytest.mark.slurm)]
-)
+# on Slurm: the same script as a two-node accelerate chain of four processes
+# (tests/e2e/test_ddp_chain_e2e.py), which covers what a one-process Slurm chain would
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.local)])
 def test_a_trainer_chain_of_three_runners_is_exact(
     backend: str, tmp_path: Path, reference: dict[int, float], request: pytest.FixtureRequest
 ) -> None:

@@ -3,7 +3,7 @@ examples/python/ddp/train.py chained across two nodes, launched both ways
 users do: srun, one task per rank (one a node), and ``--launcher torchrun``,
 one torchrun a node, composed by chain. The chain runs in
 three or more runners (each stopped at its deadline, every rank stopping at
-the same step) and ends bit-identical to an uninterrupted run of as many
+the same step; four ranks under torchrun) and ends bit-identical to an uninterrupted run of as many
 ranks: the same weights digest and every step's loss. A node lost under a runner is survived and left out. Every rank of an
 srun step gets the stop signal, and none outlives its runner, also when one
 ignores the signal and is killed. Marked ``multinode``: not in scripts/test's
@@ -16,8 +16,11 @@ test's cluster busy."""
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddp_reference import TRAIN, losses, references
+from ddp_reference import TRAIN, free_port, losses, references
 from e2e_helpers import cancel_jobs_under, chain_cmd, restart_cluster, wait_ended
 from waiting import wait_until
 
@@ -94,14 +97,15 @@ class Launch:
 
 
 # runner times, for 140 steps of 0.41 s (57 s): the first step comes 4-6 s after a runner's start
-# with srun's ranks, 5-21 s with torchrun's (the agent, then its worker, imports torch); the ranks
-# stop ~5.5 s before the stop signal (TrainLoop's lead, at CHAIN_DEADLINE). So 0:38 (24.5 s to step
-# in): at most ~61 steps a runner, so two never reach 140, and steps in each runner even after the
-# slowest start. (Four ranks, two torchrun workers a node, end a float rounding away from an
-# uninterrupted four-rank run once resumed, on one machine as on two nodes: not yet exact.)
+# with srun's ranks, 5-21 s with torchrun's one worker a node (the agent, then its worker, imports
+# torch); the ranks stop ~5.5 s before the stop signal (TrainLoop's lead, at CHAIN_DEADLINE). So 0:38
+# (24.5 s to step in): at most ~61 steps a runner, so two never reach 140, and steps in each runner
+# even after the slowest start. torchrun runs two workers a node (four ranks: the sums of three or
+# more are exact only through the example's rank_order_mean); six processes importing torch on the
+# dev cluster's two CPUs start later, so its runners get 0:45 (at most ~64 steps a runner).
 LAUNCHES = {
     "srun": Launch("python3 train.py", ("--launch-mode", "srun", "--ntasks-per-node", "1"), 2, "0:38", "0.4"),
-    "torchrun": Launch("train.py", ("--launcher", "torchrun", "--nproc-per-node", "1"), 2, "0:38", "0.4"),
+    "torchrun": Launch("train.py", ("--launcher", "torchrun", "--nproc-per-node", "2"), 4, "0:45", "0.4"),
 }
 
 
@@ -113,9 +117,9 @@ LAUNCHES = {
 def test_a_two_node_ddp_chain_ends_bit_identical(
     three_nodes: Any, reference: Callable[[int], Path], cleanup: Path, how: str
 ) -> None:
-    """srun's ranks, or one torchrun a node composed by chain (the app command is the script):
-    three runners or more, each stopping every rank at one step, ending bit-identical to an
-    uninterrupted run of as many ranks."""
+    """srun's ranks (one a node), or one torchrun a node composed by chain (the app command is the
+    script) with two workers each: three runners or more, each stopping every rank at one step,
+    ending bit-identical to an uninterrupted run of as many ranks."""
     launch = LAUNCHES[how]
     chained = cleanup / "chained"
     chained.mkdir()
@@ -160,6 +164,69 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
     whole = reference(launch.world)
     assert (chained / "weights.sha256").read_text() == (whole / "weights.sha256").read_text()
     assert losses(chained) == losses(whole)
+
+
+HF_APP = TRAIN.parents[3] / "tests" / "app" / "hf" / "train_hf.py"
+# 0.3 s a step and 0:40 runners: the stop signal 32 s after a runner's start, its first step 8-25 s
+# in (six processes import transformers on the dev cluster's two CPUs): at most ~80 steps a
+# runner, so two never reach 165
+HF_STEPS = 165
+
+
+def _hf_losses(path: Path) -> dict[int, float]:
+    """The Trainer's logged loss at each step (every process logs the same mean; the last row kept)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {row["step"]: row["loss"] for row in rows}
+
+
+def _accelerate_whole(workdir: Path, world: int) -> Path:
+    """The uninterrupted run: ``accelerate launch`` of ``world`` processes on this machine."""
+    shutil.copy(HF_APP, workdir / "train_hf.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CHAIN_"))}
+    env.update(MAX_ITER=str(HF_STEPS), CKPT_PATH="state_iter.txt", CHECKPOINT_EVERY="1000", STEP_SECONDS="0")
+    env["PYTHONPATH"] = str(TRAIN.parents[3])
+    argv = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines=1"]
+    argv += [f"--num_processes={world}", "--machine_rank=0", "--main_process_ip=127.0.0.1"]
+    argv += [f"--main_process_port={free_port()}", "train_hf.py"]
+    done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0 and (workdir / "state_iter.txt").read_text().strip() == str(HF_STEPS), done.stderr
+    return workdir
+
+
+@pytest.mark.slurm
+@pytest.mark.multinode
+@pytest.mark.alone  # on the three-node cluster
+@pytest.mark.heavy  # six processes importing transformers per runner
+def test_an_accelerate_hf_trainer_chain_of_two_nodes_by_two_processes_is_exact(
+    three_nodes: Any, cleanup: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A Hugging Face Trainer script (a tiny GPT-2 from a config, gloo) as users launch it,
+    ``--launcher accelerate --nodes 2 --nproc-per-node 2 --app-cmd train_hf.py``: three runners or
+    more, every process stopping at one step, the losses of every step those of an uninterrupted
+    four-process run (the script calls ``rank_order_gradients``)."""
+    chained = cleanup / "chained"
+    chained.mkdir()
+    shutil.copy(HF_APP, chained / "train_hf.py")
+    chain_cmd(
+        "submit",
+        *("--backend", "slurm", "--max-iter", str(HF_STEPS), "--checkpoint-every", "1000"),
+        *("--launcher", "accelerate", "--nodes", "2", "--nproc-per-node", "2", "--app-cmd", "train_hf.py"),
+        *("--runner-time", "0:55", "--runner-margin", "8", "--fixed-margin", "--poll-max", "5"),
+        cwd=chained,
+        env={**RANK_ENV, "STEP_SECONDS": "0.25"},
+    )
+    whole = _accelerate_whole(tmp_path_factory.mktemp("hfwhole"), 4)  # while the chain runs
+    report = wait_ended(chained, timeout=600)
+    assert report["state"] == "completed", (report["reason"], [r["reason"] for r in report["runners"]])
+    runners = report["runners"]
+    assert len(runners) >= 3, [r["reason"] for r in runners]
+    store = ChainDir(chained / ".chain")
+    records = [store.runner_record(judged["job_id"]) for judged in runners]
+    for record in records:
+        assert record is not None and len(set(record.nodes)) == 2, record
+    # judged by the processes' own ends: every runner but the last checkpointed
+    assert all(r is not None and r.exit_code in (99, 124) for r in records[:-1]), records
+    assert _hf_losses(chained / "loss.jsonl") == _hf_losses(whole / "loss.jsonl")
 
 
 def _runner_on(chained: Path, node: str, timeout: float) -> str:

@@ -109,11 +109,14 @@ def test_one_accelerate_process_is_not_multi_gpu() -> None:
     assert "--multi_gpu" not in strategy(s).argv(s, SITE)[7]
 
 
-def test_accelerate_on_one_machine_keeps_its_static_rendezvous_on_the_free_port() -> None:
+def test_accelerate_keeps_its_static_rendezvous_at_the_first_nodes_address() -> None:
     one = _settings(launcher=Launcher.ACCELERATE, nproc_per_node=2)
-    assert "--rdzv_backend" not in strategy(one).argv(one, SITE)[7]  # its c10d would take port 29400
+    line = strategy(one).argv(one, SITE)[7]
+    assert "--rdzv_backend" not in line and "--same_network" not in line  # its c10d would take port 29400
     two = _settings(launcher=Launcher.ACCELERATE, nodes=2)
-    assert "--rdzv_backend=c10d" in strategy(two).argv(two, SITE)[7]
+    line = strategy(two).argv(two, SITE)[7]
+    # several machines: the address given, never a hostname to resolve (c10d's)
+    assert "--same_network" in line and "--rdzv_backend" not in line
 
 
 def test_a_word_with_a_variable_is_expanded_and_any_other_stays_as_written() -> None:
