@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from chain.api.cancelling import cancel
     from chain.api.config import chain_dir_path, check_app, load_settings, stored_settings
     from chain.api.handle import Chain
-    from chain.api.status import open_chain, status_report
+    from chain.api.status import open_chain, status_report, wait_jobs_gone
     from chain.api.submission import (
         Submitted,
         archive_chain_dir,
@@ -38,6 +38,7 @@ _HOMES = {
     "Chain": "handle",
     "open_chain": "status",
     "status_report": "status",
+    "wait_jobs_gone": "status",
     "Submitted": "submission",
     "archive_chain_dir": "submission",
     "render": "submission",
@@ -61,6 +62,7 @@ __all__ = [
     "status_report",
     "stored_settings",
     "submit",
+    "wait_jobs_gone",
 ]
 
 

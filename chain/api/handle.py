@@ -25,7 +25,7 @@ from typing import Any
 
 from chain.api.cancelling import cancel as cancel_chain
 from chain.api.config import CHAIN_DIR_NAME, resolve_chain_dir
-from chain.api.status import StatusReport, open_chain, status_report
+from chain.api.status import StatusReport, open_chain, status_report, wait_jobs_gone
 from chain.api.submission import submit as submit_chain
 from chain.backends.base import Backend
 from chain.core.fields import FIELD_BY_NAME
@@ -145,6 +145,7 @@ class Chain:
         while True:
             report = self.status(history=0)
             if report.state.ended:
+                wait_jobs_gone(self.chain_dir, backend=self._backend, sleep=sleep, clock=clock)
                 return report
             if report.cancelled_outside:
                 raise ChainError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,33 @@ def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus
     """The chain in ``chain_dir`` and its status (a one-line error if none): ``ChainView``'s."""
     view = ChainView.open(chain_dir, lenient=True)
     return view.chain, view.status
+
+
+SETTLE_WAIT = 30.0  # seconds an ended chain's last jobs get to leave (a submitter exits within ~1 s)
+
+
+def wait_jobs_gone(
+    chain_dir: Path,
+    *,
+    backend: Backend | None = None,
+    timeout: float = SETTLE_WAIT,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """After a chain's end, wait (at most ``timeout`` seconds) until the jobs
+    that ended it have left: the chain turns completed (or failed, ...)
+    before its submitter, or its last relay runner, exits, and until then the
+    job (and the local backend's supervisor) may still write into the chain
+    directory. ``--wait`` returns after this, so removing the directory at
+    once never races a last write. Reads only."""
+    _, status = open_chain(chain_dir)
+    ids = sorted({*status.live_jobs(), status.runner_job_id} - {""})
+    if not ids:
+        return
+    backend = backend or make_backend(status.backend or "slurm", chain_dir)
+    deadline = clock() + timeout
+    while any(info.state.active for info in backend.query(ids, exit_codes=False).values()) and clock() < deadline:
+        sleep(0.5)
 
 
 def status_report(

@@ -265,6 +265,7 @@ def _watch_until_ended(directory: Path, interval: float, history: int | None) ->
             if ended:
                 print_status(report, history=rows)
         if ended:
+            api.wait_jobs_gone(directory)  # the directory is the user's once --wait returns
             return report.state.exit_code
         if report.cancelled_outside:  # nothing of it runs: no end would ever come to watch
             if not sys.stdout.isatty():

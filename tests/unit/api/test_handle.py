@@ -36,9 +36,10 @@ def test_submit_open_status_wait_resume(tmp_path: Path) -> None:
     assert status is not None
     status.state, status.reason = ChainState.STOPPED, "no progress"
     store.save_status(status)
+    for job in list(fake.states):  # its jobs left as it ended
+        fake.set_state(job, JobState.COMPLETED)
     assert run.wait(sleep=lambda s: pytest.fail("waited")).state is ChainState.STOPPED
 
-    fake.set_state(status.submitter_job_id, JobState.COMPLETED)
     run.resume(max_iter=20)
     assert run.status().max_iter == 20 and run.status().submitter_cycle == 1
 
@@ -77,3 +78,38 @@ def test_backend_is_the_setting_as_a_string_and_used_as_it_is_as_an_object(tmp_p
     fake = FakeBackend()
     run = Chain.submit(tmp_path / "b", app_cmd="true", max_iter=10, runner_time="10:00", backend=fake)
     assert fake.submitted and run.status().state.value == "pending"
+
+
+def test_wait_returns_once_the_jobs_that_ended_the_chain_have_left(tmp_path: Path) -> None:
+    """The chain is completed while its submitter still runs (it exits after
+    saving the end, and may still write in the chain directory): ``wait``
+    returns once it has left, and gives up waiting for it after SETTLE_WAIT."""
+    from fakes import SteppingClock
+
+    from chain.api.status import SETTLE_WAIT
+    from chain.store import ChainDir
+
+    fake = FakeBackend()
+    run = Chain.submit(tmp_path, app_cmd="true", max_iter=10, backend=fake)
+    store = ChainDir(run.chain_dir)
+    status = store.load_status()
+    assert status is not None
+    status.state = ChainState.COMPLETED
+    store.save_status(status)
+    for job in list(fake.states):  # its runner ended; its submitter still exits
+        fake.set_state(job, JobState.COMPLETED)
+    fake.set_state(status.submitter_job_id, JobState.RUNNING)
+    clock = SteppingClock()
+
+    def leaves_at_3s(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock.now >= 3:
+            fake.set_state(status.submitter_job_id, JobState.COMPLETED)
+
+    assert run.wait(poll=1, sleep=leaves_at_3s, clock=clock).state is ChainState.COMPLETED
+    assert 3 <= clock.now < 4
+
+    fake.set_state(status.submitter_job_id, JobState.RUNNING)  # one that never leaves: not waited on for ever
+    start = clock.now
+    run.wait(poll=1, sleep=clock.sleep, clock=clock)
+    assert SETTLE_WAIT <= clock.now - start < SETTLE_WAIT + 1
