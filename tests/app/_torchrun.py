@@ -5,8 +5,12 @@ rank's own end; find one rank's process to signal it alone."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from chain.jobs.launching import free_port, rank_wrapper
@@ -46,3 +50,15 @@ def rank_pid(launcher: int, rank: str) -> int | None:
         if f"RANK={rank}".encode() in environ:
             return int(pid)
     return None
+
+
+def stop_one_rank(run: subprocess.Popen[str], steps_done: Callable[[], int], rank: str = "1", after: int = 4) -> None:
+    """Once ``steps_done()`` reaches ``after``, SIGTERM the worker of ``rank`` alone (the others
+    must stop with it at one step, not hang in the next collective)."""
+    deadline = time.monotonic() + 120
+    while steps_done() < after:
+        assert time.monotonic() < deadline and run.poll() is None, "no steps"
+        time.sleep(0.2)
+    pid = rank_pid(run.pid, rank)
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)

@@ -6,15 +6,12 @@ uninterrupted one."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from ._torchrun import rank_ends, rank_pid, torchrun
+from ._torchrun import rank_ends, stop_one_rank, torchrun
 
 APP = Path(__file__).resolve().parent / "hf" / "train_hf.py"
 STEPS = 30
@@ -37,13 +34,8 @@ def test_a_stop_reaching_one_process_stops_both_at_one_step_and_the_resume_is_ex
     assert rank_ends(whole, _torchrun(whole), 2) == {0: 0, 1: 0}
 
     first = _torchrun(chained, STEP_SECONDS="0.3")
-    deadline = time.monotonic() + 120
-    while not (chained / "loss.jsonl").exists() or len((chained / "loss.jsonl").read_text().splitlines()) < 4:
-        assert time.monotonic() < deadline and first.poll() is None, "no steps"
-        time.sleep(0.2)
-    pid = rank_pid(first.pid, "1")
-    assert pid is not None
-    os.kill(pid, signal.SIGTERM)  # rank 1 alone: rank 0 must stop with it, not hang in the next step
+    log = chained / "loss.jsonl"
+    stop_one_rank(first, lambda: len(log.read_text().splitlines()) if log.exists() else 0)
     assert rank_ends(chained, first, 2) == {0: 99, 1: 99}
     stopped_at = int((chained / "state_iter.txt").read_text())
     assert 0 < stopped_at < STEPS and (chained / "out" / f"checkpoint-{stopped_at}").is_dir()

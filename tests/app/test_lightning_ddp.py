@@ -8,15 +8,12 @@ their own dropout and noise)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from ._torchrun import rank_ends, rank_pid, torchrun
+from ._torchrun import rank_ends, stop_one_rank, torchrun
 from .conftest import EXAMPLES
 
 APP = EXAMPLES / "python" / "lightning" / "train.py"
@@ -41,13 +38,7 @@ def test_a_stop_reaching_one_rank_stops_both_at_one_step_and_the_resume_is_bit_i
     assert sorted(_losses(whole)) == list(range(1, STEPS + 1))
 
     first = _run(chained, STEP_SECONDS="0.3")
-    deadline = time.monotonic() + 120
-    while not (chained / "metrics.csv").exists() or len(_losses(chained)) < 4:
-        assert time.monotonic() < deadline and first.poll() is None, "no steps"
-        time.sleep(0.2)
-    pid = rank_pid(first.pid, "1")
-    assert pid is not None
-    os.kill(pid, signal.SIGTERM)  # rank 1 alone: rank 0 must stop with it, not hang in the next step
+    stop_one_rank(first, lambda: len(_losses(chained)) if (chained / "metrics.csv").exists() else 0)
     assert rank_ends(chained, first, 2) == {0: 99, 1: 99}
     stopped_at = int((chained / "state_iter.txt").read_text())
     assert 0 < stopped_at < STEPS
