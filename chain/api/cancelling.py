@@ -18,9 +18,10 @@ from chain.backends import make_backend
 from chain.backends.base import Backend
 from chain.core.retry import RetryPolicy
 from chain.effects.ending import mark_cancelled
+from chain.effects.executor import Executor
 from chain.errors import ChainDirError, ChainError
 from chain.modes.common import known_submitters
-from chain.store import ChainDir, ChainStatus
+from chain.store import ChainStatus
 
 # A person waits on chain cancel: a write the file system refuses is said at
 # once (the jobs ride out such refusals for minutes: ChainDir.storage).
@@ -55,18 +56,19 @@ def cancel(
         if not any(i.state.active for i in backend.query(watched).values()):
             break
         sleep(0.5)
+    run = Executor(chain, backend, clock, sleep)  # the command's one executor
     with chain.locked():
-        _attempt(failed, "record the cancel", lambda: _mark(chain, status, backend))
+        _attempt(failed, "record the cancel", lambda: _mark(run, status))
     if failed:
         could_not = "; nor ".join(failed)
         raise ChainError(f"chain {status.chain_id}: its jobs are cancelled, but chain could not {could_not}")
     return f"chain {status.chain_id} cancelled"
 
 
-def _mark(chain: ChainDir, status: ChainStatus, backend: Backend) -> None:
-    settings = stored_settings(chain)
-    status = chain.load_status() or status
-    mark_cancelled(chain, status, "cancelled by chain cancel", backend=backend, settings=settings)
+def _mark(run: Executor, status: ChainStatus) -> None:
+    settings = stored_settings(run.chain)
+    status = run.chain.load_status() or status
+    mark_cancelled(run, status, "cancelled by chain cancel", settings=settings)
 
 
 def _attempt(failed: list[str], what: str, step: Callable[[], None]) -> None:

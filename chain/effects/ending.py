@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chain.backends.base import Backend, JobState
+from chain.backends.base import JobState
 from chain.core.decision import Decision, Outcome, Verdict, overshoot
 from chain.core.events import CancelledUnjudged, CounterRead, Ended, Ending, Judged
 from chain.core.exclusion import blamed
@@ -175,13 +175,12 @@ def end_chain(
     run.apply(status, Ended(state, reason, kind=kind))
 
 
-def mark_cancelled(chain: ChainDir, status: ChainStatus, reason: str, *, backend: Backend, settings: Settings) -> None:
+def mark_cancelled(run: Executor, status: ChainStatus, reason: str, *, settings: Settings) -> None:
     """The chain is cancelled with no job of it left to say so (``chain
     cancel``, or a relay whose jobs were scancelled): judge the runner nobody
     judged, forget the queued one, record the counter as chain last knows it,
-    announce the end, save. Its one executor is built here: ``chain cancel``
-    (``api.cancelling``) names the chain and its backend, not an executor."""
-    run = Executor(chain, backend)
+    announce the end, save; through ``run``, the command's one executor."""
+    chain = run.chain
     record: RunnerRecord | None = None
     if status.runner_live and status.runner_job_id:
         record = chain.runner_record(status.runner_job_id) or RunnerRecord(status.runner_job_id)

@@ -19,6 +19,7 @@ from chain.backends.base import JobInfo, JobState
 from chain.core.model import ChainState
 from chain.core.records import RunnerRecord
 from chain.effects.ending import mark_cancelled
+from chain.effects.executor import Executor
 from chain.errors import ChainError
 from chain.store import ChainDir
 
@@ -132,7 +133,7 @@ def test_a_cancel_of_an_ended_chain_leaves_its_counter(tmp_path: Path) -> None:
     chain = ChainDir(chain_dir)
     status = chain.load_status()
     assert status is not None
-    mark_cancelled(chain, status, "late", backend=FakeBackend(), settings=api.stored_settings(chain))
+    mark_cancelled(Executor(chain, FakeBackend()), status, "late", settings=api.stored_settings(chain))
     final = chain.load_status()
     assert final is not None and final.state is ChainState.COMPLETED and final.iteration == 99010
 

@@ -125,7 +125,7 @@ def test_the_end_is_saved_after_it_was_announced(tmp_path: Path, ending: str) ->
     elif ending == "fail":
         end_chain(Executor(chain, fake), status, settings, tmp_path, ChainState.FAILED, "app exited 3")
     else:
-        mark_cancelled(chain, status, "chain cancel", backend=fake, settings=settings)
+        mark_cancelled(Executor(chain, fake), status, "chain cancel", settings=settings)
     expected = {"complete": "completed", "fail": "failed", "cancel": "cancelled"}[ending]
     assert (tmp_path / "told").read_text() == f"{expected}\n"
     assert json.loads(seen.read_text())["state"] == "pending"  # not yet ended while it ran
