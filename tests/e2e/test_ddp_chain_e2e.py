@@ -167,10 +167,11 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
 
 
 HF_APP = TRAIN.parents[3] / "tests" / "app" / "hf" / "train_hf.py"
-# 0.3 s a step and 0:40 runners: the stop signal 32 s after a runner's start, its first step 8-25 s
-# in (six processes import transformers on the dev cluster's two CPUs): at most ~80 steps a
-# runner, so two never reach 165
-HF_STEPS = 165
+# 0.25 s a step and 0:55 runners: the stop signal 47 s after a runner's start, the first step 5-26 s
+# in (six processes import transformers on the dev cluster's two CPUs, slowest in CI beside the
+# Debian roots): 80-170 steps a runner, so one never reaches 180, and two or three do. A third
+# runner whatever the start would take twice the steps (torchrun's test shows three or more).
+HF_STEPS = 180
 
 
 def _hf_losses(path: Path) -> dict[int, float]:
@@ -201,7 +202,7 @@ def test_an_accelerate_hf_trainer_chain_of_two_nodes_by_two_processes_is_exact(
     three_nodes: Any, cleanup: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A Hugging Face Trainer script (a tiny GPT-2 from a config, gloo) as users launch it,
-    ``--launcher accelerate --nodes 2 --nproc-per-node 2 --app-cmd train_hf.py``: three runners or
+    ``--launcher accelerate --nodes 2 --nproc-per-node 2 --app-cmd train_hf.py``: two runners or
     more, every process stopping at one step, the losses of every step those of an uninterrupted
     four-process run (the script calls ``rank_order_gradients``)."""
     chained = cleanup / "chained"
@@ -219,7 +220,7 @@ def test_an_accelerate_hf_trainer_chain_of_two_nodes_by_two_processes_is_exact(
     report = wait_ended(chained, timeout=600)
     assert report["state"] == "completed", (report["reason"], [r["reason"] for r in report["runners"]])
     runners = report["runners"]
-    assert len(runners) >= 3, [r["reason"] for r in runners]
+    assert len(runners) >= 2, [r["reason"] for r in runners]
     store = ChainDir(chained / ".chain")
     records = [store.runner_record(judged["job_id"]) for judged in runners]
     for record in records:
