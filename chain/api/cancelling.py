@@ -15,7 +15,7 @@ from pathlib import Path
 from chain.api.config import stored_settings
 from chain.api.status import open_chain
 from chain.backends import make_backend
-from chain.backends.base import Backend
+from chain.backends.base import Backend, wait_gone
 from chain.core.retry import RetryPolicy
 from chain.effects.ending import mark_cancelled
 from chain.effects.executor import Executor
@@ -51,11 +51,7 @@ def cancel(
             backend = make_backend(status.backend or "slurm", chain_dir)
         _attempt(failed, "leave the cancel mark", chain.request_cancel)
         watched = _cancel_jobs(backend, status)
-    deadline = clock() + wait  # the jobs end on their own; others may read meanwhile
-    while clock() < deadline:
-        if not any(i.state.active for i in backend.query(watched).values()):
-            break
-        sleep(0.5)
+    wait_gone(backend, watched, wait, sleep=sleep, clock=clock)  # they end on their own; others may read meanwhile
     run = Executor(chain, backend, clock, sleep)  # the command's one executor
     with chain.locked():
         _attempt(failed, "record the cancel", lambda: _mark(run, status))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from chain.backends import make_backend
-from chain.backends.base import Backend, JobInfo, JobState
+from chain.backends.base import Backend, JobInfo, JobState, wait_gone
 from chain.core.model import ChainState
 from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 from chain.core.settings import Mode
@@ -134,12 +134,8 @@ def wait_jobs_gone(
     once never races a last write. Reads only."""
     _, status = open_chain(chain_dir)
     ids = sorted({*status.live_jobs(), status.runner_job_id} - {""})
-    if not ids:
-        return
-    backend = backend or make_backend(status.backend or "slurm", chain_dir)
-    deadline = clock() + timeout
-    while any(info.state.active for info in backend.query(ids, exit_codes=False).values()) and clock() < deadline:
-        sleep(0.5)
+    if ids:
+        wait_gone(backend or make_backend(status.backend or "slurm", chain_dir), ids, timeout, sleep=sleep, clock=clock)
 
 
 def status_report(

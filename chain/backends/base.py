@@ -202,3 +202,20 @@ def submit_idempotently(
     if earlier is not None:
         return earlier
     return retry.call(attempt) if retry is not None else attempt()
+
+
+def wait_gone(
+    backend: Backend,
+    job_ids: Sequence[str],
+    timeout: float,
+    *,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    """Wait (at most ``timeout`` seconds, asking every 0.5 s) until none of
+    ``job_ids`` is running or queued; the caller goes on either way."""
+    deadline = clock() + timeout
+    while job_ids and clock() < deadline:
+        if not any(info.state.active for info in backend.query(job_ids, exit_codes=False).values()):
+            return
+        sleep(0.5)
