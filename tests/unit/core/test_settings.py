@@ -96,34 +96,6 @@ def test_bad_values_are_one_line_errors(flags: Any, message: Any) -> None:
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_config_file_unknown_key(tmp_path: Path) -> None:
-    cfg = tmp_path / "chain.toml"
-    cfg.write_text("max_iter = 5\nmax_iters = 6\n")
-    with pytest.raises(ConfigError, match="unknown key 'max_iters'"):
-        read_config_file(cfg)
-
-
-def test_config_file_wrong_type(tmp_path: Path) -> None:
-    cfg = tmp_path / "chain.toml"
-    cfg.write_text('max_iter = "many"\n')
-    with pytest.raises(ConfigError, match="integer"):
-        resolve(APP, {}, read_config_file(cfg))
-
-
-def test_config_file_syntax_error(tmp_path: Path) -> None:
-    cfg = tmp_path / "chain.toml"
-    cfg.write_text("max_iter = \n")
-    with pytest.raises(ConfigError, match="chain.toml"):
-        read_config_file(cfg)
-
-
-def test_config_file_chain_table_and_hooks(tmp_path: Path) -> None:
-    cfg = tmp_path / "chain.toml"
-    cfg.write_text('[chain]\napp_cmd = "true"\nhooks = ["echo a", "echo b"]\n')
-    s = resolve({}, {}, read_config_file(cfg))
-    assert s.hooks == ("echo a", "echo b")
-
-
 def test_every_field_has_an_env_name_and_roundtrips() -> None:
     names = [f.env for f in FIELDS]
     assert len(names) == len(set(names))
