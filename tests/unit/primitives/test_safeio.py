@@ -1,6 +1,5 @@
 """chain.primitives.safeio: files opened without trusting what is at their
-names, and the one atomic writer (chain.primitives.atomic.write_at)
-on top of it."""
+names (the atomic writer on top of it: test_atomic.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.primitives import atomic, safeio
+from chain.primitives import safeio
 
 pytestmark = pytest.mark.timeout(20)  # a FIFO waited on fails the test, not the run
 
@@ -24,15 +23,6 @@ def test_a_fifo_or_a_device_named_by_the_user_is_refused_at_once(tmp_path: Path)
     (tmp_path / "big").write_bytes(b"x" * 101)
     with pytest.raises(safeio.UnsafeFileError, match="big is 101 bytes, more than the 100 bytes chain reads of it"):
         safeio.read_file(tmp_path / "big", 100)
-
-
-def test_the_counter_is_read_from_a_regular_file_only(tmp_path: Path) -> None:
-    os.mkfifo(tmp_path / "state_iter.txt")
-    with pytest.raises(safeio.UnsafeFileError, match="but a FIFO"):
-        atomic.read_counter(tmp_path / "state_iter.txt")
-    (tmp_path / "huge").write_text("1" * 5000)
-    with pytest.raises(atomic.CounterFormatError, match="a number of 5000 digits, not a counter"):
-        atomic.read_counter(tmp_path / "huge")
 
 
 def test_no_link_below_a_root_is_followed(tmp_path: Path) -> None:
@@ -59,16 +49,6 @@ def test_a_fifo_opened_to_write_is_refused_not_waited_on(tmp_path: Path) -> None
         pytest.raises(safeio.UnsafeFileError, match="not a regular file but a FIFO"),
     ):
         safeio.open_at(dir_fd, "log", flags, tmp_path / "log")
-
-
-def test_an_atomic_write_replaces_a_link_and_never_follows_it(tmp_path: Path) -> None:
-    victim = tmp_path / "victim"
-    victim.write_text("precious\n")
-    os.symlink(victim, tmp_path / "state.json")
-    atomic.write_json_atomic(tmp_path / "state.json", {"a": 1})
-    assert victim.read_text() == "precious\n"
-    assert not (tmp_path / "state.json").is_symlink() and (tmp_path / "state.json").read_text() == '{"a": 1}\n'
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(atomic.TMP_PREFIX)] == []
 
 
 def test_lines_past_the_limit_are_skipped_whole(tmp_path: Path) -> None:

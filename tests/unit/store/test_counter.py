@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _torch_files import Runs, torch_like
 
 from chain.app.contract import NO_CHECKPOINT_EXIT
 from chain.core.resolution import resolve
@@ -153,23 +154,6 @@ def test_torch_missing_file_is_zero_without_starting_python(tmp_path: Path, monk
     assert known_counter(3, tmp_path, counter_cmd="torch:out/ckpt.pt:iter_num", ckpt_path="") == 3
 
 
-def test_torch_not_importable_is_a_clear_error(tmp_path: Path) -> None:
-    (tmp_path / "ckpt.pt").write_bytes(b"x")
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    (hide / "torch.py").write_text("raise ImportError('no torch here')\n")
-    env = {**os.environ, "PYTHONPATH": str(hide)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "chain.store.torch_counter", str(tmp_path / "ckpt.pt"), "k"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == f"torch is not importable by {sys.executable}: no torch here"
-
-
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_torch_reads_a_key_of_a_saved_dict(tmp_path: Path) -> None:
     save = (
@@ -204,47 +188,6 @@ def test_the_runner_side_never_imports_torch(tmp_path: Path) -> None:
     assert out.stdout.split() == ["0", "False"]
 
 
-class _Runs:
-    """Unpickled by pickle itself, this would run a command."""
-
-    def __init__(self, command: str) -> None:
-        self.command = command
-
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return (os.system, (self.command,))
-
-
-def _torch_like(path: Path, data: object, name: str = "ckpt/data.pkl") -> Path:
-    """A file shaped as torch.save's: a zip whose <name>/data.pkl is the pickle."""
-    import pickle
-    import zipfile
-
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(name, pickle.dumps(data, protocol=2))
-        archive.writestr("ckpt/byteorder", "little")
-    return path
-
-
-def test_a_plain_integer_is_read_from_the_zip_without_torch_and_runs_nothing(tmp_path: Path) -> None:
-    from collections import OrderedDict
-
-    from chain.store.torch_counter import plain_counter
-
-    marker = tmp_path / "pwned"
-    data = {"iter_num": 40, "evil": _Runs(f"touch {marker}"), "model": OrderedDict(w=_Runs(f"touch {marker}"))}
-    path = _torch_like(tmp_path / "ckpt.pt", data)
-    assert plain_counter(path, "iter_num") == 40 and not marker.exists()
-    for key in ("evil", "model", "absent"):
-        assert plain_counter(path, key) is None  # torch decides (and words the error)
-    assert plain_counter(_torch_like(tmp_path / "t.pt", {"iter_num": True}), "iter_num") is None
-    assert plain_counter(_torch_like(tmp_path / "n.pt", {"iter_num": -1}), "iter_num") is None
-    assert plain_counter(_torch_like(tmp_path / "l.pt", [40]), "iter_num") is None
-    assert plain_counter(_torch_like(tmp_path / "d.pt", {"iter_num": 4}, "a/b/data.pkl"), "iter_num") is None
-    (tmp_path / "half.pt").write_bytes(path.read_bytes()[:-30])  # mid-write: no central directory yet
-    assert plain_counter(tmp_path / "half.pt", "iter_num") is None
-    assert not marker.exists()
-
-
 def test_the_views_counter_is_the_recorded_one_unless_a_checkpoint_tells_without_a_program(tmp_path: Path) -> None:
     def shown(counter_cmd: str = "", ckpt_path: str = "state_iter.txt", workdir: Path | str = tmp_path) -> int:
         return known_counter(7, workdir, counter_cmd=counter_cmd, ckpt_path=ckpt_path)
@@ -255,6 +198,6 @@ def test_the_views_counter_is_the_recorded_one_unless_a_checkpoint_tells_without
     (tmp_path / "state_iter.txt").write_text("9\n")
     assert shown() == 9 and shown(workdir="") == 7 and shown(ckpt_path="") == 7
     assert shown("json:") == 7  # a spec that does not parse: nothing is read
-    _torch_like(tmp_path / "ckpt.pt", {"iter_num": 11, "step": _Runs("true")})
+    torch_like(tmp_path / "ckpt.pt", {"iter_num": 11, "step": Runs("true")})
     assert shown("torch:ckpt.pt:iter_num") == 11
     assert shown("torch:ckpt.pt:step") == 7  # only torch can read it: not here
