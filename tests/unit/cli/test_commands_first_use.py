@@ -26,9 +26,8 @@ import chain
 from chain import errors
 from chain.cli import commands, status_view
 from chain.cli.commands import app
-from chain.core.decision import Verdict
-from chain.core.model import ChainState, JobState
-from chain.store import ChainDir, JudgedRunner
+from chain.core.model import ChainState
+from chain.store import ChainDir
 
 runner = CliRunner()
 CHAIN = [sys.executable, "-m", "chain"]
@@ -154,16 +153,6 @@ def test_a_failed_runner_is_named_by_its_number_and_job(tmp_path: Path, monkeypa
     assert "runner 3 (job 42) output:" in shown and "runner 42" not in shown, shown
     logs = runner.invoke(app, ["logs"])
     assert "==> runner 3 (job 42):" in logs.stderr
-
-
-def test_a_runner_line_without_a_number_is_not_runner_none(tmp_path: Path) -> None:
-    from chain.api.logs import runner_log
-    from chain.api.status import open_chain
-
-    chain_dir = ChainDir(make_chain(tmp_path, 0, ChainState.FAILED))
-    chain_dir.append_runner(JudgedRunner(job_id="77", state=JobState.FAILED, verdict=Verdict.STOP, reason="r"))
-    source = runner_log(*open_chain(chain_dir.root))
-    assert source.what == "runner (job 77)"
 
 
 # --- item 11: Ctrl-C while watching --------------------------------------------------

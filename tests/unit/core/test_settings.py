@@ -22,16 +22,6 @@ def test_defaults_follow_the_seed() -> None:
     assert s.stop_signal == "TERM" and s.backend is BackendName.AUTO
 
 
-def test_precedence_flag_env_file_default() -> None:
-    file_values = {"max_iter": 10, "ckpt_path": "file.txt", "checkpoint_every": 3}
-    env = {"MAX_ITER": "20", "CKPT_PATH": "env.txt"}
-    s = resolve({**APP, "max_iter": "30"}, env, file_values)
-    assert s.max_iter == 30  # flag
-    assert s.ckpt_path == "env.txt"  # environment beats file
-    assert s.checkpoint_every == 3  # file beats default
-    assert s.runner_margin == 60  # default
-
-
 def test_seed_environment_names() -> None:
     env = {
         "APP_CMD": "x",
@@ -112,21 +102,6 @@ def test_srun_mode_passes_the_task_layout_on() -> None:
     assert resolve(APP, {}, {}).srun_argv == ["-n", "1"]
 
 
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        ({"gpus": "two"}, "must be a count"),
-        ({"gpus_per_task": "a100:0"}, "must be a count"),
-        ({"nodes": "-1"}, "at least 0"),
-        ({"time_min": "2:00:00", "runner_time": "1:00:00"}, "at most the runner time"),
-        ({"time_min": "0:30", "runner_margin": "60"}, "above the runner margin"),
-    ],
-)
-def test_resource_settings_are_checked(flags: dict[str, str], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        resolve({**APP, **flags}, {}, {})
-
-
 # --- memory --------------------------------------------------------------------
 MEM_SETTINGS = [
     ("runner_mem", "--runner-mem", "CHAIN_RUNNER_MEM"),
@@ -179,12 +154,6 @@ def test_memory_sizes_in_slurms_form_are_kept(name: str, flag: str, env: str, va
     assert getattr(resolve(APP, {}, {name: value}), name) == kept
     if isinstance(value, str):
         assert getattr(resolve({**APP, name: value}, {}, {}), name) == kept
-
-
-def test_a_stored_bad_memory_size_is_refused() -> None:
-    stored = {**resolve(APP, {}, {}).to_json(), "runner_mem": "2GB"}
-    with pytest.raises(ConfigError, match="stored runner_mem '2GB' is not a Slurm memory size"):
-        from_json(stored)
 
 
 def test_render_refuses_a_bad_memory_size_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
