@@ -135,6 +135,14 @@ class Backend(abc.ABC):
         when there is no accounting to ask (this default) or it does not answer."""
         raise AccountingUnavailable(f"the {self.name} backend keeps no accounting")
 
+    def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
+        """The jobs' states as the scheduler's accounting last recorded them,
+        at no cost to the scheduler itself, with exit codes as accounting
+        prints them; it may lag the scheduler by seconds (a job just ended
+        can still show running), so a caller takes only what lag cannot make
+        wrong. None: no accounting to ask (this default), or it did not answer."""
+        return None
+
     def available(self) -> bool:
         """True when the scheduler answers (used by ``--backend auto``)."""
         return True

@@ -56,6 +56,8 @@ from chain.store.counter import (
     read_counter_state,
 )
 
+# states after which Slurm may requeue a job (preemption, a node's failure): asked of slurmctld, not accounting
+_MAY_COME_BACK = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
 QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge its predecessor
 SUBMIT_PATIENCE = 300.0  # seconds it keeps trying to queue its successor
 
@@ -137,7 +139,7 @@ class Relay:
             read=self._read_counter,
         )
         record = self.chain.runner_record(job)  # final: this job starts after its predecessor's end
-        info = self._query(job, exit_codes=record is None or not record.ended)
+        info = self._predecessor_state(job, record)
         if info is not None and info.state.active:
             if record is None or not record.ended:
                 # Slurm requeued it (node failure): it runs again as the current
@@ -189,6 +191,21 @@ class Relay:
         outage still records its end and runs its app instead of being killed
         by its limit with no record (judged as a timeout then)."""
         return min(self.clock() + patience, self.job_end - self.settings.runner_margin)
+
+    def _predecessor_state(self, job: str, record: RunnerRecord | None) -> JobInfo | None:
+        """The predecessor's state for its judgment. When it recorded its own
+        end (not a preemption), accounting's final state is enough, at no
+        slurmctld RPC: its lag shows a job that just ended as still running,
+        so only a final state is taken, else slurmctld is asked. A state
+        after which Slurm may requeue the job (preempted, node failure) is
+        asked of slurmctld too; a copy requeued later anyway finds its end
+        record when it starts and leaves without running the app (``jobs.runner``)."""
+        if record is not None and record.ended and not record.preempted:
+            known = self.backend.accounted([job])
+            info = known.get(job) if known else None
+            if info is not None and info.state.final and info.state not in _MAY_COME_BACK:
+                return info
+        return self._query(job, exit_codes=record is None or not record.ended)
 
     def _query(self, job: str, *, exit_codes: bool) -> JobInfo | None:
         """The predecessor's final state, through a scheduler outage (bounded);
@@ -306,8 +323,14 @@ class Relay:
         )
 
     def _successor_cancelled(self, job: str) -> bool:
-        """The queued successor was cancelled outside chain (one query; a
-        scheduler that does not answer leaves the handoff as it is)."""
+        """The queued successor was cancelled outside chain: accounting's word
+        (no slurmctld RPC at every handoff; a cancel it does not show yet is
+        the same race as a cancel just after this look: ``chain status`` then
+        tells the chain has nothing queued), else one query; a scheduler
+        that does not answer leaves the handoff as it is."""
+        known = self.backend.accounted([job])
+        if known is not None and job in known:
+            return known[job].state is JobState.CANCELLED
         try:
             info = self.backend.query([job], exit_codes=False).get(job)
         except SchedulerError as exc:

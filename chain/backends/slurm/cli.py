@@ -25,6 +25,7 @@ from chain.backends.slurm.limits import site_limits
 from chain.backends.slurm.parse import (
     NODE_NAME,
     SACCT_FIELDS,
+    SACCT_LIMIT_FIELDS,
     SACCT_USAGE_FIELDS,
     SQUEUE_FORMAT,
     down_nodes,
@@ -34,6 +35,7 @@ from chain.backends.slurm.parse import (
     parse_scontrol,
     parse_squeue,
     preempting,
+    sacct_end,
     sacct_error_reason,
 )
 from chain.core.limits import JobLimits
@@ -151,19 +153,28 @@ class SlurmCliBackend(Backend):
         ids = _checked([j for j in job_ids if j])
         if not ids:
             return {}
-        joined = ",".join(ids)
-        found = parse_squeue(
-            self._retrying(
-                ["squeue", "-h", "--states=all", "-j", joined, "-o", SQUEUE_FORMAT],
-                ok_errors=("Invalid job id",),
-            )
-        )
+        found = self._shown(ids)
         # Ended jobs: the exit code comes from accounting, else scontrol
         # (squeue's state of a job it still shows ended is enough without).
         missing = [j for j in ids if j not in found or (exit_codes and found[j].state.finished)]
         if missing:
             found.update(self._finished(missing, found))
         return found
+
+    def _shown(self, ids: list[str]) -> dict[str, JobInfo]:
+        """What slurmctld holds of the jobs. One id through scontrol: 2 RPCs
+        (federation info and the one job); squeue, for several, costs a job
+        list and the partitions, and for one id all three."""
+        if len(ids) == 1:
+            return parse_scontrol(
+                self._retrying(["scontrol", "show", "job", "-o", ids[0]], ok_errors=("Invalid job id",))
+            )
+        return parse_squeue(
+            self._retrying(
+                ["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT],
+                ok_errors=("Invalid job id",),
+            )
+        )
 
     def _finished(self, ids: list[str], live: dict[str, JobInfo]) -> dict[str, JobInfo]:
         result: dict[str, JobInfo] = {}
@@ -185,8 +196,11 @@ class SlurmCliBackend(Backend):
             if info is not None and (squeue_info is None or info.state.finished):
                 result[job_id] = info
                 continue
-            text = self._retrying(["scontrol", "show", "job", job_id], ok_errors=("Invalid job id",))
-            shown = parse_scontrol(text).get(job_id)
+            if squeue_info is not None and squeue_info.source == "scontrol":
+                shown: JobInfo | None = squeue_info  # asked already (``_shown``): its exit code is there
+            else:
+                text = self._retrying(["scontrol", "show", "job", job_id], ok_errors=("Invalid job id",))
+                shown = parse_scontrol(text).get(job_id)
             if shown is not None:
                 result[job_id] = shown
             elif squeue_info is not None:
@@ -243,17 +257,34 @@ class SlurmCliBackend(Backend):
         )
 
     def end_time(self, job_id: str) -> float | None:
-        # One try: callers fall back on the configured limit, and a runner
-        # must not spend its own time waiting out a slurmctld outage.
-        info = parse_squeue(
-            self._once(
-                ["squeue", "-h", "--states=all", "-j", *_checked([job_id]), "-o", SQUEUE_FORMAT],
-                ok_errors=("Invalid job id",),
-            )
-        ).get(job_id)
+        """Accounting first (its start and limit, no slurmctld RPC: every
+        runner asks at its start), else slurmctld. One try each: callers fall
+        back on the configured limit, and a runner must not spend its own
+        time waiting out a slurmctld outage."""
+        argv = ["sacct", "-X", "-n", "-P", "-j", *_checked([job_id]), "-o", SACCT_LIMIT_FIELDS]
+        try:
+            end = sacct_end(self._once(argv), job_id)
+        except SchedulerError:
+            end = None  # no accounting here, or it does not answer
+        if end is not None:
+            return end
+        info = parse_scontrol(self._once(["scontrol", "show", "job", "-o", job_id], ok_errors=("Invalid job id",))).get(
+            job_id
+        )
         if info is None or info.state not in (JobState.RUNNING, JobState.COMPLETING):
             return None
         return info.end
+
+    def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
+        """One sacct try (slurmdbd: no slurmctld RPC); None when accounting is
+        off or does not answer."""
+        ids = _checked([j for j in job_ids if j])
+        if not ids:
+            return {}
+        try:
+            return parse_sacct(self._once(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS]))
+        except SchedulerError:
+            return None
 
     def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
         """sacct's accounting, SACCT_BATCH ids per call (one call for a chain

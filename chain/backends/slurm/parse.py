@@ -20,6 +20,7 @@ SACCT_FIELDS = "JobIDRaw,State,ExitCode,JobName,Start,End"
 # (summed over the steps; with -X it prints 0); step lines carry MaxRSS.
 # AllocCPUS last: output captured without it (10 fields) still parses.
 SACCT_USAGE_FIELDS = "JobIDRaw,State,ExitCode,Submit,Start,End,ElapsedRaw,TotalCPU,NodeList,MaxRSS,AllocCPUS"
+SACCT_LIMIT_FIELDS = "JobIDRaw,State,Start,TimelimitRaw"  # a running job's end from accounting (``sacct_end``)
 ACCOUNTING_DISABLED = "Slurm accounting storage is disabled"
 
 
@@ -102,6 +103,21 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
             source="sacct",
         )
     return jobs
+
+
+def sacct_end(text: str, job_id: str) -> float | None:
+    """Output of ``sacct -X -n -P -j ID -o SACCT_LIMIT_FIELDS``: the job's
+    scheduled end (its start plus its limit, in minutes, as slurmctld computes
+    it) when accounting shows it RUNNING with both known; None otherwise (not
+    started there yet, an earlier run of a requeued job, no limit): the
+    caller asks slurmctld then."""
+    for parts in _sacct_lines(text, 4):
+        if parts[0] != job_id or JobState.parse(parts[1]) is not JobState.RUNNING:
+            continue
+        start = parse_slurm_timestamp(parts[2])
+        if start is not None and parts[3].strip().isdigit():
+            return start + 60 * int(parts[3])
+    return None
 
 
 def parse_cpu_time(text: str) -> float | None:

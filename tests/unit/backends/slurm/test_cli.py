@@ -41,63 +41,101 @@ def backend(fake: Fake) -> SlurmCliBackend:
     return SlurmCliBackend(retry=RetryPolicy(attempts=8, sleep=lambda s: None), run=fake)
 
 
-SQUEUE_ENDED = "42|TIMEOUT|TimeLimit|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n"
+SQUEUE_ENDED = (
+    "42|TIMEOUT|TimeLimit|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n"
+    "43|PENDING|Dependency|chain-x.r2|N/A|N/A\n"
+)
+SCONTROL_ENDED = (
+    "JobId=42 JobName=chain-x.r1 JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 "
+    "StartTime=2026-01-01T00:00:00 EndTime=2026-01-01T00:00:20\n"
+)
+SACCT_ENDED = "42|TIMEOUT|0:15|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n"
+INVALID = (1, "", "slurm_load_jobs error: Invalid job id specified")
 
 
 def test_an_ended_job_squeue_still_shows_needs_no_sacct_without_exit_codes() -> None:
-    fake = Fake(
-        {
-            "squeue": (0, SQUEUE_ENDED, ""),
-            "sacct": (0, "42|TIMEOUT|0:15|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
-        }
-    )
-    assert backend(fake).query(["42"], exit_codes=False)["42"].state is JobState.TIMEOUT
+    fake = Fake({"squeue": (0, SQUEUE_ENDED, ""), "sacct": (0, SACCT_ENDED, "")})
+    assert backend(fake).query(["42", "43"], exit_codes=False)["42"].state is JobState.TIMEOUT
     assert fake.calls == ["squeue"]
-    assert backend(fake).query(["42"])["42"].state is JobState.TIMEOUT
+    assert backend(fake).query(["42", "43"])["42"].state is JobState.TIMEOUT
     assert fake.calls == ["squeue", "squeue", "sacct"]
+
+
+def test_one_job_is_asked_with_scontrol_whose_answer_is_not_asked_again() -> None:
+    """One id: ``scontrol show job`` (2 slurmctld RPCs; ``squeue -j ID`` costs
+    3, the partitions too); an ended job's exit code from accounting, else
+    from that same answer, never a second scontrol."""
+    fake = Fake({"scontrol": (0, SCONTROL_ENDED, ""), "sacct": (0, SACCT_ENDED, "")})
+    info = backend(fake).query(["42"], exit_codes=False)["42"]
+    assert (info.state, info.name, info.source) == (JobState.TIMEOUT, "chain-x.r1", "scontrol")
+    assert fake.calls == ["scontrol"]
+    assert backend(fake).query(["42"])["42"].source == "sacct"
+    assert fake.calls == ["scontrol", "scontrol", "sacct"]
+    fake = Fake({"scontrol": (0, SCONTROL_ENDED, ""), "sacct": (1, "", DBD_DOWN)})
+    info = backend(fake).query(["42"])["42"]
+    assert (info.state, info.signal, info.source) == (JobState.TIMEOUT, 15, "scontrol")
+    assert fake.calls == ["scontrol", "sacct"]
 
 
 def test_a_job_squeue_no_longer_shows_is_looked_up_in_accounting_even_without_exit_codes() -> None:
     fake = Fake(
         {
-            "squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+            "scontrol": INVALID,
             "sacct": (0, "42|COMPLETED|0:0|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
         }
     )
     assert backend(fake).query(["42"], exit_codes=False)["42"].state is JobState.COMPLETED
-    assert fake.calls == ["squeue", "sacct"]
+    assert fake.calls == ["scontrol", "sacct"]
 
 
 def test_slurmdbd_down_one_sacct_try_then_scontrol() -> None:
     fake = Fake(
         {
-            "squeue": (0, "42|COMPLETED|None|chain-x.r1|2026-01-01T00:00:00|2026-01-01T00:00:20\n", ""),
+            "squeue": (0, SQUEUE_ENDED.replace("TIMEOUT|TimeLimit", "COMPLETED|None"), ""),
             "sacct": (1, "", DBD_DOWN),
             "scontrol": (0, "JobId=42 JobName=chain-x.r1\n   JobState=COMPLETED Reason=None ExitCode=0:0\n", ""),
         }
     )
-    info = backend(fake).query(["42"])["42"]
+    info = backend(fake).query(["42", "43"])["42"]
     assert info.state is JobState.COMPLETED
     assert fake.calls == ["squeue", "sacct", "scontrol"]
 
 
 def test_job_only_accounting_knows_still_gets_the_retry_budget() -> None:
-    fake = Fake(
-        {
-            "squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
-            "sacct": (1, "", DBD_DOWN),
-            "scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified"),
-        }
-    )
+    fake = Fake({"scontrol": INVALID, "sacct": (1, "", DBD_DOWN)})
     assert backend(fake).query(["42"]) == {}
     assert fake.calls.count("sacct") == 1 + 8
 
 
 def test_end_time_gives_up_after_one_try_when_slurmctld_is_down() -> None:
-    fake = Fake({"squeue": (1, "", CTLD_DOWN)})
+    fake = Fake({"sacct": (1, "", DBD_DOWN), "scontrol": (1, "", CTLD_DOWN)})
     with pytest.raises(SchedulerError):
         backend(fake).end_time("42")
-    assert fake.calls == ["squeue"]
+    assert fake.calls == ["sacct", "scontrol"]
+
+
+def test_end_time_from_accounting_costs_slurmctld_nothing() -> None:
+    """A running job's start and limit in accounting give its end; not yet
+    started there (or no accounting): one scontrol."""
+    from chain.backends.slurm.parse import parse_slurm_timestamp
+
+    fake = Fake({"sacct": (0, "42|RUNNING|2026-01-01T00:00:00|15\n", "")})
+    start = parse_slurm_timestamp("2026-01-01T00:00:00")
+    assert start is not None and backend(fake).end_time("42") == start + 900
+    assert fake.calls == ["sacct"]
+    running = "JobId=42 JobName=x JobState=RUNNING Reason=None EndTime=2026-01-01T00:15:00\n"
+    fake = Fake({"sacct": (0, "42|PENDING|Unknown|15\n", ""), "scontrol": (0, running, "")})
+    assert backend(fake).end_time("42") == start + 900
+    assert fake.calls == ["sacct", "scontrol"]
+
+
+def test_accounted_is_one_sacct_try_and_none_without_accounting() -> None:
+    fake = Fake({"sacct": (0, "43|CANCELLED by 0|0:0|chain-x.r2|None|2026-01-01T00:00:20\n", "")})
+    assert backend(fake).accounted(["43"])["43"].state is JobState.CANCELLED  # type: ignore[index]
+    assert backend(fake).accounted([]) == {}
+    fake = Fake({"sacct": (1, "", "Slurm accounting storage is disabled")})
+    assert backend(fake).accounted(["43"]) is None
+    assert fake.calls == ["sacct"]
 
 
 def test_the_submitter_rides_out_an_outage_until_its_own_end() -> None:

@@ -225,3 +225,17 @@ def test_small_parsers() -> None:
     assert parse_slurm_timestamp("Unknown") is None and parse_slurm_timestamp("N/A") is None
     assert JobState.parse("CANCELLED by 1000") is JobState.CANCELLED
     assert JobState.parse("CD") is JobState.COMPLETED and JobState.parse("weird") is JobState.UNKNOWN
+
+
+def test_sacct_end_is_start_plus_limit_of_a_running_job_only() -> None:
+    """``sacct -X -n -P -j ID -o JobIDRaw,State,Start,TimelimitRaw`` as 22.05 prints it."""
+    from chain.backends.slurm.parse import parse_slurm_timestamp, sacct_end
+
+    start = parse_slurm_timestamp("2026-12-05T11:55:11")
+    assert start is not None
+    assert sacct_end("9622|RUNNING|2026-12-05T11:55:11|1\n", "9622") == start + 60
+    assert sacct_end("9622|RUNNING|2026-12-05T11:55:11|UNLIMITED\n", "9622") is None
+    assert sacct_end("9622|PENDING|Unknown|1\n", "9622") is None
+    assert sacct_end("9622|REQUEUED|2026-12-05T11:55:11|1\n", "9622") is None  # an earlier run's start
+    assert sacct_end("9623|RUNNING|2026-12-05T11:55:11|1\n", "9622") is None
+    assert sacct_end("", "9622") is None
