@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 from ddp_reference import TRAIN, free_port, losses, references
 from e2e_helpers import cancel_jobs_under, chain_cmd, restart_cluster, wait_ended
+from rank_procs import processes_of, steps_logged, stop_one_rank
 from waiting import wait_until
 
 from chain.store import ChainDir
@@ -119,7 +121,8 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
 ) -> None:
     """srun's ranks (one a node), or one torchrun a node composed by chain (the app command is the
     script) with two workers each: three runners or more, each stopping every rank at one step,
-    ending bit-identical to an uninterrupted run of as many ranks."""
+    ending bit-identical to an uninterrupted run of as many ranks. Under torchrun, runner 1 is
+    stopped by a SIGTERM to one rank on the second node alone."""
     launch = LAUNCHES[how]
     chained = cleanup / "chained"
     chained.mkdir()
@@ -147,7 +150,15 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
         cwd=chained,
         env={**RANK_ENV, "STEP_SECONDS": launch.step_seconds},
     )
-    report = wait_ended(chained, timeout=600)
+    with ThreadPoolExecutor(1) as pool:  # torchrun: runner 1 stopped through rank 3 alone
+        step = lambda line: int(line.split(",")[0])
+        stopping = (
+            pool.submit(stop_one_rank, chained, lambda: steps_logged(chained / "metrics.csv", step), 12, 3, set())
+            if how == "torchrun"
+            else None
+        )
+        report = wait_ended(chained, timeout=600)
+        stopped = stopping.result(timeout=60) if stopping is not None else None
     assert report["state"] == "completed", report
     runners = report["runners"]
     assert len(runners) >= 3, [r["reason"] for r in runners]
@@ -161,17 +172,21 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
         assert log.count("exit 99 at step") == len(runners) - 1, log
     if how == "torchrun":  # judged by the ranks' records, whatever torchrun exited with
         assert all(r is not None and r.exit_code in (99, 124) for r in records[:-1]), records
+        # the stop that reached rank 3 alone stopped all four: chain never had to signal them
+        assert runners[0]["job_id"] == stopped and records[0] is not None and records[0].stop_sent is None, records[0]
     whole = reference(launch.world)
     assert (chained / "weights.sha256").read_text() == (whole / "weights.sha256").read_text()
     assert losses(chained) == losses(whole)
 
 
 HF_APP = TRAIN.parents[3] / "tests" / "app" / "hf" / "train_hf.py"
-# 0.25 s a step and 0:55 runners: the stop signal 47 s after a runner's start, the first step 5-26 s
-# in (six processes import transformers on the dev cluster's two CPUs, slowest in CI beside the
-# Debian roots): 80-170 steps a runner, so one never reaches 180, and two or three do. A third
-# runner whatever the start would take twice the steps (torchrun's test shows three or more).
-HF_STEPS = 180
+# 120 steps of 0.25 s, 0:55 runners (the stop signal 47 s after a runner's start; the first step
+# 5-26 s in: six processes import transformers on the dev cluster's two CPUs, slowest in CI). The
+# test stops one rank of runners 1 and 2 once each has taken 25 steps (or not at all if it ended
+# first, with fewer): those two advance ~55 steps at most, so a third runner always follows,
+# whatever the start-up, and the count of runners does not hang on the machine's load.
+HF_STEPS = 120
+HF_STOP_AFTER = 25
 
 
 def _hf_losses(path: Path) -> dict[int, float]:
@@ -202,9 +217,10 @@ def test_an_accelerate_hf_trainer_chain_of_two_nodes_by_two_processes_is_exact(
     three_nodes: Any, cleanup: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A Hugging Face Trainer script (a tiny GPT-2 from a config, gloo) as users launch it,
-    ``--launcher accelerate --nodes 2 --nproc-per-node 2 --app-cmd train_hf.py``: two runners or
-    more, every process stopping at one step, the losses of every step those of an uninterrupted
-    four-process run (the script calls ``rank_order_gradients``)."""
+    ``--launcher accelerate --nodes 2 --nproc-per-node 2 --app-cmd train_hf.py``: three runners or
+    more; a stop that reaches one process (on the second node) stops all four at one step; the
+    losses of every step are those of an uninterrupted four-process run (the script calls
+    ``rank_order_gradients``)."""
     chained = cleanup / "chained"
     chained.mkdir()
     shutil.copy(HF_APP, chained / "train_hf.py")
@@ -216,17 +232,27 @@ def test_an_accelerate_hf_trainer_chain_of_two_nodes_by_two_processes_is_exact(
         cwd=chained,
         env={**RANK_ENV, "STEP_SECONDS": "0.25"},
     )
-    whole = _accelerate_whole(tmp_path_factory.mktemp("hfwhole"), 4)  # while the chain runs
+
+    def stop_two() -> list[str]:  # rank 3 (the second node's second process) of runners 1 and 2
+        steps, seen = lambda: steps_logged(chained / "loss.jsonl", lambda line: json.loads(line)["step"]), set[str]()
+        return [stop_one_rank(chained, steps, HF_STOP_AFTER, 3, seen) for _ in range(2)]
+
+    with ThreadPoolExecutor(1) as pool:
+        stopping = pool.submit(stop_two)
+        whole = _accelerate_whole(tmp_path_factory.mktemp("hfwhole"), 4)  # while the chain runs
+        stopped = stopping.result(timeout=600)
     report = wait_ended(chained, timeout=600)
     assert report["state"] == "completed", (report["reason"], [r["reason"] for r in report["runners"]])
     runners = report["runners"]
-    assert len(runners) >= 2, [r["reason"] for r in runners]
+    assert len(runners) >= 3 and [r["job_id"] for r in runners[:2]] == stopped, (stopped, runners)
     store = ChainDir(chained / ".chain")
     records = [store.runner_record(judged["job_id"]) for judged in runners]
     for record in records:
         assert record is not None and len(set(record.nodes)) == 2, record
     # judged by the processes' own ends: every runner but the last checkpointed
     assert all(r is not None and r.exit_code in (99, 124) for r in records[:-1]), records
+    # the stop that reached rank 3 alone stopped every process: chain never had to signal them
+    assert all(r is not None and r.stop_sent is None and r.exit_code == 99 for r in records[:2]), records[:2]
     assert _hf_losses(chained / "loss.jsonl") == _hf_losses(whole / "loss.jsonl")
 
 
@@ -325,25 +351,6 @@ exit 99
 """
 
 
-def _processes_of(job: str, *also: str) -> list[str]:
-    """Every process, on any node, of Slurm job ``job`` (with the variables ``also`` set): the
-    nodes' namespaces share this pid namespace, so /proc shows them all; a process of the job has
-    its SLURM_JOB_ID, one of its app (srun, the ranks, their children) CHAIN_DEADLINE besides: the
-    runner sets it for the app alone (not for chain's guard, which outlives the runner by design)."""
-    mark, names = f"SLURM_JOB_ID={job}".encode(), [f"{name}=".encode() for name in also]
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes().split(bytes(1))  # a zombie's is empty: not running
-            if mark in environ and all(any(var.startswith(name) for var in environ) for name in names):
-                found.append(f"{proc.name} {(proc / 'cmdline').read_bytes().replace(bytes(1), b' ').decode()}")
-        except OSError:  # gone meanwhile
-            continue
-    return found
-
-
 def _job_state(job: str) -> str:
     out = subprocess.run(
         ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30, check=False
@@ -394,11 +401,11 @@ def test_every_rank_gets_the_stop_signal_and_none_outlives_its_runner(three_node
         noted = [line.split() for line in lines.read_text().splitlines()] if lines.exists() else []
         jobs = list(dict.fromkeys(words[0] for words in noted))
         for earlier, later in itertools.pairwise(jobs):  # a rank of the later runner has started
-            left = [] if earlier in over else _processes_of(earlier, "CHAIN_DEADLINE")
+            left = [] if earlier in over else processes_of(earlier, "CHAIN_DEADLINE")
             assert not left, f"the app of job {earlier} still ran beside {later}'s: {left}"
         for job in jobs:
             if job not in over and _job_state(job) in FINAL:
-                left = _processes_of(job, "CHAIN_DEADLINE")
+                left = processes_of(job, "CHAIN_DEADLINE")
                 assert not left, f"job {job} ended ({_job_state(job)}), these of its app are left: {left}"
                 over[job] = time.monotonic() - t0
         return len(over) >= 2
