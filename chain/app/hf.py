@@ -67,7 +67,7 @@ from chain.app.atomic import read_counter, write_counter
 from chain.app.ckptinfo import keep_from_env, mark_complete
 from chain.app.contract import AppEnv, ExitCode
 from chain.app.interval import CheckpointPolicy
-from chain.app.ranks import SINGLE, Ranks, agree
+from chain.app.ranks import SINGLE, Ranks, agree, note_end
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.torch_dist import rank_order_mean, torch_ranks
@@ -115,6 +115,7 @@ class ChainTrainerCallback(TrainerCallback):
         self._output_dir: Path | None = None
         self._main_process = True  # the Trainer's process 0 (only it moves directories)
         self._ranks: Ranks = SINGLE  # the Trainer's processes, once its training begins
+        self._saved_step: int | None = None  # the step of the last checkpoint written
         self._measuring: contextlib.AbstractContextManager[None] | None = None
 
     # ------------------------------------------------------------ resume
@@ -206,6 +207,12 @@ class ChainTrainerCallback(TrainerCallback):
         if state.is_world_process_zero:
             mark_complete(Path(args.output_dir or "trainer_output") / f"checkpoint-{state.global_step}")
             write_counter(self.env.ckpt_path, state.global_step)
+        self._saved_step = state.global_step
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        note_end(self._ranks.rank, state.global_step, saved=self._saved_step == state.global_step)
 
     # -------------------------------------------------------------- exit
 

@@ -67,6 +67,7 @@ from chain.app.atomic import CounterFormatError, read_counter, write_counter
 from chain.app.contract import AppEnv, ExitCode
 from chain.app.interval import CheckpointPolicy
 from chain.app.lightning_resume import disable_slurm_requeue, resume_gap, warn_resume_gap
+from chain.app.ranks import note_end
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
@@ -304,7 +305,7 @@ class ChainCallback(Checkpoint):
             samples = (batch_idx + 1) * int(getattr(trainer.train_dataloader, "batch_size", None) or 1)
             counter = step if self.unit == "steps" else trainer.current_epoch
             self._save(trainer, counter, (trainer.current_epoch, samples, last))
-        self._exit(code)
+        self._exit(trainer, code, step if self.unit == "steps" else trainer.current_epoch)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Epoch unit: saves due at the epoch's last batch, and the periodic and
@@ -319,7 +320,7 @@ class ChainCallback(Checkpoint):
         code = code if code is not None else code_now
         if save or save_now or code is not None or epochs >= (trainer.max_epochs or 0) > 0:
             self._save(trainer, epochs, (epochs, 0, True))
-        self._exit(code)
+        self._exit(trainer, code, epochs)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """The last save, if the loop ended anywhere else; give the signals back."""
@@ -327,6 +328,7 @@ class ChainCallback(Checkpoint):
         if self._committed is None or self._committed[1] != counter:
             self._save(trainer, counter, (trainer.current_epoch, 0, True))
         self.exit_code = int(ExitCode.DONE)
+        self._note_end(trainer, counter)
         self._release_signals()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
@@ -350,14 +352,19 @@ class ChainCallback(Checkpoint):
             code = (int(ExitCode.STOPPED) if hard else int(ExitCode.TEMPFAIL)) if stop else None
         return save, code
 
-    def _exit(self, code: int | None) -> None:
+    def _exit(self, trainer: pl.Trainer, code: int | None, counter: int) -> None:
         if code is None:
             return
         self.exit_code = code
         log.info("stopping with exit code %d", code)
+        self._note_end(trainer, counter)
         # An exception, not trainer.should_stop: Lightning would still run the
         # epoch-end hooks and scheduler steps after our save and diverge from it.
         raise SystemExit(code)
+
+    def _note_end(self, trainer: pl.Trainer, counter: int) -> None:
+        """The runner's note of this rank's end (``chain.app.ranks.note_end``)."""
+        note_end(trainer.global_rank, counter, saved=self._committed is not None and self._committed[1] == counter)
 
     def _metric(self, trainer: pl.Trainer) -> float | None:
         if self.monitor is None:

@@ -1,6 +1,7 @@
 """The ranks of one distributed run (DDP, FSDP) under a chain: what they must
-agree on at a step boundary. Standard library only; the torch adapter fills
-the collectives from ``torch.distributed`` (``chain.app.torch.torch_ranks``).
+agree on at a step boundary, and the note of its end each rank leaves for
+the runner. Standard library and chain.primitives only; the torch adapter
+fills the collectives from ``torch.distributed`` (``chain.app.torch.torch_ranks``).
 
 The stop signal, a deadline or a checkpoint interval may reach the ranks at
 different steps (srun signals every task, torchrun forwards to each child,
@@ -15,11 +16,20 @@ on) before the checkpoint is durable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["SINGLE", "Ranks", "agree"]
+from chain.primitives.atomic import write_text_atomic
+from chain.primitives.paths import RANK_PROGRESS
+
+__all__ = ["SINGLE", "Ranks", "agree", "note_end"]
+
+log = logging.getLogger(__name__)
 
 
 def _same(values: Sequence[int]) -> list[int]:
@@ -64,3 +74,19 @@ def agree(ranks: Ranks, save: bool, exit_code: int | None) -> tuple[bool, int | 
         return save, exit_code
     wanted_save, code = ranks.all_max([int(save), exit_code or 0])
     return bool(wanted_save) or bool(code), code or None
+
+
+def note_end(rank: int, step: int, saved: bool, environ: Mapping[str, str] | None = None) -> None:
+    """Note for the runner the step this rank ends at and whether the
+    checkpoint of that step was committed (under ``--launcher``, where
+    ``$CHAIN_RANKS_DIR`` is set; nothing otherwise). The runner names ranks
+    that stopped at different steps, or without their checkpoint. Never
+    raises: the run's outcome must not hang on a note."""
+    folder = (os.environ if environ is None else environ).get("CHAIN_RANKS_DIR")
+    if not folder:
+        return
+    try:
+        text = json.dumps({"step": step, "saved": saved})
+        write_text_atomic(Path(folder) / RANK_PROGRESS.format(rank=rank), text, durable=False)
+    except OSError as exc:
+        log.warning("could not note rank %d's end for chain: %s", rank, exc)

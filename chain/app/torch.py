@@ -45,7 +45,7 @@ import torch
 from chain.app.ckptinfo import keep_from_env
 from chain.app.contract import AppEnv
 from chain.app.interval import CheckpointPolicy
-from chain.app.ranks import SINGLE, Ranks, agree
+from chain.app.ranks import SINGLE, Ranks, agree, note_end
 from chain.app.stepgate import StepGate
 from chain.app.stop import StopMonitor
 from chain.app.store import CheckpointInfo, CheckpointStore, MetricMode
@@ -350,10 +350,14 @@ class TrainLoop:
         if save:
             self.save()
         if code is not None:
-            self.exit_code = code
             log.info("stopping at step %d with exit code %d", self.progress.step, code)
+            self._end(code)
             return True
         return False
+
+    def _end(self, code: int) -> None:
+        self.exit_code = code
+        note_end(self.checkpoint.group.rank, self.progress.step, saved=self._committed == self.progress.step)
 
     def _epoch(self, loader: Iterable[T]) -> Iterator[T]:
         sampler, position = self.checkpoint.sampler, self.progress.batch
@@ -397,4 +401,4 @@ class TrainLoop:
                 break
             if self.exit_code is None:
                 self.save()
-                self.exit_code = 0
+                self._end(0)

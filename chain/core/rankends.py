@@ -12,6 +12,7 @@ Pure: the job reads the files, this module parses and judges.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 from chain.primitives.codes import ExitCode
 
 MAX_RANKS = 65536  # more ranks than any run launches: a record naming more is not believed
+MAX_STEP = 2**53  # a step past any run's (and past a float's exact integers): not believed
 # the codes of a rank that ended as the contract intends: done, a checkpoint, a termination warning
 _ENDED_WELL = (ExitCode.DONE, ExitCode.STOPPED, ExitCode.TEMPFAIL)
 
@@ -32,6 +34,16 @@ class RankEnd:
     world: int
     exit_code: int
     host: str = ""
+    step: int | None = None  # the step it stopped at, as chain.app's adapter noted it (None: no note)
+    saved: bool | None = None  # whether the checkpoint of that step was committed before it exited
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    """What chain.app's adapter noted of a rank's end, beside the wrapper's record."""
+
+    step: int
+    saved: bool
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,28 @@ def parse_rank_end(text: str) -> RankEnd | None:
     return RankEnd(rank=rank, world=world, exit_code=code, host=shown)
 
 
+def parse_rank_progress(text: str) -> RankProgress | None:
+    """The adapter's note of a rank's last step (``{"step": N, "saved": B}``),
+    or None when the text is not one: never an exception."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    step, saved = _small_int(data.get("step"), 0, MAX_STEP), data.get("saved")
+    if step is None or not isinstance(saved, bool):
+        return None
+    return RankProgress(step=step, saved=saved)
+
+
+def with_progress(end: RankEnd, progress: RankProgress | None) -> RankEnd:
+    """``end`` with the adapter's note of its last step, if there is one."""
+    if progress is None:
+        return end
+    return dataclasses.replace(end, step=progress.step, saved=progress.saved)
+
+
 def _ranks(numbers: Sequence[int]) -> str:
     shown = ", ".join(str(n) for n in numbers[:8])
     return shown + (f" and {len(numbers) - 8} more" if len(numbers) > 8 else "")
@@ -92,9 +126,28 @@ def judge_ranks(launcher: str, launcher_code: int, ends: Sequence[RankEnd], worl
             launcher_code, f"no end recorded by rank {_ranks(missing)} of {world}: judged by {launcher}'s exit"
         )
     code = max(end.exit_code for end in by_rank.values())
-    if code == launcher_code:
-        return RanksJudgment(code)
-    return RanksJudgment(code, f"{launcher} exited {launcher_code} after every rank exited {_codes(by_rank)}")
+    notes = (
+        []
+        if code == launcher_code
+        else [f"{launcher} exited {launcher_code} after every rank exited {_codes(by_rank)}"]
+    )
+    notes += _step_notes(list(by_rank.values()), code)
+    return RanksJudgment(code, "; ".join(notes))
+
+
+def _step_notes(ends: Sequence[RankEnd], code: int) -> list[str]:
+    """What the adapters' notes show wrong: ranks that stopped at different steps (their agreement
+    at the step boundary failed), or a stop (99, 75) without the checkpoint of its step."""
+    noted = [end for end in ends if end.step is not None]
+    notes = []
+    steps = sorted({end.step for end in noted if end.step is not None})
+    if len(steps) > 1:
+        at = (f"{step} (rank {_ranks([e.rank for e in noted if e.step == step])})" for step in steps)
+        notes.append("ranks stopped at different steps: " + ", ".join(at))
+    unsaved = sorted(end.rank for end in noted if end.saved is False)
+    if code != ExitCode.DONE and unsaved:
+        notes.append(f"rank {_ranks(unsaved)} stopped without a checkpoint of its last step")
+    return notes
 
 
 def _codes(by_rank: Mapping[int, RankEnd]) -> str:

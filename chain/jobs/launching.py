@@ -15,8 +15,9 @@ from pathlib import Path
 
 import chain.launch
 from chain.core.launch import LaunchSite
-from chain.core.rankends import MAX_RANKS, RankEnd, parse_rank_end
+from chain.core.rankends import MAX_RANKS, RankEnd, parse_rank_end, parse_rank_progress, with_progress
 from chain.primitives import safeio
+from chain.primitives.paths import RANK_PROGRESS
 from chain.store import ChainDir
 
 RECORD_CAP = 4096  # bytes of one rank's record read at most (they are about 80)
@@ -78,23 +79,24 @@ def read_rank_ends(folder: Path, world: int) -> list[RankEnd]:
         return ends
     try:
         for rank in range(min(world, MAX_RANKS)):
-            end = _read_one(dir_fd, f"rank-{rank}.json", folder)
+            text = _read_one(dir_fd, f"rank-{rank}.json", folder)
+            end = parse_rank_end(text) if text is not None else None
             if end is not None and end.rank == rank:
-                ends.append(end)
+                noted = _read_one(dir_fd, RANK_PROGRESS.format(rank=rank), folder)
+                ends.append(with_progress(end, parse_rank_progress(noted) if noted is not None else None))
     finally:
         os.close(dir_fd)
     return ends
 
 
-def _read_one(dir_fd: int, name: str, folder: Path) -> RankEnd | None:
+def _read_one(dir_fd: int, name: str, folder: Path) -> str | None:
     try:
         fd = safeio.open_at(dir_fd, name, os.O_RDONLY, folder / name)
     except OSError:
         return None
     try:
-        text = safeio.read_capped(fd, RECORD_CAP, folder / name).decode("utf-8", "replace")
+        return safeio.read_capped(fd, RECORD_CAP, folder / name).decode("utf-8", "replace")
     except OSError:
         return None
     finally:
         os.close(fd)
-    return parse_rank_end(text)

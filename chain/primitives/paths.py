@@ -6,7 +6,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["shell_helpers_dir"]
+__all__ = ["RANK_PROGRESS", "shell_helpers_dir"]
+
+# In a launched run's ranks folder ($CHAIN_RANKS_DIR), beside the rank wrapper's rank-N.json: the
+# step rank N stopped at and whether its checkpoint was committed, as chain.app's adapter noted them
+RANK_PROGRESS = "progress-{rank}.json"
 
 
 def shell_helpers_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from chain.jobs.launching import free_port, rank_wrapper
+from chain.jobs.launching import free_port, rank_wrapper, read_rank_ends
 
 from .conftest import child_env
 
@@ -34,9 +34,15 @@ def rank_ends(workdir: Path, run: subprocess.Popen[str], world: int) -> dict[int
     own code is no guide: a gloo worker that finished may abort in its teardown)."""
     run.wait(timeout=300)
     out = run.stdout.read() if run.stdout else ""
-    records = [json.loads(p.read_text()) for p in (workdir / "ranks").iterdir()]
+    records = [json.loads(p.read_text()) for p in (workdir / "ranks").glob("rank-*.json")]
     assert len(records) == world, out
     return {r["rank"]: r["exit_code"] for r in records}
+
+
+def rank_notes(workdir: Path, world: int) -> dict[int, tuple[int | None, bool | None]]:
+    """Each rank's last step and whether its checkpoint was committed, as chain.app's adapter noted
+    them and the runner reads them (beside the rank wrapper's records)."""
+    return {end.rank: (end.step, end.saved) for end in read_rank_ends(workdir / "ranks", world)}
 
 
 def rank_pid(launcher: int, rank: str) -> int | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ._torchrun import rank_ends, stop_one_rank, torchrun
+from ._torchrun import rank_ends, rank_notes, stop_one_rank, torchrun
 
 APP = Path(__file__).resolve().parent / "hf" / "train_hf.py"
 STEPS = 30
@@ -40,7 +40,9 @@ def test_a_stop_reaching_one_process_stops_both_at_one_step_and_the_resume_is_ex
     stopped_at = int((chained / "state_iter.txt").read_text())
     assert 0 < stopped_at < STEPS and (chained / "out" / f"checkpoint-{stopped_at}").is_dir()
     assert max(_losses(chained / "loss.jsonl")) == stopped_at  # no step beyond the save on either process
+    assert rank_notes(chained, 2) == {0: (stopped_at, True), 1: (stopped_at, True)}  # as each noted for chain
 
     assert rank_ends(chained, _torchrun(chained), 2) == {0: 0, 1: 0}
     assert int((chained / "state_iter.txt").read_text()) == STEPS
+    assert rank_notes(chained, 2) == {0: (STEPS, True), 1: (STEPS, True)}
     assert _losses(chained / "loss.jsonl") == _losses(whole / "loss.jsonl")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ._torchrun import rank_ends, stop_one_rank, torchrun
+from ._torchrun import rank_ends, rank_notes, stop_one_rank, torchrun
 from .conftest import EXAMPLES
 
 APP = EXAMPLES / "python" / "lightning" / "train.py"
@@ -43,7 +43,9 @@ def test_a_stop_reaching_one_rank_stops_both_at_one_step_and_the_resume_is_bit_i
     stopped_at = int((chained / "state_iter.txt").read_text())
     assert 0 < stopped_at < STEPS
     assert max(_losses(chained)) == stopped_at  # no step beyond the save
+    assert rank_notes(chained, 2) == {0: (stopped_at, True), 1: (stopped_at, True)}  # as each noted for chain
 
     assert rank_ends(chained, _run(chained, STEP_SECONDS="0"), 2) == {0: 0, 1: 0}
     assert int((chained / "state_iter.txt").read_text()) == STEPS
+    assert rank_notes(chained, 2) == {0: (STEPS, True), 1: (STEPS, True)}
     assert _losses(chained) == _losses(whole)

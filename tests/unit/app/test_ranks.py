@@ -5,10 +5,12 @@ is every rank's, the highest exit code wins."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
-from chain.app.ranks import SINGLE, Ranks, agree
+from chain.app.ranks import SINGLE, Ranks, agree, note_end
+from chain.core.rankends import RankProgress, parse_rank_progress
 
 
 def _world(wishes: list[tuple[bool, int | None]]) -> list[tuple[bool, int | None]]:
@@ -45,3 +47,15 @@ def test_every_rank_takes_the_same_decision(
 
 def test_rank_zero_is_the_main_rank() -> None:
     assert [Ranks(r, 3).main for r in range(3)] == [True, False, False]
+
+
+def test_a_rank_notes_its_end_for_the_runner_only_under_a_launcher(tmp_path: Path) -> None:
+    note_end(3, 57, saved=True, environ={"CHAIN_RANKS_DIR": str(tmp_path)})
+    assert parse_rank_progress((tmp_path / "progress-3.json").read_text()) == RankProgress(57, True)
+    note_end(3, 58, saved=False, environ={})  # no launcher: nothing written anywhere
+    assert [p.name for p in tmp_path.iterdir()] == ["progress-3.json"]
+
+
+def test_a_note_that_cannot_be_written_does_not_end_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    note_end(0, 5, saved=True, environ={"CHAIN_RANKS_DIR": str(tmp_path / "gone")})
+    assert "could not note rank 0's end" in caplog.text

@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from chain.core.rankends import RankEnd, RanksJudgment, judge_ranks, parse_rank_end
+from chain.core.rankends import (
+    RankEnd,
+    RankProgress,
+    RanksJudgment,
+    judge_ranks,
+    parse_rank_end,
+    parse_rank_progress,
+    with_progress,
+)
 
 
 def _end(rank: int, code: int, world: int = 2, host: str = "") -> RankEnd:
@@ -85,3 +93,47 @@ def test_records_of_ranks_outside_the_world_are_ignored() -> None:
 def test_many_missing_ranks_are_counted_not_listed() -> None:
     judged = judge_ranks("torchrun", 1, [], 100)
     assert "rank 0, 1, 2, 3, 4, 5, 6, 7 and 92 more of 100" in judged.note
+
+
+def test_an_adapters_note_of_a_ranks_end_is_read() -> None:
+    assert parse_rank_progress('{"step": 57, "saved": true}') == RankProgress(57, True)
+    assert with_progress(_end(1, 99), RankProgress(57, False)) == RankEnd(1, 2, 99, step=57, saved=False)
+    assert with_progress(_end(1, 99), None) == _end(1, 99)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "[57]",
+        '{"step": true, "saved": true}',  # a bool is no step
+        '{"step": -1, "saved": true}',
+        '{"step": 9007199254740993, "saved": true}',  # past any run's steps
+        '{"step": 57.0, "saved": true}',
+        '{"step": 57, "saved": 1}',  # saved must be a bool
+        '{"step": 57}',
+        "[" * 100_000,
+    ],
+)
+def test_anything_else_is_no_note(text: str) -> None:
+    assert parse_rank_progress(text) is None
+
+
+def _noted(rank: int, code: int, step: int, saved: bool = True) -> RankEnd:
+    return RankEnd(rank=rank, world=3, exit_code=code, step=step, saved=saved)
+
+
+def test_ranks_that_stopped_at_different_steps_are_named() -> None:
+    judged = judge_ranks("torchrun", 1, [_noted(0, 99, 57), _noted(1, 99, 57), _noted(2, 99, 58)], 3)
+    assert judged.exit_code == 99
+    assert judged.note == (
+        "torchrun exited 1 after every rank exited 99; ranks stopped at different steps: 57 (rank 0, 1), 58 (rank 2)"
+    )
+
+
+def test_a_stop_without_its_checkpoint_is_named_and_one_step_agreed_says_nothing() -> None:
+    judged = judge_ranks("accelerate", 99, [_noted(0, 99, 40, saved=False), _noted(1, 99, 40), _noted(2, 99, 40)], 3)
+    assert judged == RanksJudgment(99, "rank 0 stopped without a checkpoint of its last step")
+    assert judge_ranks("accelerate", 99, [_noted(r, 99, 40) for r in range(3)], 3) == RanksJudgment(99)
+    # done: its last step needs no further checkpoint to be judged complete by the counter
+    assert judge_ranks("accelerate", 0, [_noted(r, 0, 120, saved=r != 0) for r in range(3)], 3) == RanksJudgment(0)

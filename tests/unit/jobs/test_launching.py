@@ -31,6 +31,17 @@ def test_the_records_of_the_world_are_read_and_anything_else_is_absent(tmp_path:
     assert read_rank_ends(folder, 5) == [RankEnd(0, 3, 99), RankEnd(2, 3, 99)]  # a FIFO and a huge file: absent
 
 
+def test_an_adapters_note_beside_a_record_is_read_with_it_and_a_bad_one_is_no_note(tmp_path: Path) -> None:
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(3):
+        _write(folder, rank, 99, world=3)
+    (folder / "progress-0.json").write_text(json.dumps({"step": 40, "saved": True}))
+    os.mkfifo(folder / "progress-1.json")  # never opened
+    (folder / "progress-2.json").symlink_to(folder / "progress-0.json")  # a link: never followed
+    assert read_rank_ends(folder, 3) == [RankEnd(0, 3, 99, step=40, saved=True), RankEnd(1, 3, 99), RankEnd(2, 3, 99)]
+
+
 def test_a_record_filed_under_another_ranks_name_is_not_believed(tmp_path: Path) -> None:
     folder = tmp_path / "ranks"
     folder.mkdir()
