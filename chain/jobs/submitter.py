@@ -10,7 +10,6 @@ the hooks at MAX_ITER (``effects.hooks``).
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from chain.effects.runners import drop_next, prequeue_next, submit_runner, submi
 from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.sigterm import TermCatcher, Terminated
 from chain.jobs.watch import HandOver, Preempted, RunnerWatch, StepAsideNow
+from chain.primitives.codes import SubmitterExit
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_source, read_chain_counter, read_counter_state
 
@@ -102,13 +102,13 @@ class Submitter:
             raise ChainError(f"no chain in {self.chain.root}")
         if status.state.ended:
             self.chain.log(f"submitter {self.job_id}: chain already {status.state.value}; nothing to do")
-            return 0
+            return SubmitterExit.DONE
         cycle = submitter_cycle(self.job_name)
         if cycle is not None and cycle < status.submitter_cycle:  # requeued after it handed over (preemption)
             self.chain.log(
                 f"submitter {self.job_id} (cycle {cycle}): cycle {status.submitter_cycle} drives the chain; leaving"
             )
-            return 0
+            return SubmitterExit.DONE
         restore = self.term.install()
         try:
             return self._drive(status)
@@ -141,7 +141,7 @@ class Submitter:
                     ChainState.STOPPED,
                     f"could not submit the next submitter ({exc}); run chain submit --resume when Slurm answers again",
                 )
-            return 0
+            return SubmitterExit.DONE
         except SchedulerError as exc:
             return self.stop_chain(
                 status,
@@ -158,7 +158,7 @@ class Submitter:
         chain)."""
         if self.chain.cancel_requested():
             self.chain.log(f"submitter {self.job_id}: stopped by chain cancel")
-            return 0
+            return SubmitterExit.DONE
         try:
             preempted = self.backend.preempting(self.job_id, restarts=self.restarts)
         except ChainError as exc:
@@ -169,7 +169,7 @@ class Submitter:
                 f"submitter {self.job_id} got SIGTERM, not from preemption (scancel?): nothing drives "
                 "the chain now; chain submit --resume continues it"
             )
-            return 128 + signal.SIGTERM
+            return SubmitterExit.TERMINATED
         try:
             self._restart(status, Preempted() if preempted else HandOver())
         except (SchedulerError, Terminated) as exc:
@@ -177,10 +177,10 @@ class Submitter:
                 f"submitter {self.job_id}: could not queue a successor after SIGTERM ({exc or 'SIGTERM'}); "
                 "chain submit --resume continues the chain"
             )
-            return 1
+            return SubmitterExit.CHAIN_ENDED
         if preempted:
             self._drop_requeued_copy()
-        return 0
+        return SubmitterExit.DONE
 
     def _drop_requeued_copy(self) -> None:
         """Cancel this job, whose successor runs the chain now: a copy Slurm
@@ -203,7 +203,7 @@ class Submitter:
         try:
             return self.stop_chain(status, ChainState.STOPPED, why)
         except OSError:
-            return 1
+            return SubmitterExit.CHAIN_ENDED
 
     def _persist(self, what: str, call: Callable[[], T]) -> T:
         """Repeat a scheduler request through an outage, until the job's own end."""
@@ -325,7 +325,7 @@ class Submitter:
             self.clock(),
             hook_timeout=max(5.0, self.hard_end - self.clock() - 5.0),
         )
-        return 0
+        return SubmitterExit.DONE
 
     def stop_chain(self, status: ChainStatus, state: ChainState, reason: str, kind: ReasonKind | None = None) -> int:
         """End the chain with ``state`` and ``reason`` (of ``kind``, where one
@@ -340,7 +340,7 @@ class Submitter:
             kind=kind,
             hook_timeout=max(5.0, min(self.hard_end - self.clock() - 5.0, 3600.0)),
         )
-        return 0 if state is ChainState.CANCELLED else 1
+        return SubmitterExit.DONE if state is ChainState.CANCELLED else SubmitterExit.CHAIN_ENDED
 
     def _finish_cancelled(self, status: ChainStatus) -> int:
         if status.runner_live and status.runner_job_id:

@@ -5,6 +5,8 @@
   what a ``--counter-cmd`` exits with for "no checkpoint yet";
 - :class:`RunnerExit`: the **runner**'s contract code, recorded in its record
   and judged by the chain (the seed's 0/99/124/1 plus chain's own);
+- :class:`SubmitterExit`: what the **submitter job** exits with (its Slurm
+  state: COMPLETED or FAILED, what ``sacct`` shows an admin);
 - :class:`CliExit`: what a ``chain`` **command** exits with.
 
 A number may mean different things in two families (runner 2 is "modules
@@ -17,7 +19,15 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["HOOK_CANNOT_START", "HOOK_TIMED_OUT", "NO_CHECKPOINT_EXIT", "CliExit", "ExitCode", "RunnerExit"]
+__all__ = [
+    "HOOK_CANNOT_START",
+    "HOOK_TIMED_OUT",
+    "NO_CHECKPOINT_EXIT",
+    "CliExit",
+    "ExitCode",
+    "RunnerExit",
+    "SubmitterExit",
+]
 
 
 class ExitCode(IntEnum):
@@ -59,6 +69,18 @@ class RunnerExit(IntEnum):
     """Stopped at the deadline with checkpoint advance (the seed's ``timeout``)."""
     CANNOT_START = 127
     """The app's command could not be started."""
+
+
+class SubmitterExit(IntEnum):
+    """What the submitter job exits with."""
+
+    DONE = 0
+    """Its part is done: the chain completed or was cancelled, it handed over
+    to its successor, or another job drives the chain."""
+    CHAIN_ENDED = 1
+    """The chain stopped or failed under it, or it could not queue its successor."""
+    TERMINATED = 128 + 15
+    """SIGTERM from outside chain (a user's scancel): nothing drives the chain now."""
 
 
 class CliExit(IntEnum):
