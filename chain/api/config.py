@@ -183,15 +183,23 @@ def _check_program(settings: Settings, workdir: Path) -> None:
     if "=" in program and not program.startswith(("/", ".")):
         return  # VAR=value cmd ...: leave it to the shell
     if "/" in program:
-        path = Path(program) if Path(program).is_absolute() else workdir / program
-        if not path.exists():
-            raise ConfigError(f"app {program!r} does not exist")
-        if not os.access(path, os.X_OK):
-            raise ConfigError(f"app {program!r} is not executable")
-        return
-    if settings.module_list or shutil.which(program):
-        return
-    try:  # a shell builtin or keyword (`exec`, `time`) is an app command too
+        _check_path(program, workdir)
+    elif not settings.module_list and not shutil.which(program):
+        _check_shell_word(program)
+
+
+def _check_path(program: str, workdir: Path) -> None:
+    """A program named by its path exists and is executable."""
+    path = Path(program) if Path(program).is_absolute() else workdir / program
+    if not path.exists():
+        raise ConfigError(f"app {program!r} does not exist")
+    if not os.access(path, os.X_OK):
+        raise ConfigError(f"app {program!r} is not executable")
+
+
+def _check_shell_word(program: str) -> None:
+    """A program on no PATH may still be a shell builtin or keyword (``exec``, ``time``): an app command too."""
+    try:
         kind = subprocess.run(
             ["bash", "-c", 'type -t -- "$1"', "_", program], capture_output=True, text=True, check=False
         ).stdout.strip()

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from chain.core.records import RunnerView
 from chain.errors import ChainDirError, ChainError
@@ -172,20 +173,7 @@ def render_figure(points: Sequence[PointReport], counts: Mapping[str, int], *, d
 
     fig = Figure(figsize=(12, 5), dpi=dpi)
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1]})
-    starts = [s.times[0] for s in (p.series for p in points) if s.times]
-    t0 = min(starts) if starts else 0.0
-    span = max((s.times[-1] for s in (p.series for p in points) if s.times), default=t0) - t0
-    unit, scale = ("s", 1.0) if span < 120 else ("min", 60.0) if span < 7200 else ("h", 3600.0)
-    for point in points:
-        if point.series.times:
-            x = [(t - t0) / scale for t in point.series.times]
-            left.plot(x, point.series.iterations, marker=".", markersize=3, linewidth=1, label=point.row.name)
-    left.set_xlabel(f"time since the sweep's first start ({unit})")
-    left.set_ylabel("iteration")
-    left.set_title(f"progress of {len(points)} points")
-    left.grid(True, alpha=0.3)
-    if 0 < sum(bool(p.series.times) for p in points) <= 20:
-        left.legend(fontsize=6, loc="upper left")
+    _plot_progress(left, points)
     shown = {state: n for state, n in counts.items() if n}
     right.bar(list(shown), list(shown.values()), color="tab:blue")
     right.set_title("points by state")
@@ -195,6 +183,24 @@ def render_figure(points: Sequence[PointReport], counts: Mapping[str, int], *, d
     out = io.BytesIO()
     fig.savefig(out, format="png")
     return out.getvalue()
+
+
+def _plot_progress(axes: Any, points: Sequence[PointReport]) -> None:
+    """Each point's iterations over the time since the sweep's first start, in s, min or h."""
+    series = [p.series for p in points if p.series.times]
+    t0 = min((s.times[0] for s in series), default=0.0)
+    span = max((s.times[-1] for s in series), default=t0) - t0
+    unit, scale = ("s", 1.0) if span < 120 else ("min", 60.0) if span < 7200 else ("h", 3600.0)
+    for point in points:
+        if point.series.times:
+            x = [(t - t0) / scale for t in point.series.times]
+            axes.plot(x, point.series.iterations, marker=".", markersize=3, linewidth=1, label=point.row.name)
+    axes.set_xlabel(f"time since the sweep's first start ({unit})")
+    axes.set_ylabel("iteration")
+    axes.set_title(f"progress of {len(points)} points")
+    axes.grid(True, alpha=0.3)
+    if 0 < len(series) <= 20:
+        axes.legend(fontsize=6, loc="upper left")
 
 
 def write_sweep_report(
