@@ -37,6 +37,10 @@ class ReasonKind(TextEnum):
     CANCELLED_BY_USER = "cancelled_by_user"  # its runner was cancelled outside chain (scancel)
     CANCELLED = "cancelled"  # chain cancel
     MARGIN_WARNING = "margin_warning"  # the app's stop does not fit in the runner's margin
+    BAD_CHECKPOINT = "bad_checkpoint"  # the counter cannot be read: the chain stops, nothing is started on it
+    SCHEDULER_UNREACHABLE = "scheduler_unreachable"  # Slurm did not answer through the job's patience
+    HANDOVER_FAILED = "handover_failed"  # the submitter could not queue its successor
+    CHAIN_DIR_UNWRITABLE = "chain_dir_unwritable"  # the chain directory refused writes
     UNKNOWN = "unknown"  # words of an earlier version that no kind matches
 
     @property

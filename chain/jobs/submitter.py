@@ -140,6 +140,7 @@ class Submitter:
                     status,
                     ChainState.STOPPED,
                     f"could not submit the next submitter ({exc}); run chain submit --resume when Slurm answers again",
+                    ReasonKind.HANDOVER_FAILED,
                 )
             return SubmitterExit.DONE
         except SchedulerError as exc:
@@ -147,6 +148,7 @@ class Submitter:
                 status,
                 ChainState.STOPPED,
                 f"scheduler unreachable ({exc}); run chain submit --resume when it answers again",
+                ReasonKind.SCHEDULER_UNREACHABLE,
             )
         except OSError as exc:  # the chain directory refused writes past ChainDir.storage's patience
             return self._storage_failed(status, exc)
@@ -201,7 +203,7 @@ class Submitter:
         )
         print(f"chain submitter {self.job_id}: {why}", flush=True)
         try:
-            return self.stop_chain(status, ChainState.STOPPED, why)
+            return self.stop_chain(status, ChainState.STOPPED, why, ReasonKind.CHAIN_DIR_UNWRITABLE)
         except OSError:
             return SubmitterExit.CHAIN_ENDED
 
@@ -239,7 +241,7 @@ class Submitter:
             try:
                 counter = read_chain_counter(self.settings, self.workdir)
             except CheckpointError as exc:
-                return self.stop_chain(status, ChainState.STOPPED, str(exc))
+                return self.stop_chain(status, ChainState.STOPPED, str(exc), ReasonKind.BAD_CHECKPOINT)
             self.executor.apply(status, CounterRead(counter))
             step = next_step(counter, self.settings.max_iter)
             if step is Step.FINISH:
@@ -327,7 +329,7 @@ class Submitter:
         )
         return SubmitterExit.DONE
 
-    def stop_chain(self, status: ChainStatus, state: ChainState, reason: str, kind: ReasonKind | None = None) -> int:
+    def stop_chain(self, status: ChainStatus, state: ChainState, reason: str, kind: ReasonKind) -> int:
         """End the chain with ``state`` and ``reason`` (of ``kind``, where one
         names it: ``effects.ending``). Returns the submitter job's exit code."""
         end_chain(

@@ -14,6 +14,7 @@ from fakes import FakeBackend
 from chain import api
 from chain.backends.base import JobState
 from chain.core.model import ChainState
+from chain.core.reasons import ReasonKind
 from chain.errors import ChainDirError
 from chain.jobs import runner
 from chain.jobs.submitter import Submitter
@@ -98,10 +99,10 @@ def test_every_stop_of_the_submitter_drops_the_prequeued_runner(tmp_path: Path) 
     sub = Submitter(chain, settings, backend, tmp_path, "5", sleep=lambda s: None)
     status = chain.load_status()
     assert status is not None
-    sub.stop_chain(status, ChainState.STOPPED, "checkpoint counter unreadable")
+    sub.stop_chain(status, ChainState.STOPPED, "checkpoint counter unreadable", ReasonKind.BAD_CHECKPOINT)
     assert backend.cancelled == ["8"]
     saved = chain.load_status()
-    assert saved is not None and saved.next_job_id == ""
+    assert saved is not None and saved.next_job_id == "" and saved.reason_kind is ReasonKind.BAD_CHECKPOINT
 
 
 @pytest.mark.parametrize("change", ["ended", "another current runner"])

@@ -28,8 +28,11 @@ from chain.backends.slurm.parse import parse_scontrol, preempting
 from chain.core.model import ChainState, JobState
 from chain.core.names import submitter_cycle
 from chain.core.poll import StepAside
+from chain.core.reasons import ReasonKind
+from chain.errors import SchedulerError
 from chain.jobs.sigterm import TermCatcher, Terminated
 from chain.jobs.submitter import Submitter
+from chain.primitives.codes import SubmitterExit
 from chain.store import ChainDir, ChainStatus
 
 
@@ -285,3 +288,24 @@ def test_a_submitters_events_all_go_through_its_one_executor(tmp_path: Path, mon
     names = [name for _, name in applied]
     assert names == ["SubmitterStarted", "CounterRead", "SuccessorDropped", "Announced", "Ended"], names
     assert all(run is submitter.executor for run, _ in applied) and submitter.executor.clock is clock
+
+
+class UnreachableBackend(FakeBackend):
+    """sbatch never gets an answer from slurmctld."""
+
+    def submit(self, script: Path, **kwargs: object) -> str:
+        raise SchedulerError("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")
+
+
+@pytest.mark.parametrize(
+    ("case", "kind"),
+    [("counter", ReasonKind.BAD_CHECKPOINT), ("scheduler", ReasonKind.SCHEDULER_UNREACHABLE)],
+)
+def test_each_way_the_submitter_stops_the_chain_names_its_kind(tmp_path: Path, case: str, kind: ReasonKind) -> None:
+    if case == "counter":
+        (tmp_path / "state_iter.txt").write_text("twelve\n")
+    backend = UnreachableBackend() if case == "scheduler" else FakeBackend()
+    chain, submitter = _submitter(tmp_path, backend, SteppingClock(1000.0), submitter_time="0:30:00")
+    assert submitter.run() == SubmitterExit.CHAIN_ENDED
+    status = chain.load_status()
+    assert status is not None and status.state is ChainState.STOPPED and status.reason_kind is kind, status
