@@ -222,6 +222,6 @@ def _remove_made(made: Path | None, chain_dir: Path) -> None:
         status = ChainDir(chain_dir).load_status()
     except ChainError:
         status = None
-    if status is not None and (status.submitter_job_id or status.runner_job_id or status.next_job_id):
+    if status is not None and status.named_jobs():
         return
     shutil.rmtree(made, ignore_errors=True)

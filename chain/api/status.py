@@ -133,7 +133,7 @@ def wait_jobs_gone(
     directory. ``--wait`` returns after this, so removing the directory at
     once never races a last write. Reads only."""
     _, status = open_chain(chain_dir)
-    ids = sorted({*status.live_jobs(), status.runner_job_id} - {""})
+    ids = sorted(status.named_jobs())
     if ids:
         wait_gone(backend or make_backend(status.backend or "slurm", chain_dir), ids, timeout, sleep=sleep, clock=clock)
 

@@ -75,6 +75,12 @@ class ChainStatus:
         command asks the scheduler about."""
         return [i for i in (self.submitter_job_id, *self.runner_jobs()) if i]
 
+    def named_jobs(self) -> list[str]:
+        """Every job the record names, live or just ended: its submitter, its
+        runner (also once judged) and the one queued behind it. The jobs that
+        may still write into the chain directory after it ended."""
+        return list(dict.fromkeys(i for i in (self.submitter_job_id, self.runner_job_id, self.next_job_id) if i))
+
     def queued_next(self, job_id: str, seq: int | None) -> bool:
         """``job_id``, runner ``seq``, is the one queued behind the current
         runner (lookahead's pre-queued runner, relay's successor): the one

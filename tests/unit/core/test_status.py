@@ -76,3 +76,11 @@ def test_the_queued_next_runner_is_named_by_id_and_number(
 ) -> None:
     status = ChainStatus(chain_id="c", runner_seq=1, runner_job_id="101", next_job_id=next_job)
     assert status.queued_next(job, seq) is expected
+
+
+def test_the_jobs_a_record_names_include_a_judged_runner_that_may_still_be_leaving() -> None:
+    ended = ChainStatus(chain_id="c-1", state=ChainState.COMPLETED, submitter_job_id="7", runner_job_id="8")
+    assert ended.live_jobs() == ["7"] and ended.named_jobs() == ["7", "8"]
+    relay = ChainStatus(chain_id="c-1", runner_job_id="8", runner_live=True, next_job_id="9")
+    assert relay.named_jobs() == ["8", "9"]
+    assert ChainStatus(chain_id="c-1").named_jobs() == []
