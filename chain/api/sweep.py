@@ -14,9 +14,11 @@ per chain per poll. ``stranded_chains`` is that one query, which
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +90,7 @@ def wait_all(
         if not waiting:
             break
         if clock() >= next_check:
-            stuck, _ = stranded_chains(statuses, backend)
+            stuck = stranded_chains(statuses, backend).stranded
             _refuse_stranded_twice(stuck, suspects)
             suspects, next_check = set(stuck), clock() + check
         if give_up is not None and clock() >= give_up:
@@ -127,22 +129,35 @@ def readable_status(directory: Path) -> ChainStatus | None:
         return None
 
 
-def stranded_chains(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> tuple[dict[Path, str], str]:
-    """Which chains nothing drives, and why: one query per backend kind for
-    all of them (``given``: the backend to ask, else each chain's own), and
-    the first scheduler error ("" when every query was answered: a chain
-    whose backend did not answer is judged driven)."""
+@dataclass(frozen=True)
+class Driven:
+    """What one scheduler query says of a sweep's chains: which ones nothing
+    drives and why (``stranded``), which ones wait on a pending job and on
+    what (``waiting``, ``chain.sweep.table.waiting_on``), and the first
+    scheduler error ("" when every query was answered)."""
+
+    stranded: dict[Path, str] = field(default_factory=dict)
+    waiting: dict[Path, str] = field(default_factory=dict)
+    error: str = ""
+
+
+def stranded_chains(statuses: Mapping[Path, ChainStatus], given: Backend | None) -> Driven:
+    """Which chains nothing drives, and why, and which wait on what: one
+    query per backend kind for all of them (``given``: the backend to ask,
+    else each chain's own). A chain whose backend did not answer is judged
+    driven, and the error kept."""
     from chain.api.config import stored_settings
     from chain.api.status import stranded
     from chain.backends import make_backend
     from chain.errors import SchedulerError
+    from chain.sweep.table import waiting_on
 
     by_backend: dict[tuple[str, str], list[Path]] = {}
     for directory, status in statuses.items():
         name = status.backend or "slurm"
         # the local backend keeps each chain's jobs in its own directory: one query each
         by_backend.setdefault((name, str(directory) if name == "local" else ""), []).append(directory)
-    found: dict[Path, str] = {}
+    found = Driven()
     error = ""
     for (name, _), directories in by_backend.items():
         try:
@@ -152,11 +167,13 @@ def stranded_chains(statuses: Mapping[Path, ChainStatus], given: Backend | None)
             error = error or str(exc)
             continue
         for directory in directories:
+            if why_waiting := waiting_on(statuses[directory], slurm):
+                found.waiting[directory] = why_waiting
             try:
                 mode = stored_settings(ChainDir(directory)).mode
             except ChainError:
                 continue
             cancelling = ChainDir(directory).cancel_requested()
             if why := stranded(statuses[directory], slurm, mode=mode, cancelling=cancelling):
-                found[directory] = why
-    return found, error
+                found.stranded[directory] = why
+    return dataclasses.replace(found, error=error)

@@ -29,7 +29,7 @@ from chain.api.config import _check_program as check_program
 from chain.api.handle import Chain, _check_setting_names
 from chain.api.listing import list_rows
 from chain.api.status import StatusReport
-from chain.api.sweep import readable_status, stranded_chains, wait_all
+from chain.api.sweep import Driven, readable_status, stranded_chains, wait_all
 from chain.backends.base import Backend
 from chain.core.fields import FIELD_BY_NAME
 from chain.core.resolution import resolve
@@ -134,12 +134,18 @@ class Sweep:
         dirs = {entry.name: self._store.chain_dir(entry) for entry in record.points}
         statuses = {d: readable_status(d) for d in dirs.values() if (d / "state.json").is_file()}
         live: dict[Path, ChainStatus] = {d: s for d, s in statuses.items() if s is not None and not s.state.ended}
-        stuck, error = stranded_chains(live, self._backend) if live else ({}, "")
+        driven = stranded_chains(live, self._backend) if live else Driven()
         listed = dict(zip(statuses, list_rows(statuses)))
         rows = tuple(
-            point_row(entry, listed.get(dirs[entry.name]), stuck.get(dirs[entry.name], "")) for entry in record.points
+            point_row(
+                entry,
+                listed.get(dirs[entry.name]),
+                driven.stranded.get(dirs[entry.name], ""),
+                driven.waiting.get(dirs[entry.name], ""),
+            )
+            for entry in record.points
         )
-        return SweepStatus(str(self.directory), rows, error)
+        return SweepStatus(str(self.directory), rows, driven.error)
 
     def wait(
         self,

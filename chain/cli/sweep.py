@@ -14,7 +14,7 @@ from chain.cli.group import ChainGroup
 from chain.cli.options import setting_flags, with_setting_options
 
 if TYPE_CHECKING:
-    from chain.sweep.table import SweepStatus
+    from chain.sweep.table import PointRow, SweepStatus
 
 sweep_app = typer.Typer(
     cls=ChainGroup,
@@ -185,13 +185,20 @@ def print_sweep_status(report: SweepStatus) -> None:
         Column("progress", [f"{r.iteration}/{r.max_iter}" if r.chain_id else "-" for r in rows]),
         Column("rate", [format_rate(r.rate_per_hour) if r.rate_per_hour else "-" for r in rows], keep=1),
         Column("ETA", [format_duration(r.eta_seconds) if r.eta_seconds is not None else "-" for r in rows], keep=2),
-        Column("reason", [f"nothing drives it: {r.stranded}" if r.stranded else r.reason for r in rows], kind="text"),
+        Column("reason", [_reason(r) for r in rows], kind="text"),
     ]
     counts = ", ".join(f"{n} {state}" for state, n in report.counts.items() if n)
     items: list[Any] = [TableItem(f"sweep {report.directory}: {len(rows)} points ({counts or 'none'})", columns)]
     if report.scheduler_error:
         items.append(Line(((f"scheduler not asked: {report.scheduler_error}", "yellow"),)))
     show(items)
+
+
+def _reason(row: PointRow) -> str:
+    """Why the point is where it is: nothing drives it, what it waits on, or its chain's reason."""
+    if row.stranded:
+        return f"nothing drives it: {row.stranded}"
+    return row.waiting or row.reason
 
 
 def print_metric_table(metric: tuple[tuple[str, float], ...]) -> None:

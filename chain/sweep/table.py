@@ -1,7 +1,8 @@
 """``chain sweep status``: one row per point, and the sweep's state counts. Pure.
 
 A row is built from the point's ``chain list`` row (its own files) and
-what the sweep's one scheduler query said of it (nothing drives it, or "").
+what the sweep's one scheduler query said of it: nothing drives it, or the
+job that holds it back waits, and on what (``waiting_on``), or "".
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chain.api.listing import ChainRow
-from chain.core.model import ChainState
+from chain.core.model import ChainState, JobInfo, JobState
+from chain.core.status import ChainStatus
 from chain.sweep.params import Scalar
 from chain.sweep.record import PointEntry
 
@@ -53,6 +55,7 @@ class PointRow:
     reason: str = ""
     chain_id: str = ""
     stranded: str = ""  # not over, and no job of it can move it: why (chain sweep resume continues it)
+    waiting: str = ""  # the job that holds it back is pending: which, and on what (Slurm's reason, in words)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,10 +69,11 @@ class PointRow:
             "reason": self.reason,
             "chain_id": self.chain_id,
             "stranded": self.stranded,
+            "waiting": self.waiting,
         }
 
 
-def point_row(entry: PointEntry, chain: ChainRow | None, stranded: str = "") -> PointRow:
+def point_row(entry: PointEntry, chain: ChainRow | None, stranded: str = "", waiting: str = "") -> PointRow:
     """The point's row from its chain's listing row (None: no chain in its directory)."""
     params = entry.point.as_dict()
     if chain is None:
@@ -89,7 +93,51 @@ def point_row(entry: PointEntry, chain: ChainRow | None, stranded: str = "") -> 
         chain.reason,
         chain.chain_id,
         stranded,
+        waiting,
     )
+
+
+# Slurm's pending reasons (squeue %r) a user meets in a sweep, in words
+_PENDING = {
+    "Priority": "priority (jobs ahead of it in the queue)",
+    "Resources": "resources (the nodes it needs are busy)",
+    "Dependency": "its dependency (the job before it)",
+    "BeginTime": "its begin time",
+    "JobHeldUser": "a hold (scontrol release)",
+    "JobHeldAdmin": "an administrator's hold",
+    "ReqNodeNotAvail": "nodes that are not available",
+    "PartitionTimeLimit": "the partition's time limit (it asks for more)",
+}
+
+
+def pending_why(reason: str) -> str:
+    """Slurm's pending reason in words: a limit of the user's jobs names itself."""
+    shown = "".join(c for c in reason if c.isprintable())[:60]
+    if shown in _PENDING:
+        return _PENDING[shown]
+    if shown.startswith(("Assoc", "QOS")) or shown.endswith("Limit"):
+        return f"a job limit ({shown})"
+    return shown or "the scheduler"
+
+
+def waiting_on(status: ChainStatus, jobs: Mapping[str, JobInfo]) -> str:
+    """The job that holds the chain back while it is pending, and why
+    (``jobs``: the scheduler's answer for the chain's live jobs); "" when
+    none does: its runner runs, or nothing of it is pending. A submitter
+    that runs while its runner waits is not the hold-up: the runner is."""
+    runner = status.runner_job_id if status.runner_live else ""
+    held = (
+        [("runner", runner)]
+        if runner
+        else [("submitter", status.submitter_job_id), ("next runner", status.next_job_id)]
+    )
+    for what, job_id in held:
+        info = jobs.get(job_id) if job_id else None
+        if info is not None and info.state is JobState.PENDING:
+            return f"{what} job {job_id} waits on {pending_why(info.reason)}"
+        if info is not None and info.state is JobState.RUNNING:
+            return ""
+    return ""
 
 
 def state_counts(rows: Iterable[PointRow]) -> dict[str, int]:

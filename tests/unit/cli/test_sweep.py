@@ -11,10 +11,15 @@ import pytest
 from fakes import FakeBackend
 from typer.testing import CliRunner
 
+from chain.api.listing import ChainRow
 from chain.backends import BACKENDS
 from chain.cli.commands import app
+from chain.cli.sweep import _reason
 from chain.core.model import ChainState
 from chain.store import ChainDir
+from chain.sweep.params import Point
+from chain.sweep.record import PointEntry
+from chain.sweep.table import point_row
 
 runner = CliRunner()
 SWEEP_FILE = """
@@ -158,3 +163,17 @@ def test_hostile_values_give_points_inside_the_sweep(fake: FakeBackend, tmp_path
     assert not (tmp_path / "up").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["s"]
     stored = {json.loads((p / "params.json").read_text())["x"] for p in points}
     assert stored == {"..", "../../up", "/abs", "a b", "100%j", "v" * 900}
+
+
+def test_the_reason_column_says_what_a_waiting_point_waits_on() -> None:
+    entry = PointEntry.of(Point.of({"lr": 0.1}))
+    row = point_row(entry, _listed("pending"), waiting="runner job 8 waits on priority (jobs ahead of it in the queue)")
+    assert row.to_json()["waiting"] == row.waiting and _reason(row) == row.waiting
+    assert _reason(point_row(entry, _listed("running"), "its submitter job has ended", "x")).startswith(
+        "nothing drives"
+    )
+    assert _reason(point_row(entry, _listed("running"))) == "why"
+
+
+def _listed(state: str) -> ChainRow:
+    return ChainRow("/d", "chain-1", "submitter", state, 5, 10, 120.0, 150.0, "why")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from chain.api.listing import ChainRow
+from chain.core.model import JobInfo, JobState
+from chain.core.status import ChainStatus
 from chain.sweep.params import Point
 from chain.sweep.record import PointEntry
-from chain.sweep.table import PointState, SweepStatus, point_row, state_counts
+from chain.sweep.table import PointState, SweepStatus, pending_why, point_row, state_counts, waiting_on
 
 
 def _row(state: str) -> ChainRow:
@@ -41,3 +45,49 @@ def test_counts_and_ended() -> None:
     assert SweepStatus("/s", rows).ended
     assert not SweepStatus("/s", (point_row(entries[0], _row("pending")),)).ended
     assert SweepStatus("/s", (point_row(entries[0], _row("pending"), "nothing of it runs"),)).ended
+
+
+def _jobs(**states: tuple[JobState, str]) -> dict[str, JobInfo]:
+    return {job[1:]: JobInfo(job[1:], state, reason=reason) for job, (state, reason) in states.items()}
+
+
+@pytest.mark.parametrize(
+    ("status", "jobs", "said"),
+    [
+        # submitter mode, the runner queued behind others: the runner holds the point back, not its submitter
+        (
+            ChainStatus(chain_id="c", submitter_job_id="7", runner_job_id="8", runner_live=True),
+            _jobs(j7=(JobState.RUNNING, "None"), j8=(JobState.PENDING, "Priority")),
+            "runner job 8 waits on priority (jobs ahead of it in the queue)",
+        ),
+        # the user's job limit holds the submitter itself
+        (
+            ChainStatus(chain_id="c", submitter_job_id="7"),
+            _jobs(j7=(JobState.PENDING, "AssocMaxJobsLimit")),
+            "submitter job 7 waits on a job limit (AssocMaxJobsLimit)",
+        ),
+        # relay: the runner judged, its successor not started yet
+        (
+            ChainStatus(chain_id="c", runner_job_id="8", next_job_id="9"),
+            _jobs(j9=(JobState.PENDING, "QOSMaxJobsPerUserLimit")),
+            "next runner job 9 waits on a job limit (QOSMaxJobsPerUserLimit)",
+        ),
+        # relay: the successor queued behind a running runner is no hold-up
+        (
+            ChainStatus(chain_id="c", runner_job_id="8", runner_live=True, next_job_id="9"),
+            _jobs(j8=(JobState.RUNNING, "None"), j9=(JobState.PENDING, "Dependency")),
+            "",
+        ),
+        (ChainStatus(chain_id="c", runner_job_id="8", runner_live=True), {}, ""),  # the scheduler said nothing
+    ],
+)
+def test_the_job_that_holds_a_point_back_and_on_what(status: ChainStatus, jobs: dict[str, JobInfo], said: str) -> None:
+    assert waiting_on(status, jobs) == said
+
+
+def test_a_pending_reason_in_words_and_a_hostile_one_shown_clean() -> None:
+    assert pending_why("Resources") == "resources (the nodes it needs are busy)"
+    assert pending_why("MaxJobsPerAccount") == "MaxJobsPerAccount"  # not one we know: Slurm's word
+    assert pending_why("QOSGrpCpuLimit") == "a job limit (QOSGrpCpuLimit)"
+    assert pending_why("Evil\x1b[2J" + "x" * 200) == "Evil[2J" + "x" * 53
+    assert pending_why("") == "the scheduler"
