@@ -60,14 +60,20 @@ def _small_int(value: Any, low: int, high: int) -> int | None:
     return value
 
 
-def parse_rank_end(text: str) -> RankEnd | None:
-    """A rank's record, or None when the text is not one (garbage, a rank
-    out of range, codes no process exits with): never an exception."""
+def _json_object(text: str) -> Mapping[str, Any] | None:
+    """The JSON object ``text`` holds, or None (not JSON, nested past Python's depth, not an object)."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(data, Mapping):
+    return data if isinstance(data, Mapping) else None
+
+
+def parse_rank_end(text: str) -> RankEnd | None:
+    """A rank's record, or None when the text is not one (garbage, a rank
+    out of range, codes no process exits with): never an exception."""
+    data = _json_object(text)
+    if data is None:
         return None
     world = _small_int(data.get("world"), 1, MAX_RANKS)
     rank = _small_int(data.get("rank"), 0, MAX_RANKS - 1)
@@ -82,11 +88,8 @@ def parse_rank_end(text: str) -> RankEnd | None:
 def parse_rank_progress(text: str) -> RankProgress | None:
     """The adapter's note of a rank's last step (``{"step": N, "saved": B}``),
     or None when the text is not one: never an exception."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, Mapping):
+    data = _json_object(text)
+    if data is None:
         return None
     step, saved = _small_int(data.get("step"), 0, MAX_STEP), data.get("saved")
     if step is None or not isinstance(saved, bool):
