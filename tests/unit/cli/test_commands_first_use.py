@@ -130,18 +130,6 @@ def test_a_broken_pipe_through_the_cli_runner_is_exit_0(tmp_path: Path, monkeypa
     assert result.exit_code == 0 and result.stderr == ""
 
 
-def test_the_rich_view_raises_a_broken_pipe_for_the_one_handler() -> None:
-    """rich's own handler would exit 1 (what `chain status | head` did)."""
-    from chain.cli.rich_view import _Console, render
-
-    class Closed(io.StringIO):
-        def write(self, _: str) -> int:
-            raise BrokenPipeError(32, "Broken pipe")
-
-    with pytest.raises(BrokenPipeError):
-        render([status_view.Line((("x", ""),))], _Console(file=Closed(), width=80))
-
-
 # --- item 8: one number per runner ---------------------------------------------------
 
 

@@ -4,9 +4,8 @@ from typing import Any
 import pytest
 
 from chain.api.config import read_config_file
-from chain.core.fields import FIELDS
-from chain.core.resolution import from_json, resolve
-from chain.core.settings import BackendName, LaunchMode, Settings
+from chain.core.resolution import resolve
+from chain.core.settings import BackendName, LaunchMode
 from chain.errors import ConfigError
 
 APP = {"app_cmd": "python3 app.py"}
@@ -86,14 +85,6 @@ def test_bad_values_are_one_line_errors(flags: Any, message: Any) -> None:
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_every_field_has_an_env_name_and_roundtrips() -> None:
-    names = [f.env for f in FIELDS]
-    assert len(names) == len(set(names))
-    s = resolve({**APP, "hooks": ["x"], "launch_mode": "srun"}, {}, {})
-    assert from_json(s.to_json()) == s
-    assert {f.name for f in FIELDS} == set(Settings.__dataclass_fields__)
-
-
 def test_srun_mode_passes_the_task_layout_on() -> None:
     layout = resolve({**APP, "nodes": "2", "ntasks_per_node": "4", "gpus_per_task": "1"}, {}, {})
     assert layout.srun_argv == ["--nodes=2", "--ntasks-per-node=4", "--gpus-per-task=1"]
@@ -171,16 +162,3 @@ def test_render_refuses_a_bad_memory_size_in_one_line(tmp_path: Path, monkeypatc
     ok = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2G"], env={"CHAIN_BACKEND": "local"})
     assert ok.exit_code == 0, (ok.stdout, ok.stderr)
     assert "#SBATCH --mem=2G" in ok.stdout, ok.stdout
-
-
-# --- help texts ----------------------------------------------------------------
-def test_checkpoint_every_is_said_to_be_passed_to_the_app() -> None:
-    """chain never checkpoints the app: it passes N on as CHECKPOINT_EVERY."""
-    helps = {spec.name: spec.help for spec in FIELDS}
-    assert "passed to the app as CHECKPOINT_EVERY" in helps["checkpoint_every"]
-    assert not helps["checkpoint_every"].startswith("app checkpoints")
-    assert "passed to the app as MAX_ITER" in helps["max_iter"]
-    assert "passed to the app as CKPT_PATH" in helps["ckpt_path"]
-    # a runner failure beyond the retries makes the chain fail (ChainState.FAILED), not stop
-    assert helps["retries"].endswith("before the chain fails")
-    assert "K, M (the default), G or T" in helps["runner_mem"]
