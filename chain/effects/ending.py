@@ -116,10 +116,12 @@ def complete_chain(
     now: float,
     *,
     hook_timeout: float = HOOK_TIMEOUT,
+    job_report: bool = False,
 ) -> None:
     """The counter reached MAX_ITER: run the hooks, announce the end
     (``effects.notify``), then mark the chain completed. ``run``: the
-    executor of the job that completes it."""
+    executor of the job that completes it; ``job_report``: a relay runner's
+    short report (``effects.hooks.plan_hooks``)."""
     chain = run.chain
     started = time.monotonic()
     chain.log(f"counter {status.iteration} reached MAX_ITER={settings.max_iter}; running hooks")
@@ -135,6 +137,7 @@ def complete_chain(
         record=run.recorder(status),
         timeout=hook_timeout,
         final=(ChainState.COMPLETED, reason),
+        job_report=job_report,
     )
     announce_end(run, status, settings, workdir, final=(ChainState.COMPLETED, reason))
     completed_at = now + (time.monotonic() - started)
@@ -152,12 +155,13 @@ def end_chain(
     *,
     kind: ReasonKind | None = None,
     hook_timeout: float = HOOK_TIMEOUT,
+    job_report: bool = False,
 ) -> None:
     """End the chain with ``state`` and ``reason`` (of ``kind``, where one names it): drop a queued runner, run
     the report hook (it helps most when a chain ended badly; the analytics
     hooks proper run only on completion), then save the state, so a watcher
     sees the end with the report made. ``run``: the executor of the job that
-    ends it."""
+    ends it; ``job_report``: as ``complete_chain``'s."""
     chain = run.chain
     run.apply(status, Ending())  # a queued runner must not outlive the chain
     chain.log(f"chain {state.value}: {reason}")
@@ -170,6 +174,7 @@ def end_chain(
         timeout=hook_timeout,
         only=("report",),
         final=(state, reason),
+        job_report=job_report,
     )
     announce_end(run, status, settings, workdir, final=(state, reason))
     run.apply(status, Ended(state, reason, kind=kind))

@@ -32,8 +32,12 @@ class Hook:
     argv: list[str]
 
 
-def plan_hooks(settings: Settings, python: str = sys.executable) -> list[Hook]:
-    hooks = [Hook("report", [python, "-m", "chain", "report", "--quiet"])]
+def plan_hooks(settings: Settings, python: str = sys.executable, *, job_report: bool = False) -> list[Hook]:
+    """The hooks in their order. ``job_report``: the report as a relay runner
+    makes it in its own slot (``chain.reporting.report.job_report``: no
+    plot, no wait for final records), not ``chain report``."""
+    report = [python, "-m", "chain.reporting.report"] if job_report else [python, "-m", "chain", "report", "--quiet"]
+    hooks = [Hook("report", report)]
     for script in SEED_SCRIPTS:
         hooks.append(Hook(script, [python, script]))
     for i, cmd in enumerate(settings.hooks, start=1):
@@ -51,6 +55,7 @@ def run_hooks(
     timeout: float = 3600.0,
     only: tuple[str, ...] | None = None,
     final: tuple[ChainState, str] | None = None,
+    job_report: bool = False,
 ) -> None:
     """Run every hook not yet run (or only those named); ``record`` each
     result (the executor keeps it in ``status.hooks`` and saves it), so a
@@ -60,11 +65,11 @@ def run_hooks(
 
     Each hook gets ``CHAIN_STATE`` and ``CHAIN_REASON``: the chain's final
     state (``final``, when the state is saved only after the hooks), else
-    its current one."""
+    its current one. ``job_report``: see ``plan_hooks``."""
     state, reason = final or (status.state, status.reason)
     done = {h.get("name") for h in status.hooks}
     budget_end = time.monotonic() + timeout  # ``timeout`` bounds all the hooks together
-    for hook in plan_hooks(settings):
+    for hook in plan_hooks(settings, job_report=job_report):
         if hook.name in done or (only is not None and hook.name not in only):
             continue
         if hook.name in SEED_SCRIPTS and not (workdir / hook.name).is_file():

@@ -341,7 +341,9 @@ class Relay:
     # --- endings -------------------------------------------------------------------------
     def finish(self, take: TakeOver) -> None:
         """Carry out a COMPLETE or END: cancel the queued successor, run the
-        hooks within this job's remaining time, mark the chain ended."""
+        hooks within this job's remaining time, mark the chain ended. The
+        report is the short one (``effects.hooks.plan_hooks``): this job
+        holds a slot another chain of a sweep may wait for."""
         status = take.status
         if status is None or take.step not in (Turn.COMPLETE, Turn.END):
             return
@@ -350,7 +352,9 @@ class Relay:
             from chain.effects.runners import drop_next
 
             drop_next(self.executor, status)
-            complete_chain(self.executor, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout)
+            complete_chain(
+                self.executor, status, self.settings, self.workdir, self.clock(), hook_timeout=timeout, job_report=True
+            )
         else:
             end_chain(
                 self.executor,
@@ -361,4 +365,5 @@ class Relay:
                 take.why,
                 kind=take.kind,
                 hook_timeout=timeout,
+                job_report=True,
             )

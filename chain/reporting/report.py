@@ -23,7 +23,7 @@ import csv
 import io
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,8 @@ ITER_LOG = "iterations.log"
 ITER_LOG_CAP = 64 << 20
 ITER_LINE_CAP = 4 << 10
 OWN_RECORDS = "usage from the chain's own records"
+# summary.json's note when the job that ended the chain made its report (``job_report``)
+PLOT_LATER = "made by the job that ended the chain, from accounting as it stood then; chain report makes the plot"
 # A backend by name for a chain directory (``chain.backends.make_backend``'s form).
 BackendFactory = Callable[[str, Path], Backend]
 # Accounting requests get a short retry budget: a report made while Slurm is
@@ -263,12 +265,17 @@ def _summary(
     }
 
 
-def _write_files(chain: _Chain, rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[Path]:
-    """usage.csv, summary.json and progress.png (its failure is a note of the summary)."""
+def _write_files(chain: _Chain, rows: list[dict[str, Any]], summary: dict[str, Any], plot: bool) -> list[Path]:
+    """usage.csv, summary.json and progress.png (its failure is a note of the
+    summary; without ``plot``, an earlier one is removed: it would end before
+    the chain's end)."""
     csv_path = chain.dir.write_report("usage.csv", _csv_bytes(rows))
     summary["files"]["usage"] = str(csv_path)
     paths = [csv_path]
-    png = _plot(chain, summary["chain_id"], summary["notes"])
+    if not plot:
+        (chain.dir.reports / "progress.png").unlink(missing_ok=True)
+        summary["notes"].append(PLOT_LATER)
+    png = _plot(chain, summary["chain_id"], summary["notes"]) if plot else None
     if png is not None:
         paths.append(png)
         summary["files"]["progress"] = str(png)
@@ -285,6 +292,7 @@ def make_report(
     settle: float = 15.0,
     console: Console | None = None,
     environ: Mapping[str, str] | None = None,
+    plot: bool = True,
 ) -> list[Path]:
     """Write the report files into ``<chain_dir>/report``; return their paths.
 
@@ -292,7 +300,8 @@ def make_report(
     ``report_backend``; tests give a backend over canned output); ``settle``
     bounds the wait for the records of just-ended jobs; ``console`` is where
     ``echo`` prints (default: stdout); ``environ`` (default: ``os.environ``)
-    may be a hook's, telling the final state (``final_state``).
+    may be a hook's, telling the final state (``final_state``); ``plot``:
+    render progress.png (``job_report`` does not).
     """
     chain = _Chain.read(chain_dir)
     now = time.time()
@@ -300,7 +309,27 @@ def make_report(
     records = accounting.records if accounting.trusted else {}
     rows = build_rows(chain.runners, records, None if chain.redone.unknown else chain.redone, now=now)
     summary = _summary(chain, accounting, rows, now, os.environ if environ is None else environ)
-    paths = _write_files(chain, rows, summary)
+    paths = _write_files(chain, rows, summary, plot)
     if echo:
         print_report(summary, rows, console)
     return paths
+
+
+def job_report(argv: Sequence[str] | None = None) -> int:
+    """``python -m chain.reporting.report --chain-dir DIR``: the report hook
+    of a relay runner that ends its chain, in that runner's own slot, so
+    kept short: usage.csv and summary.json from accounting as it stands (one
+    request, no wait for final records: the job's own cannot be final while
+    it runs), no plot and no CLI to load. The next ``chain report`` (or
+    ``chain sweep report``'s) makes the whole report, plot included."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m chain.reporting.report")
+    parser.add_argument("--chain-dir", required=True)
+    args = parser.parse_args(argv)
+    make_report(Path(args.chain_dir), echo=False, settle=0.0, plot=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(job_report())

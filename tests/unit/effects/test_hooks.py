@@ -116,3 +116,11 @@ def test_the_hooks_share_the_time_left_rather_than_each_getting_all_of_it(tmp_pa
     )
     assert time.monotonic() - started < 12, "each hook was given the whole budget"
     assert [h["rc"] for h in status.hooks] == [124, 124, 124]
+
+
+def test_a_relay_runner_makes_the_short_report_and_the_submitter_chain_report(tmp_path: Path) -> None:
+    from chain.effects.hooks import plan_hooks
+
+    settings = api.load_settings({"app_cmd": "true", "max_iter": 10}, {}, None, tmp_path)
+    assert plan_hooks(settings, "py")[0].argv == ["py", "-m", "chain", "report", "--quiet"]
+    assert plan_hooks(settings, "py", job_report=True)[0].argv == ["py", "-m", "chain.reporting.report"]
