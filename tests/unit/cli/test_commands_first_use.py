@@ -22,8 +22,6 @@ from _chains import make_chain
 from fakes import sigint_default
 from typer.testing import CliRunner
 
-import chain
-from chain import errors
 from chain.cli import commands, status_view
 from chain.cli.commands import app
 from chain.core.model import ChainState
@@ -53,21 +51,6 @@ def test_dash_h_is_help(name: str | None) -> None:
     assert short.exit_code == 0 and long.exit_code == 0, short.stderr
     assert short.stdout == long.stdout and short.stdout.startswith("Usage: chain")
     assert "-h, --help" in short.stdout
-
-
-def test_the_error_family_is_exported_from_chain() -> None:
-    from chain import ChainError, CheckpointError, ConfigError  # the README's names
-
-    assert issubclass(ConfigError, ChainError) and CheckpointError.exit_code == 3
-    family = {
-        name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, errors.ChainError)
-    }
-    assert family <= set(chain.__all__)
-    assert all(getattr(chain, name) is getattr(errors, name) for name in family)
-    # still cheap: `import chain` loads no API (chain --help stays fast), only the errors and their codes
-    probe = "import chain, sys; print(sorted(m for m in sys.modules if m.startswith('chain')))"
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "['chain', 'chain.errors', 'chain.primitives', 'chain.primitives.codes']"
 
 
 # --- item 4: a closed stdout ends quietly with 0 -----------------------------------

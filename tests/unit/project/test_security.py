@@ -26,7 +26,7 @@ FORBIDDEN_MODULES = {"pickle", "cPickle", "dill", "marshal", "shelve", "cloudpic
 
 # The one module allowed to import pickle: it reads a torch.save counter with an
 # Unpickler whose find_class imports nothing (every class it names is an inert stand-in);
-# test_the_one_unpickler_imports_nothing and tests/unit/store/test_counter.py hold it to that.
+# test_the_one_unpickler_imports_nothing and tests/unit/store/test_torch_counter.py hold it to that.
 INERT_UNPICKLING = {(CHAIN / "store" / "torch_counter.py", "pickle")}
 
 
