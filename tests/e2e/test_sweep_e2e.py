@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 from e2e_helpers import chain_cmd, restart_cluster, wait_ended
+from waiting import wait_until
 
 from chain import Chain
+from chain.api.sweep import readable_status, stranded_chains
 from chain.core.model import ChainState
 
 # one runner's work: three iterations, saved, then a voluntary checkpoint (99) until MAX_ITER (0): each
@@ -85,10 +87,21 @@ def test_a_submitter_mode_sweep_under_a_per_user_job_limit_completes(slurm_clust
     restart_cluster(slurm_cluster, "--max-jobs", "4")
     try:
         runs = _sweep(tmp_path, 6)
+        # the sweep's one query tells which job of a chain waits, and on the limit
+        said = wait_until(lambda: _waiting_on_the_limit(runs), 120, interval=2, what="a chain waiting on the limit")
         finals = Chain.wait_all(runs, timeout=420, poll=5, check=30)
         assert _check_completed(runs, finals) > 0
+        print(said)
     finally:
         restart_cluster(slurm_cluster)
+
+
+def _waiting_on_the_limit(runs: list[Chain]) -> str:
+    """What ``chain sweep status`` would say of a chain held back by the user's job limit ("" if none is)."""
+    statuses = {run.chain_dir: readable_status(run.chain_dir) for run in runs}
+    live = {d: s for d, s in statuses.items() if s is not None and not s.state.ended}
+    waiting = stranded_chains(live, None).waiting.values() if live else []
+    return next((w for w in waiting if "a job limit (AssocMaxJobsLimit)" in w), "")
 
 
 def _squeue_mine() -> list[str]:
