@@ -3,7 +3,6 @@ setting's own converter, named by its Hydra key; the layers as chain sweep's."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -12,16 +11,9 @@ from chain.core.fields import FIELD_BY_NAME
 from chain.core.settings import Mode
 from chain.errors import ConfigError
 from hydra_plugins.hydra_chain_launcher._mapping import chain_settings, launcher_options
-from hydra_plugins.hydra_chain_launcher.config import TARGET, ChainLauncherConf
+from hydra_plugins.hydra_chain_launcher.config import TARGET
 
 APP = "python3 app.py"
-
-
-def test_every_chain_setting_but_the_app_command_is_a_launcher_key() -> None:
-    keys = {f.name for f in dataclasses.fields(ChainLauncherConf)}
-    assert keys == (set(FIELD_BY_NAME) - {"app_cmd"}) | {"_target_", "wait", "poll"}
-    conf = ChainLauncherConf()
-    assert conf._target_ == TARGET and conf.wait is True and conf.max_iter is None
 
 
 def test_the_given_keys_are_kept_and_the_unset_ones_left_out() -> None:
