@@ -56,10 +56,16 @@ FINAL = (
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
-    """The uninterrupted run of N ranks, made once for each N asked for."""
-    made: Callable[[int], Path] = references(tmp_path_factory, STEPS)
-    return made
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, int], Path]:
+    """The uninterrupted run of N ranks for S steps, made once for each (N, S) asked for."""
+    by_steps: dict[int, Callable[[int], Path]] = {}
+
+    def get(world: int, steps: int) -> Path:
+        if steps not in by_steps:
+            by_steps[steps] = references(tmp_path_factory, steps)
+        return by_steps[steps](world)
+
+    return get
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +102,7 @@ class Launch:
     world: int
     runner_time: str
     step_seconds: str
+    steps: int
 
 
 # runner times, for 140 steps of 0.41 s (57 s): the first step comes 4-6 s after a runner's start
@@ -104,10 +111,11 @@ class Launch:
 # (24.5 s to step in): at most ~61 steps a runner, so two never reach 140, and steps in each runner
 # even after the slowest start. torchrun runs two workers a node (four ranks: the sums of three or
 # more are exact only through the example's rank_order_mean); six processes importing torch on the
-# dev cluster's two CPUs start later, so its runners get 0:45 (at most ~64 steps a runner).
+# dev cluster's two CPUs start later, so its runners get 0:45 (at most ~64 steps a runner). The test
+# stops its runner 1 through one rank 12 steps in (~15 steps): 100 steps then take three runners or more.
 LAUNCHES = {
-    "srun": Launch("python3 train.py", ("--launch-mode", "srun", "--ntasks-per-node", "1"), 2, "0:38", "0.4"),
-    "torchrun": Launch("train.py", ("--launcher", "torchrun", "--nproc-per-node", "2"), 4, "0:45", "0.4"),
+    "srun": Launch("python3 train.py", ("--launch-mode", "srun", "--ntasks-per-node", "1"), 2, "0:38", "0.4", STEPS),
+    "torchrun": Launch("train.py", ("--launcher", "torchrun", "--nproc-per-node", "2"), 4, "0:45", "0.4", 100),
 }
 
 
@@ -117,7 +125,7 @@ LAUNCHES = {
 @pytest.mark.heavy  # two torch ranks per runner
 @pytest.mark.parametrize("how", sorted(LAUNCHES))
 def test_a_two_node_ddp_chain_ends_bit_identical(
-    three_nodes: Any, reference: Callable[[int], Path], cleanup: Path, how: str
+    three_nodes: Any, reference: Callable[[int, int], Path], cleanup: Path, how: str
 ) -> None:
     """srun's ranks (one a node), or one torchrun a node composed by chain (the app command is the
     script) with two workers each: three runners or more, each stopping every rank at one step,
@@ -132,7 +140,7 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
         "--backend",
         "slurm",
         "--max-iter",
-        str(STEPS),
+        str(launch.steps),
         "--checkpoint-every",
         "1000",
         "--app-cmd",
@@ -174,7 +182,7 @@ def test_a_two_node_ddp_chain_ends_bit_identical(
         assert all(r is not None and r.exit_code in (99, 124) for r in records[:-1]), records
         # the stop that reached rank 3 alone stopped all four: chain never had to signal them
         assert runners[0]["job_id"] == stopped and records[0] is not None and records[0].stop_sent is None, records[0]
-    whole = reference(launch.world)
+    whole = reference(launch.world, launch.steps)
     assert (chained / "weights.sha256").read_text() == (whole / "weights.sha256").read_text()
     assert losses(chained) == losses(whole)
 
@@ -283,7 +291,7 @@ def _runner_on(chained: Path, node: str, timeout: float) -> str:
 @pytest.mark.alone  # takes a node of the three-node cluster away
 @pytest.mark.heavy
 def test_a_node_lost_mid_run_is_survived_and_left_out(
-    three_nodes: Any, reference: Callable[[int], Path], cleanup: Path
+    three_nodes: Any, reference: Callable[[int, int], Path], cleanup: Path
 ) -> None:
     """n2 crashes under a two-node runner: the chain goes on from the last checkpoint on the other
     nodes, ends bit-identical to an uninterrupted run (the lost steps were redone exactly), and
@@ -327,7 +335,7 @@ def test_a_node_lost_mid_run_is_survived_and_left_out(
     jobs = [r["job_id"] for r in report["runners"]]
     later = [store.runner_record(j) for j in jobs[jobs.index(lost) + 1 :]]
     assert later and all(r is not None and "n2" not in r.nodes for r in later), later
-    whole = reference(2)
+    whole = reference(2, STEPS)
     assert (chained / "weights.sha256").read_text() == (whole / "weights.sha256").read_text()
     assert losses(chained) == losses(whole)
 
