@@ -578,7 +578,7 @@ def render(results: dict[str, Any]) -> str:
         ]
         hk = r.get("hooks_s") or {}
         L.append(
-            f"- completion hooks (`chain report`) per chain: median {fmt(hk.get('median'))} s, "
+            f"- the report hook per chain: median {fmt(hk.get('median'))} s, "
             f"max {fmt(hk.get('max'))} s"
         )
         if r.get("error") or r["not_completed"] or r["cancelled_by_bench"]:
