@@ -81,8 +81,25 @@ def test_every_reason_of_the_decision_has_its_kind_and_old_words_read_as_it(
 
 
 def test_the_outcomes_cover_every_kind_the_decision_gives() -> None:
-    chain_own = {ReasonKind.CANCELLED, ReasonKind.MARGIN_WARNING, ReasonKind.UNKNOWN}
+    chain_own = {ReasonKind.CANCELLED, ReasonKind.MARGIN_WARNING, ReasonKind.UNKNOWN, *SUBMITTER_OWN}
     assert {kind for *_, kind in OUTCOMES} == set(ReasonKind) - chain_own
+
+
+# the submitter's own stops (not the decision's), and how 0.2.0 worded three of them
+SUBMITTER_OWN = {
+    ReasonKind.BAD_CHECKPOINT: "",  # the checkpoint's own error, in many words: unknown, as before
+    ReasonKind.SCHEDULER_UNREACHABLE: "scheduler unreachable (sbatch: error: Socket timed out on send/recv "
+    "operation); run chain submit --resume when it answers again",
+    ReasonKind.HANDOVER_FAILED: "could not submit the next submitter (sbatch: error: QOSMaxSubmitJobPerUserLimit); "
+    "run chain submit --resume when Slurm answers again",
+    ReasonKind.CHAIN_DIR_UNWRITABLE: "cannot write the chain directory /scratch/u/run/.chain: No space left on "
+    "device; run chain submit --resume when it is writable again",
+}
+
+
+@pytest.mark.parametrize("kind", [k for k, words in SUBMITTER_OWN.items() if words])
+def test_the_submitters_own_stops_of_0_2_0_read_as_their_kind(kind: ReasonKind) -> None:
+    assert legacy_kind(SUBMITTER_OWN[kind]) is kind
 
 
 def test_words_no_rule_wrote_are_unknown_and_no_words_no_kind() -> None:
