@@ -577,10 +577,7 @@ def render(results: dict[str, Any]) -> str:
             "- by type: " + ", ".join(f"{k} {v}" for k, v in r["sdiag"]["by_type"].items()),
         ]
         hk = r.get("hooks_s") or {}
-        L.append(
-            f"- the report hook per chain: median {fmt(hk.get('median'))} s, "
-            f"max {fmt(hk.get('max'))} s"
-        )
+        L.append(f"- the report hook per chain: median {fmt(hk.get('median'))} s, max {fmt(hk.get('max'))} s")
         if r.get("error") or r["not_completed"] or r["cancelled_by_bench"]:
             L.append(
                 f"- **error**: {r.get('error', '-')}; not completed: {r['not_completed']}; "
