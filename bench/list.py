@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 def build(work: Path, chains: int, runners: int = 20) -> None:
     from chain.core.model import ChainState
     from chain.core.resolution import resolve
-    from chain.store import ChainDir, ChainStatus, write_json_atomic
+    from chain.store import ChainDir, ChainStatus, write_json
 
     shutil.rmtree(work, ignore_errors=True)
     settings = resolve({"app_cmd": "python3 app.py", "max_iter": "1000", "backend": "slurm"}, {}, {}).to_json()
@@ -38,7 +38,7 @@ def build(work: Path, chains: int, runners: int = 20) -> None:
         run = work / f"lr{n:04d}"
         chain = ChainDir(run / ".chain")
         chain.create()
-        write_json_atomic(chain.settings_file, settings)
+        write_json(chain.settings_file, settings)
         chain.runners_log.write_text(
             "".join(
                 f'{{"job_id": "{n * 100 + i}", "seq": {i + 1}, "iter_before": {i * 10}, "iter_after": {i * 10 + 10}, '

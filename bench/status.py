@@ -39,7 +39,7 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     """A completed chain of ``n_runners`` 30 s runners, as chain writes it."""
     from chain import api
     from chain.core.model import ChainState
-    from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
+    from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json
 
     if work.exists():
         shutil.rmtree(work)
@@ -51,7 +51,7 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     )
     chain = ChainDir(work / ".chain")
     chain.create()
-    write_json_atomic(chain.settings_file, settings.to_json())
+    write_json(chain.settings_file, settings.to_json())
     t0 = 1_700_000_000.0
     lines = []
     for i in range(1, n_runners + 1):
@@ -79,7 +79,7 @@ def build_chain_dir(work: Path, n_runners: int) -> Path:
     chain.worker_ids.write_text("".join(f"{100000 + i}\n" for i in range(1, n_runners + 1)))
     for i in range(n_runners - 4, n_runners + 1):
         job, start = str(100000 + i), t0 + (i - 1) * 32
-        write_json_atomic(
+        write_json(
             chain.record_file(job),
             {
                 "job_id": job,

@@ -7,7 +7,7 @@ from it is sourced or evaluated.
 from chain.core.records import JudgedRunner, RunnerView, judged_runner
 from chain.core.status import ChainStatus
 from chain.store.chaindir import ChainDir
-from chain.store.jsonio import read_counter, read_json, tail_lines, write_json_atomic
+from chain.store.jsonio import read_counter, read_json, tail_lines, write_json
 
 __all__ = [
     "ChainDir",
@@ -18,5 +18,5 @@ __all__ = [
     "read_counter",
     "read_json",
     "tail_lines",
-    "write_json_atomic",
+    "write_json",
 ]

@@ -15,7 +15,7 @@ from chain.primitives import atomic, safeio
 from chain.store.guarded import Guarded
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` so a reader sees the old or the new file
     (``chain.primitives.atomic``'s write: temporary, fsync, rename, directory
     fsync); what is at the name, a link say, is replaced, never followed."""

@@ -29,7 +29,7 @@ import pytest
 from chain.backends.local.spool import JobRecord, current_user
 from chain.core.model import ChainState, JobState
 from chain.core.resolution import resolve
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus, write_json
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,7 +70,7 @@ def _chain(tmp_path: Path, **fields: Any) -> Path:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     settings = resolve({"app_cmd": "true", "max_iter": "10", "backend": "local"}, {}, {})
-    write_json_atomic(chain.settings_file, settings.to_json())
+    write_json(chain.settings_file, settings.to_json())
     chain.save_status(
         ChainStatus(
             chain_id="chain-abcdef",

@@ -10,7 +10,7 @@ from typing import Any
 from chain.core.decision import Verdict
 from chain.core.model import ChainState, JobState
 from chain.core.resolution import resolve
-from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
+from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json
 
 
 def make_chain(
@@ -28,7 +28,7 @@ def make_chain(
     chain_dir = ChainDir(tmp_path / ".chain")
     chain_dir.create()
     settings = resolve({"app_cmd": "x", "max_iter": str(max_iter), "backend": "local"}, {}, {})
-    write_json_atomic(chain_dir.settings_file, settings.to_json())
+    write_json(chain_dir.settings_file, settings.to_json())
     now = time.time()
     for i in range(runners):
         chain_dir.append_runner(

@@ -13,13 +13,13 @@ from chain.api.status import status_report
 from chain.cli import app
 from chain.core.model import ChainState
 from chain.core.resolution import resolve
-from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
+from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json
 
 
 def _chain(path: Path, chain_id: str, state: ChainState) -> Path:
     chain = ChainDir(path)
     chain.create()
-    write_json_atomic(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50"}, {}, {}).to_json())
+    write_json(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50"}, {}, {}).to_json())
     chain.save_status(ChainStatus(chain_id=chain_id, state=state, workdir=str(path.parent), reason="r", iteration=10))
     (path.parent / "state_iter.txt").write_text("10\n")  # the app's counter, which status reads
     return chain.root
@@ -68,7 +68,7 @@ def test_list_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _with(path: Path, **settings: str) -> Path:
     chain = ChainDir(path)
-    write_json_atomic(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50", **settings}, {}, {}).to_json())
+    write_json(chain.settings_file, resolve({"app_cmd": "x", "max_iter": "50", **settings}, {}, {}).to_json())
     return path
 
 

@@ -21,7 +21,7 @@ from chain.core.model import ChainState
 from chain.effects.ending import record_judgment
 from chain.effects.executor import Executor
 from chain.jobs.watch import RunnerWatch
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus, write_json
 
 
 def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
@@ -30,7 +30,7 @@ def _judge_unrecorded(tmp_path: Path, state: JobState) -> ChainDir:
     chain = ChainDir(tmp_path / ".chain")
     chain.create()
     settings = api.load_settings({"app_cmd": "true", "max_iter": 10, "backend": "local"}, {}, None, tmp_path)
-    write_json_atomic(chain.settings_file, settings.to_json())
+    write_json(chain.settings_file, settings.to_json())
     status = ChainStatus(
         chain_id="c-1", workdir=str(tmp_path), backend="local", runner_seq=1, runner_job_id="7", runner_live=True
     )

@@ -15,7 +15,7 @@ from chain.backends.base import JobState
 from chain.core.decision import Policy, Tally, Verdict, decide
 from chain.jobs import runner
 from chain.jobs.watch import RunnerWatch
-from chain.store import ChainDir, ChainStatus, write_json_atomic
+from chain.store import ChainDir, ChainStatus, write_json
 
 
 def _chain(tmp_path: Path) -> tuple[ChainDir, Any]:
@@ -44,7 +44,7 @@ def test_submitter_cancels_a_runner_requeued_after_its_end_record(tmp_path: Path
 def test_requeued_runner_with_an_ended_record_does_not_run_the_app(tmp_path: Path) -> None:
     chain, settings = _chain(tmp_path)
     record = {"job_id": "7", "status": "ended", "exit_code": 99, "iter_before": 0, "iter_after": 5}
-    write_json_atomic(chain.record_file("7"), record)
+    write_json(chain.record_file("7"), record)
     marker = tmp_path / "ran"
     settings = api.load_settings({"app_cmd": f"touch {marker}", "max_iter": 10}, {}, None, tmp_path)
     code = runner.run(chain, settings, FakeBackend(), job_id="7", job_name="c-1.r1", workdir=tmp_path)
@@ -58,7 +58,7 @@ def test_a_runner_requeued_after_its_end_record_is_judged_preempted_not_stalled(
     ~120 s BeginTime hold). The chain cancels it and goes on at once, and the runner counts
     neither as a retry nor as one without progress, even when the app had no time to save."""
     chain, settings = _chain(tmp_path)
-    write_json_atomic(
+    write_json(
         chain.record_file("7"),
         {
             "job_id": "7",
@@ -85,7 +85,7 @@ def test_a_runner_that_recorded_its_preemption_is_judged_preempted(tmp_path: Pat
     """Relay mode with PreemptMode=REQUEUE: the successor judges its predecessor after the requeued
     copy left; Slurm's last word (COMPLETED) says nothing, the runner's record does."""
     chain, settings = _chain(tmp_path)
-    write_json_atomic(
+    write_json(
         chain.record_file("7"),
         {
             "job_id": "7",
@@ -109,7 +109,7 @@ def test_a_runner_that_recorded_its_preemption_is_judged_preempted(tmp_path: Pat
 
 def test_a_runner_that_recorded_its_preemption_has_its_requeued_copy_cancelled_at_once(tmp_path: Path) -> None:
     chain, settings = _chain(tmp_path)
-    write_json_atomic(
+    write_json(
         chain.record_file("7"),
         {
             "job_id": "7",

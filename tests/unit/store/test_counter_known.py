@@ -30,7 +30,7 @@ from chain.core.model import ChainState, JobState
 from chain.core.records import RunnerPhase, RunnerRecord
 from chain.core.resolution import resolve
 from chain.reporting.report import make_report
-from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json_atomic
+from chain.store import ChainDir, ChainStatus, JudgedRunner, write_json
 
 MAX_ITER = 30
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -91,7 +91,7 @@ def _chain(workdir: Path, counter_cmd: str, *, recorded: int, ended: bool) -> Pa
         {},
         {},
     )
-    write_json_atomic(chain.settings_file, settings.to_json())
+    write_json(chain.settings_file, settings.to_json())
     now = time.time()
     spans = [(0, 10)] + ([(10, MAX_ITER)] if ended else [])
     for seq, (before, after) in enumerate(spans, start=1):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chain.errors import ChainDirError, CheckpointError
-from chain.store.jsonio import read_counter, read_json, tail_lines, write_json_atomic
+from chain.store.jsonio import read_counter, read_json, tail_lines, write_json
 
 
 def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
@@ -25,10 +25,10 @@ def test_json_is_written_whole_over_a_link_and_read_back(tmp_path: Path) -> None
     victim.write_text("precious\n")
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "state.json").symlink_to(victim)
-    write_json_atomic(tmp_path / "c" / "state.json", {"chain_id": "c-1", "n": [1, 2]})
+    write_json(tmp_path / "c" / "state.json", {"chain_id": "c-1", "n": [1, 2]})
     assert victim.read_text() == "precious\n"  # the link is replaced, never followed
     assert read_json(tmp_path / "c" / "state.json", "state file") == {"chain_id": "c-1", "n": [1, 2]}
-    write_json_atomic(tmp_path / "new" / "deeper" / "s.json", 7)  # its directory is made
+    write_json(tmp_path / "new" / "deeper" / "s.json", 7)  # its directory is made
     assert read_json(tmp_path / "new" / "deeper" / "s.json", "state file") == 7
 
 
