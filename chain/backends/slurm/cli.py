@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from chain.backends.base import (
@@ -166,9 +167,11 @@ class SlurmCliBackend(Backend):
         (federation info and the one job); squeue, for several, costs a job
         list and the partitions, and for one id all three."""
         if len(ids) == 1:
-            return parse_scontrol(
+            shown = parse_scontrol(
                 self._retrying(["scontrol", "show", "job", "-o", ids[0]], ok_errors=("Invalid job id",))
             )
+            # scontrol prints ExitCode=0:0 for a job still pending or running: squeue's answer has none
+            return {j: i if i.state.finished else replace(i, exit_code=None, signal=None) for j, i in shown.items()}
         return parse_squeue(
             self._retrying(
                 ["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT],

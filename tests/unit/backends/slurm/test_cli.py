@@ -77,6 +77,13 @@ def test_one_job_is_asked_with_scontrol_whose_answer_is_not_asked_again() -> Non
     assert fake.calls == ["scontrol", "sacct"]
 
 
+def test_one_job_not_ended_has_no_exit_code_though_scontrol_prints_0_0() -> None:
+    """The backend contract: a pending job's exit code is unknown (22.05's scontrol prints 0:0)."""
+    pending = "JobId=43 JobName=chain-x.r2 JobState=PENDING Reason=Dependency ExitCode=0:0 Restarts=0\n"
+    info = backend(Fake({"scontrol": (0, pending, "")})).query(["43"])["43"]
+    assert (info.state, info.exit_code, info.signal) == (JobState.PENDING, None, None)
+
+
 def test_a_job_squeue_no_longer_shows_is_looked_up_in_accounting_even_without_exit_codes() -> None:
     fake = Fake(
         {
