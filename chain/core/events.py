@@ -4,7 +4,7 @@ executor, ``chain.effects.executor``, carries out in order). Records only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chain.core.exclusion import EXCLUDE_AFTER
@@ -175,6 +175,7 @@ class Judged:
     iteration: int
     no_progress: int
     retries_used: int
+    job_id: str = field(kw_only=True)  # the runner judged: the chain's current one, or the event is refused
     margin: tuple[int, float, float] | None = None
     reason: str | None = None
     blamed: tuple[str, ...] = ()  # nodes the runner's failure or stall is put on (core.exclusion)

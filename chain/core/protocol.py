@@ -107,6 +107,16 @@ def _is_the_current_runner(s: ChainStatus, e: RelayTookOver) -> str:
     return "" if is_current_runner(s, e.job_id, e.seq) else f"job {e.job_id} is not the chain's current runner"
 
 
+def _judges_the_live_runner(s: ChainStatus, e: Judged) -> str:
+    # a judgment made on an older view, applied again over a newer state.json
+    # (the executor's rebase), must not judge another runner, nor one twice
+    if not s.runner_live:
+        return f"runner job {e.job_id or '(not submitted)'} was judged already"
+    if s.runner_job_id != e.job_id:
+        return f"job {e.job_id or '(not submitted)'} is not the chain's current runner"
+    return ""
+
+
 SAVE: tuple[Effect, ...] = (Save(),)
 NONE: tuple[Effect, ...] = ()
 
@@ -224,7 +234,7 @@ def _relay_took_over(s: ChainStatus, e: RelayTookOver) -> tuple[Change, tuple[Ef
     return {"state": ChainState.RUNNING}, SAVE
 
 
-@_rule(Judged)
+@_rule(Judged, guard=_judges_the_live_runner, only="the live current runner only")
 def _judged(s: ChainStatus, e: Judged) -> tuple[Change, tuple[Effect, ...]]:
     change: Change = {
         "runner_live": False,

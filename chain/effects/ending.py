@@ -66,6 +66,7 @@ def record_judgment(
             tuple(blame),
             settings.exclude_after,
             ReasonKind.MARGIN_WARNING if reason else None,
+            job_id=job_id,
         ),
     )
 

@@ -18,7 +18,7 @@ from chain.backends.base import JobInfo
 from chain.backends.slurm.parse import down_nodes
 from chain.cli.commands import app
 from chain.core.decision import Policy, Tally, decide
-from chain.core.events import Judged, Resumed
+from chain.core.events import Judged, Resumed, RunnerIntended, RunnerSubmitted
 from chain.core.exclusion import asks_node_states, blamed, excluded, struck
 from chain.core.model import JobState
 from chain.core.protocol import transition
@@ -58,22 +58,22 @@ def test_two_strikes_exclude_a_node() -> None:
 
 def test_the_protocol_keeps_strikes_and_says_when_a_node_is_excluded() -> None:
     status = ChainStatus(chain_id="c", runner_seq=3, runner_live=True, node_strikes={"n2": 1})
-    after, effects = transition(status, Judged(10, 1, 0, blamed=("n2",)))
+    after, effects = transition(status, Judged(10, 1, 0, job_id="", blamed=("n2",)))
     assert after.node_strikes == {"n2": 2} and status.node_strikes == {"n2": 1}
     assert after.excluded_nodes == ["n2"] and status.excluded_nodes == []
     lines = [getattr(e, "line", "") for e in effects]
     assert any("excluded from the chain's later runners: n2" in line for line in lines), lines
-    unchanged, _ = transition(status, Judged(10, 1, 0))
+    unchanged, _ = transition(status, Judged(10, 1, 0, job_id=""))
     assert unchanged.node_strikes == {"n2": 1} and unchanged.excluded_nodes == []
 
 
 def test_exclude_after_is_the_chains_setting() -> None:
     status = ChainStatus(chain_id="c", runner_live=True)
-    once, _ = transition(status, Judged(10, 1, 0, blamed=("n2",), exclude_after=1))
+    once, _ = transition(status, Judged(10, 1, 0, job_id="", blamed=("n2",), exclude_after=1))
     assert once.excluded_nodes == ["n2"]
     never, _ = transition(
         ChainStatus(chain_id="c", runner_live=True, node_strikes={"n2": 5}),
-        Judged(10, 1, 0, blamed=("n2",), exclude_after=0),
+        Judged(10, 1, 0, job_id="", blamed=("n2",), exclude_after=0),
     )
     assert never.node_strikes == {"n2": 6} and never.excluded_nodes == []
 
@@ -99,6 +99,13 @@ def _chain(tmp_path: Path, fake: FakeBackend) -> tuple[ChainDir, Any, ChainStatu
     status = chain.load_status()
     assert status is not None
     return chain, api.stored_settings(chain), status
+
+
+def _next_runner(chain: ChainDir, status: ChainStatus, job_id: str) -> None:
+    """The next runner submitted, as the jobs do it: the one a judgment may judge now."""
+    run = Executor(chain, FakeBackend())
+    run.apply(status, RunnerIntended(status.iteration, 0.0))
+    run.apply(status, RunnerSubmitted(job_id, 10))
 
 
 def _judge(
@@ -139,6 +146,7 @@ def test_a_node_that_stalled_two_runners_is_left_out_of_the_next(tmp_path: Path)
     fake = FakeBackend()
     chain, settings, status = _chain(tmp_path, fake)
     _judge(chain, settings, status, fake, ["n2"], stalled=600.0)
+    _next_runner(chain, status, "202")  # on the same node again
     _judge(chain, settings, status, fake, ["n2"], stalled=600.0)
     assert chain.load_status().node_strikes == {"n2": 2}  # type: ignore[union-attr]
     assert "excluded from the chain's later runners: n2" in chain.log_file.read_text()
@@ -202,8 +210,10 @@ def test_the_nodes_are_asked_only_when_the_rule_needs_them(tmp_path: Path) -> No
     fake = FakeBackend()
     chain, settings, status = _chain(tmp_path, fake)
     _judge(chain, settings, status, fake, ["n1", "n2"], slurm_state=JobState.FAILED)  # the app's own failure
+    _next_runner(chain, status, "202")
     _judge(chain, settings, status, fake, ["n1"], stalled=60.0)  # one node: it is the one, whatever sinfo says
     assert fake.node_queries == 0
+    _next_runner(chain, status, "203")
     _judge(chain, settings, status, fake, ["n1", "n2"], requeued=True)
     assert fake.node_queries == 1
 

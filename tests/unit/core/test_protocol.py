@@ -101,9 +101,9 @@ ROWS: list[tuple[ev.Event, ChainStatus, dict[str, Any], tuple[ev.Effect, ...]]] 
         ),
     ),
     (ev.RelayTookOver("103", 3), _running(state=ChainState.PENDING), {"state": ChainState.RUNNING}, (S,)),
-    (ev.Judged(30, 0, 1), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
+    (ev.Judged(30, 0, 1, job_id="103"), _running(), {"runner_live": False, "iteration": 30, "no_progress": 0}, (S,)),
     (
-        ev.Judged(30, 0, 1, margin=(40, 12.5, 3.0), reason="margin does not fit: x"),
+        ev.Judged(30, 0, 1, job_id="103", margin=(40, 12.5, 3.0), reason="margin does not fit: x"),
         _running(),
         {
             "runner_live": False,
@@ -229,14 +229,26 @@ def test_a_reason_carries_its_kind_and_a_resume_clears_both() -> None:
     from chain.core.reasons import ReasonKind
 
     warned, _ = p.transition(
-        _running(), ev.Judged(21, 0, 0, reason="margin does not fit: x", reason_kind=ReasonKind.MARGIN_WARNING)
+        _running(),
+        ev.Judged(21, 0, 0, job_id="103", reason="margin does not fit: x", reason_kind=ReasonKind.MARGIN_WARNING),
     )
     assert warned.reason_kind is ReasonKind.MARGIN_WARNING
-    fits, _ = p.transition(warned, ev.Judged(22, 0, 0, reason=""))  # the runners fit again: reason and kind go
+    again = replace(warned, runner_live=True)  # the next runner (the same job id: this test's shortcut)
+    fits, _ = p.transition(again, ev.Judged(22, 0, 0, job_id="103", reason=""))  # they fit again: reason, kind go
     assert (fits.reason, fits.reason_kind) == ("", None)
-    kept, _ = p.transition(warned, ev.Judged(22, 0, 0))  # no word on the reason: both stay
+    kept, _ = p.transition(again, ev.Judged(22, 0, 0, job_id="103"))  # no word on the reason: both stay
     assert kept.reason_kind is ReasonKind.MARGIN_WARNING
     ended, _ = p.transition(warned, ev.Ended(ChainState.STOPPED, "no progress: x", kind=ReasonKind.NO_PROGRESS))
     assert ended.reason_kind is ReasonKind.NO_PROGRESS
     resumed, _ = p.transition(ended, ev.Resumed())
     assert (resumed.reason, resumed.reason_kind) == ("", None)
+
+
+def test_a_judgment_of_a_runner_that_is_not_the_live_current_one_is_refused() -> None:
+    """A judgment made on an older view and applied again over a newer state.json (the executor's
+    rebase) must judge neither another runner nor one twice."""
+    with pytest.raises(ProtocolError, match="Judged refused: job 102 is not the chain's current runner"):
+        p.transition(_running(), ev.Judged(30, 0, 1, job_id="102"))
+    judged, _ = p.transition(_running(), ev.Judged(30, 0, 1, job_id="103"))
+    with pytest.raises(ProtocolError, match="Judged refused: runner job 103 was judged already"):
+        p.transition(judged, ev.Judged(31, 0, 1, job_id="103"))

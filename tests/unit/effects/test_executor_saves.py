@@ -57,7 +57,7 @@ def test_a_save_moves_the_revision_and_the_unsaved_events_are_not_stored(tmp_pat
 def test_a_strike_and_a_judgement_saved_by_two_processes_are_both_kept(tmp_path: Path) -> None:
     chain = _chain(tmp_path)
     relay, other = _copy(chain), _copy(chain)
-    Executor(chain, FakeBackend()).apply(relay, ev.Judged(40, 0, 0, blamed=("node7",), exclude_after=1))
+    Executor(chain, FakeBackend()).apply(relay, ev.Judged(40, 0, 0, job_id="", blamed=("node7",), exclude_after=1))
     Executor(chain, FakeBackend()).apply(other, ev.HookRan({"name": "notify", "rc": 0}))  # its copy predates the strike
     disk = _disk(chain)
     assert disk.node_strikes == {"node7": 1} and disk.excluded_nodes == ["node7"]
