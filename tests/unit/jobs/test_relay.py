@@ -17,7 +17,7 @@ from chain.api.status import status_report
 from chain.core.model import ChainState, JobState
 from chain.core.names import runner_job_name
 from chain.core.records import RunnerPhase, RunnerRecord
-from chain.errors import SchedulerError
+from chain.errors import ProtocolError, SchedulerError
 from chain.jobs.relay import Relay, Turn
 from chain.store import ChainDir, ChainStatus
 
@@ -380,3 +380,31 @@ def test_a_relay_runner_asks_its_end_again_when_the_first_answer_failed(tmp_path
     _, record = _run_runner_one(tmp_path, fake)
     assert fake.end_time_calls == 2
     assert record.slurm_end == fake.job_end and record.end_planned == fake.job_end
+
+
+@pytest.mark.parametrize(("code", "after"), [(3, 0), (0, 10)])
+def test_a_cancel_between_a_runners_judgment_and_its_ending_is_the_users_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, after: int
+) -> None:
+    """The relay judges under the chain's lock and ends the chain outside it
+    (the hooks may take long; a cancel must not wait for them). A chain cancel
+    landing in between wins: the runner's ending is refused by the protocol
+    (the failure's hooks never run, nothing is saved over the cancel); a
+    completion's hooks still run (the work is complete), its end is refused."""
+    ran: list[tuple[str, ...] | None] = []
+    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
+    fake = FakeBackend()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    take = relay.after_app(_ended(chain, "101", 1, code, 0, after))
+    assert take.step is (Turn.COMPLETE if code == 0 else Turn.END)
+    fake.set_state("101", JobState.COMPLETED, code)  # the runner's app is done: the cancel waits for no one
+    api.cancel(chain.root, backend=fake, wait=0.0, sleep=lambda s: None)
+    with pytest.raises(ProtocolError, match="refused"):
+        relay.finish(take)
+    status = chain.load_status()
+    assert status is not None and status.state is ChainState.CANCELLED
+    assert status.reason == "cancelled by chain cancel", status.reason
+    assert ran == ([None] if code == 0 else [])
+    assert "refused" in chain.log_file.read_text()
