@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chain.core.settings import Mode
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -51,7 +53,7 @@ class JobNeeds:
     ``chain.modes``): jobs queued or running at once, which ones (for the
     refusal), and jobs running side by side."""
 
-    mode: str  # as --mode names it
+    mode: Mode
     queued: int
     queued_what: str  # "at a handover (submitter, runner, successor)"
     running: int
@@ -72,19 +74,19 @@ def room(needs: JobNeeds, least: JobNeeds, *, step_aside_after: int, limits: Job
             )
         what = " with --lookahead" if needs.lookahead else ""
         return Room(
-            refusal=f"{have} leaves no room for {needs.mode} mode{what}: it needs {needs.queued} jobs queued "
-            f"{needs.queued_what}; {least.mode} mode needs {least.queued}: use --mode {least.mode}"
+            refusal=f"{have} leaves no room for {needs.mode.value} mode{what}: it needs {needs.queued} jobs queued "
+            f"{needs.queued_what}; {least.mode.value} mode needs {least.queued}: use --mode {least.mode.value}"
         )
     if needs.running > least.running and limits.running is not None and limits.running.value < needs.running:
         have = f"{limits.running.source}={limits.running.value}"
         if step_aside_after <= 0:
             return Room(
                 refusal=f"{have}: the submitter would hold the only job slot while its runner waits "
-                f"for it; use --mode {least.mode} (or a --step-aside-after above 0)"
+                f"for it; use --mode {least.mode.value} (or a --step-aside-after above 0)"
             )
         return Room(
             warning=f"{have}: the submitter and its runner cannot run at once, so they take turns "
-            f"(the submitter steps aside after {step_aside_after}s each runner); --mode {least.mode} "
+            f"(the submitter steps aside after {step_aside_after}s each runner); --mode {least.mode.value} "
             "runs no submitter"
         )
     return Room()

@@ -27,7 +27,7 @@ class RelayMode(ModeDriver):
 
     def needs(self, lookahead: bool) -> JobNeeds:
         # the running runner and its queued successor: relay always queues one ahead
-        return JobNeeds("relay", 2, "a runner and its successor", 1, lookahead)
+        return JobNeeds(self.mode, 2, "a runner and its successor", 1, lookahead)
 
     def start(self, run: Executor, status: ChainStatus, settings: Settings, workdir: Path) -> str:
         """A new chain queues runner 1 and runner 2 behind it; a resumed chain

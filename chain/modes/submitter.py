@@ -24,7 +24,7 @@ class SubmitterMode(ModeDriver):
 
     def needs(self, lookahead: bool) -> JobNeeds:
         # submitter, runner and, at a handover, the successor submitter; the runner queued ahead with lookahead
-        return JobNeeds("submitter", 3 + int(lookahead), "at a handover (submitter, runner, successor)", 2, lookahead)
+        return JobNeeds(self.mode, 3 + int(lookahead), "at a handover (submitter, runner, successor)", 2, lookahead)
 
     def start(self, run: Executor, status: ChainStatus, settings: Settings, workdir: Path) -> str:
         """The first runner (adopted by the submitter), then the submitter."""
