@@ -46,8 +46,6 @@ def submit_runner_job(
     of the chain goes through here, so none lands on a node the chain
     excluded (``core.exclusion``)."""
     script = chain.script(RUNNER_SCRIPT)
-    if not status.excluded_nodes:  # a Backend written before ``exclude`` keeps working
-        return backend.submit(script, job_name=name, dependency=dependency, cwd=workdir)
     return backend.submit(script, job_name=name, dependency=dependency, cwd=workdir, exclude=status.excluded_nodes)
 
 
