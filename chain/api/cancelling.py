@@ -40,7 +40,8 @@ def cancel(
     checkpoint), and mark the chain cancelled. ``backend``: as ``submit``.
     Raises ``ChainError`` naming what could not be recorded, after the jobs
     are cancelled."""
-    chain, status = open_chain(chain_dir)
+    view = open_chain(chain_dir)
+    chain, status = view.chain, view.status
     chain = dataclasses.replace(chain, storage=CANCEL_STORAGE)
     failed: list[str] = []
     with chain.locked():  # not beside a resume or another cancel

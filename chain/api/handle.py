@@ -123,7 +123,7 @@ class Chain:
 
     @property
     def chain_id(self) -> str:
-        return open_chain(self.chain_dir)[1].chain_id
+        return open_chain(self.chain_dir).status.chain_id
 
     def status(self, history: int | None = None) -> StatusReport:
         """The typed status report (``chain status --json`` is its ``to_json()``)."""
@@ -173,7 +173,7 @@ class Chain:
         ``on_message`` as for ``submit``; ``reset_excluded``: use again the
         nodes the chain excluded."""
         _check_setting_names(overrides)
-        _, status = open_chain(self.chain_dir)
+        status = open_chain(self.chain_dir).status
         submit_chain(
             overrides,
             environ or {},

@@ -6,6 +6,7 @@ printed (``OUTPUT_TAIL``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from chain.errors import ChainDirError, ChainError
 from chain.modes import driver
 from chain.store import ChainDir, ChainStatus
 from chain.store.guarded import OUTPUT_TAIL, ChainFileError
-from chain.store.view import ChainView, stored_values
+from chain.store.view import ChainView
 
 FOLLOW_CHUNK = 1 << 20  # bytes --follow prints at a time
 
@@ -72,10 +73,11 @@ def runner_log(chain: ChainDir, status: ChainStatus, seq: int | None = None) -> 
     )
 
 
-def submitter_log(chain: ChainDir, status: ChainStatus) -> LogSource:
+def submitter_log(view: ChainView) -> LogSource:
+    """The submitter job's output, or why there is none (its mode runs no submitter; not queued yet)."""
+    chain, status = view.chain, view.status
     if not status.submitter_job_id:
-        mode = ChainView(chain, status, stored_values(chain, lenient=True)).mode
-        if why := driver(mode).no_submitter_log(status):
+        if why := driver(view.mode).no_submitter_log(status):
             raise ChainDirError(why)
         raise ChainDirError(f"chain {status.chain_id} has no submitter job yet")
     job = status.submitter_job_id
@@ -93,14 +95,16 @@ def follow(
     """Print the current runner's (or submitter's) output as it grows,
     moving on to the next runner's, until the chain has ended and the last
     output is printed."""
-    chain, status = open_chain(chain_dir)
+    view = open_chain(chain_dir)
+    chain = view.chain
     shown: dict[str, int] = {}  # its name in the chain directory -> bytes printed
     current = ""
     while True:
-        status = chain.load_status() or status
+        view = dataclasses.replace(view, status=chain.load_status() or view.status)
+        status = view.status
         ended = status.state.ended
         try:
-            source = submitter_log(chain, status) if submitter else runner_log(chain, status)
+            source = submitter_log(view) if submitter else runner_log(chain, status)
         except ChainFileError:
             raise  # its output is not a file of chain's: said, not waited on
         except ChainDirError:

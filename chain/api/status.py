@@ -109,10 +109,9 @@ class StatusReport:
         return data
 
 
-def open_chain(chain_dir: str | os.PathLike[str]) -> tuple[ChainDir, ChainStatus]:
-    """The chain in ``chain_dir`` and its status (a one-line error if none): ``ChainView``'s."""
-    view = ChainView.open(chain_dir, lenient=True)
-    return view.chain, view.status
+def open_chain(chain_dir: str | os.PathLike[str]) -> ChainView:
+    """The chain in ``chain_dir`` as read once (a one-line error if none): its ``ChainView``."""
+    return ChainView.open(chain_dir, lenient=True)
 
 
 SETTLE_WAIT = 30.0  # seconds an ended chain's last jobs get to leave (a submitter exits within ~1 s)
@@ -132,7 +131,7 @@ def wait_jobs_gone(
     job (and the local backend's supervisor) may still write into the chain
     directory. ``--wait`` returns after this, so removing the directory at
     once never races a last write. Reads only."""
-    _, status = open_chain(chain_dir)
+    status = open_chain(chain_dir).status
     ids = sorted(status.named_jobs())
     if ids:
         wait_gone(backend or make_backend(status.backend or "slurm", chain_dir), ids, timeout, sleep=sleep, clock=clock)

@@ -328,8 +328,9 @@ def logs(
                 _stopped_watching(directory, "chain logs --follow" + (" --submitter" if submitter else ""))
             ) from None
         return
-    chain, status = api.open_chain(directory)
-    source = logs_api.submitter_log(chain, status) if submitter else logs_api.runner_log(chain, status, runner_seq)
+    view = api.open_chain(directory)
+    chain = view.chain
+    source = logs_api.submitter_log(view) if submitter else logs_api.runner_log(chain, view.status, runner_seq)
     typer.echo(f"==> {source.what}: {source.path} <==", err=True)
     typer.echo(logs_api.read_output(chain, source), nl=False)
 

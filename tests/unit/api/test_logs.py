@@ -19,7 +19,8 @@ from chain.store import ChainDir, JudgedRunner
 def test_a_runner_line_without_a_number_is_not_runner_none(tmp_path: Path) -> None:
     chain_dir = ChainDir(make_chain(tmp_path, 0, ChainState.FAILED))
     chain_dir.append_runner(JudgedRunner(job_id="77", state=JobState.FAILED, verdict=Verdict.STOP, reason="r"))
-    source = runner_log(*open_chain(chain_dir.root))
+    view = open_chain(chain_dir.root)
+    source = runner_log(view.chain, view.status)
     assert source.what == "runner (job 77)"
 
 

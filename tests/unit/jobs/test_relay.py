@@ -335,9 +335,9 @@ def test_chain_logs_submitter_says_a_relay_has_none(tmp_path: Path) -> None:
     from chain.api.logs import submitter_log
     from chain.errors import ChainDirError
 
-    chain, status = _relay_chain(tmp_path, FakeBackend())
+    chain, _ = _relay_chain(tmp_path, FakeBackend())
     with pytest.raises(ChainDirError, match="relay mode: it has no submitter job"):
-        submitter_log(chain, status)
+        submitter_log(api.open_chain(chain.root))
 
 
 def _run_runner_one(tmp_path: Path, fake: FakeBackend) -> tuple[int, RunnerRecord]:
