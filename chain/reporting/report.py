@@ -57,7 +57,7 @@ from chain.reporting.usage import (
 )
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import counter_settings, known_counter
-from chain.store.view import stored_values
+from chain.store.view import stored_max_iter, stored_values
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -144,12 +144,11 @@ class _Chain:
             status.iteration if status else max([r.iter_after for r in runners if r.iter_after is not None], default=0)
         )
         events, log_note = _read_events(workdir)
-        max_iter = stored.get("max_iter")
         return cls(
             chain,
             status,
             workdir,
-            max_iter if isinstance(max_iter, int) and not isinstance(max_iter, bool) else 0,
+            stored_max_iter(stored),
             known_counter(recorded, workdir, **counter_settings(stored)),
             runners,
             load_submitter_ids(chain, status.submitter_job_id if status else ""),

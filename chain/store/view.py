@@ -57,8 +57,7 @@ class ChainView:
 
     @property
     def max_iter(self) -> int:
-        value = self.stored.get("max_iter")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return stored_max_iter(self.stored)
 
     @property
     def mode(self) -> Mode:
@@ -84,6 +83,12 @@ class ChainView:
     def recent_runners(self, count: int) -> tuple[list[JudgedRunner], int]:
         """The last ``count`` judged runners, and how many there are."""
         return self.chain.recent_runners(count)
+
+
+def stored_max_iter(stored: Mapping[str, Any]) -> int:
+    """MAX_ITER as ``settings.json`` holds it (read leniently: 0 when it does not)."""
+    value = stored.get("max_iter")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def stored_settings(chain: ChainDir) -> Settings:
