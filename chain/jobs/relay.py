@@ -264,7 +264,7 @@ class Relay:
         or the time limit), is left to the successor's judgment."""
         with self.chain.locked(wait=120.0):
             status = self.chain.load_status()
-            if status is None or status.state.ended or status.runner_job_id != self.job_id or not status.runner_live:
+            if status is None or not is_current_runner(status, self.job_id, self.seq):
                 return TakeOver(Turn.LEAVE, status)
             if record.external_signal:
                 if record.preempted and status.next_job_id:
