@@ -14,7 +14,6 @@ per chain per poll. ``stranded_chains`` is that one query, which
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -157,7 +156,8 @@ def stranded_chains(statuses: Mapping[Path, ChainStatus], given: Backend | None)
         name = status.backend or "slurm"
         # the local backend keeps each chain's jobs in its own directory: one query each
         by_backend.setdefault((name, str(directory) if name == "local" else ""), []).append(directory)
-    found = Driven()
+    undriven: dict[Path, str] = {}
+    waiting: dict[Path, str] = {}
     error = ""
     for (name, _), directories in by_backend.items():
         try:
@@ -168,12 +168,12 @@ def stranded_chains(statuses: Mapping[Path, ChainStatus], given: Backend | None)
             continue
         for directory in directories:
             if why_waiting := waiting_on(statuses[directory], slurm):
-                found.waiting[directory] = why_waiting
+                waiting[directory] = why_waiting
             try:
                 mode = stored_settings(ChainDir(directory)).mode
             except ChainError:
                 continue
             cancelling = ChainDir(directory).cancel_requested()
             if why := stranded(statuses[directory], slurm, mode=mode, cancelling=cancelling):
-                found.stranded[directory] = why
-    return dataclasses.replace(found, error=error)
+                undriven[directory] = why
+    return Driven(undriven, waiting, error)

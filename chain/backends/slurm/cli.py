@@ -181,15 +181,11 @@ class SlurmCliBackend(Backend):
 
     def _finished(self, ids: list[str], live: dict[str, JobInfo]) -> dict[str, JobInfo]:
         result: dict[str, JobInfo] = {}
-        sacct = ["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS]
-        try:
-            # One try: while slurmctld still holds the job, scontrol answers
-            # for a slurmdbd that is down; the retry budget is kept for jobs
-            # only accounting knows (below).
-            acct = parse_sacct(self._once(sacct))
-            acct_ok = True
-        except SchedulerError:
-            acct, acct_ok = {}, False  # accounting disabled or down: scontrol below
+        # One try: while slurmctld still holds the job, scontrol answers for a
+        # slurmdbd that is down; the retry budget is kept for jobs only
+        # accounting knows (below). None: accounting disabled or down.
+        accounted = self.accounted(ids)
+        acct, acct_ok = (accounted, True) if accounted is not None else ({}, False)
         purged: list[str] = []
         for job_id in ids:
             info = acct.get(job_id)
@@ -212,9 +208,7 @@ class SlurmCliBackend(Backend):
                 purged.append(job_id)
         if purged and not acct_ok:
             try:
-                acct = parse_sacct(
-                    self._retrying(["sacct", "-X", "-n", "-P", "-j", ",".join(purged), "-o", SACCT_FIELDS])
-                )
+                acct = parse_sacct(self._retrying(_sacct_states(purged)))
             except SchedulerError:
                 acct = {}
             result.update({j: acct[j] for j in purged if j in acct})
@@ -285,7 +279,7 @@ class SlurmCliBackend(Backend):
         if not ids:
             return {}
         try:
-            return parse_sacct(self._once(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS]))
+            return parse_sacct(self._once(_sacct_states(ids)))
         except SchedulerError:
             return None
 
@@ -315,6 +309,11 @@ class SlurmCliBackend(Backend):
         except SchedulerError:
             return False
         return True
+
+
+def _sacct_states(ids: Sequence[str]) -> list[str]:
+    """sacct's line for each of the jobs (no steps), as ``parse_sacct`` reads it."""
+    return ["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS]
 
 
 def _checked(ids: list[str]) -> list[str]:
