@@ -34,6 +34,7 @@ from e2e_helpers import cancel_jobs_under, chain_cmd, restart_cluster, wait_ende
 from rank_procs import processes_of, steps_logged, stop_one_rank
 from waiting import wait_until
 
+from chain.jobs.launching import rank_wrapper, read_rank_ends
 from chain.store import ChainDir
 
 STEPS = 140
@@ -204,16 +205,22 @@ def _hf_losses(path: Path) -> dict[int, float]:
 
 
 def _accelerate_whole(workdir: Path, world: int) -> Path:
-    """The uninterrupted run: ``accelerate launch`` of ``world`` processes on this machine."""
+    """The uninterrupted run: ``accelerate launch`` of ``world`` processes on this machine, each
+    through chain's rank wrapper and judged by its own end as chain judges a runner's: a gloo
+    process that finished may abort in its teardown (SIGABRT after its last step), and the
+    launcher's code says so, not how the training ended."""
     shutil.copy(HF_APP, workdir / "train_hf.py")
+    (workdir / "ranks").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CHAIN_"))}
     env.update(MAX_ITER=str(HF_STEPS), CKPT_PATH="state_iter.txt", CHECKPOINT_EVERY="1000", STEP_SECONDS="0")
-    env["PYTHONPATH"] = str(TRAIN.parents[3])
+    env.update(PYTHONPATH=str(TRAIN.parents[3]), CHAIN_RANKS_DIR=str(workdir / "ranks"))
     argv = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines=1"]
     argv += [f"--num_processes={world}", "--machine_rank=0", "--main_process_ip=127.0.0.1"]
-    argv += [f"--main_process_port={free_port()}", "train_hf.py"]
+    argv += [f"--main_process_port={free_port()}", str(rank_wrapper()), "train_hf.py"]
     done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=400, check=False)
-    assert done.returncode == 0 and (workdir / "state_iter.txt").read_text().strip() == str(HF_STEPS), done.stderr
+    ends = {end.rank: end.exit_code for end in read_rank_ends(workdir / "ranks", world)}
+    assert ends == dict.fromkeys(range(world), 0), (ends, done.returncode, done.stderr[-3000:])
+    assert (workdir / "state_iter.txt").read_text().strip() == str(HF_STEPS), done.stderr[-3000:]
     return workdir
 
 
