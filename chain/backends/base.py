@@ -143,6 +143,13 @@ class Backend(abc.ABC):
         wrong. None: no accounting to ask (this default), or it did not answer."""
         return None
 
+    def accounted_end(self, job_id: str) -> float | None:
+        """A running job's scheduled end as accounting shows it (its start
+        plus its limit), at no cost to the scheduler itself; None when it
+        does not show the job running yet, or there is no accounting to ask
+        (this default): ``end_time`` asks the scheduler."""
+        return None
+
     def available(self) -> bool:
         """True when the scheduler answers (used by ``--backend auto``)."""
         return True

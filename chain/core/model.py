@@ -75,6 +75,12 @@ class JobState(TextEnum):
         """The job has ended for good: its accounting record no longer changes."""
         return self in _FINAL
 
+    @property
+    def may_come_back(self) -> bool:
+        """An end after which Slurm may requeue the job (preemption, a lost
+        node): accounting's final word on it is not the last one."""
+        return self in (JobState.PREEMPTED, JobState.NODE_FAIL)
+
 
 # the one job-state table every backend and command uses
 _FINAL = frozenset(

@@ -34,6 +34,11 @@ class PollPolicy:
         step = min(self.slurm_max, max(self.slurm_min, remaining / 2))
         return now + min(step, remaining + self.slurm_min)
 
+    def accounting_delays(self) -> list[float]:
+        """Backoff while accounting (no slurmctld RPC) does not yet show an
+        ended runner's job ended: its lag, usually well under a second."""
+        return [0.1, 0.2, 0.3, 0.5, 1.0]
+
     def handoff_delays(self) -> list[float]:
         """Backoff while waiting for an ended runner's job to leave the queue."""
         return [0.1, 0.2, 0.3, 0.5, 1.0, 1.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 15.0]

@@ -51,6 +51,7 @@ from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import drop_next, prequeue_next, submit_runner, submit_runner_job
 from chain.errors import ChainError, CheckpointError, SchedulerError
+from chain.jobs.own_end import OwnEnd
 from chain.jobs.sigterm import TermCatcher, Terminated
 from chain.jobs.watch import HandOver, Preempted, RunnerWatch, StepAsideNow
 from chain.primitives.codes import SubmitterExit
@@ -78,6 +79,7 @@ class Submitter:
         if self.backend.cheap_queries:  # a local file read, not an RPC to slurmctld
             longest = min(longest, 5.0)
         self.poll = PollPolicy(self.poll.file_interval, min(self.poll.slurm_min, longest), longest)
+        self.own_end = OwnEnd(self.backend, self.job_id, float("inf"), self.clock)  # set at the start
         self.deadline = float("inf")  # hand over to a successor from here on
         self.hard_end = float("inf")  # the job's own end: nothing can be done after it
         self.term = TermCatcher(self.sleep)  # SIGTERM raised where the submitter waits
@@ -90,6 +92,7 @@ class Submitter:
             self.clock,
             self.term.sleep,
             on_running=self._prequeue,
+            on_wait=lambda: self._settle_end(),
             step_aside=StepAside(float(self.settings.step_aside_after)),
             ckpt_path=counter_source(self.settings),
             read=lambda: read_counter_state(self.settings, self.workdir),
@@ -119,15 +122,9 @@ class Submitter:
         start = self.clock()
         self.executor.apply(status, SubmitterStarted(self.job_id))
         self._log_start(status)
-        try:
-            own_end = self.backend.end_time(self.job_id)
-        except ChainError:
-            own_end = None
-        limit_end = start + self.settings.submitter_seconds
-        end = min(own_end, limit_end) if own_end else limit_end
-        self.deadline = end - self.settings.submitter_margin
-        self.hard_end = end - min(10.0, self.settings.submitter_margin / 2)
-        self.watch.deadline = self.deadline
+        self.own_end = OwnEnd(self.backend, self.job_id, start + self.settings.submitter_seconds, self.clock)
+        self._end_at(self.own_end.end)
+        self._settle_end()
         try:
             return self._loop(status)
         except Terminated:
@@ -207,6 +204,16 @@ class Submitter:
         except OSError:
             return SubmitterExit.CHAIN_ENDED
 
+    def _end_at(self, end: float) -> None:
+        self.deadline = end - self.settings.submitter_margin
+        self.hard_end = end - min(10.0, self.settings.submitter_margin / 2)
+        self.watch.deadline = self.deadline
+
+    def _settle_end(self) -> None:
+        """This job's end as the scheduler has it, once it can say (``OwnEnd``)."""
+        if self.own_end.settle():
+            self._end_at(self.own_end.end)
+
     def _persist(self, what: str, call: Callable[[], T]) -> T:
         """Repeat a scheduler request through an outage, until the job's own end."""
         return self.executor.retry(what, call, self.hard_end)
@@ -225,6 +232,7 @@ class Submitter:
     def _loop(self, status: ChainStatus) -> int:
         while True:
             self.term.check()
+            self._settle_end()
             if self.chain.cancel_requested():
                 return self._finish_cancelled(status)
             if status.runner_live:
@@ -257,6 +265,7 @@ class Submitter:
             self._submit_runner(status, counter)
 
     def _submit_runner(self, status: ChainStatus, counter: int) -> None:
+        self.watch.left_queue()
         attempts = 0
 
         def submit(name: str) -> str:
@@ -278,6 +287,7 @@ class Submitter:
             self.clock(),
             lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)),
         )
+        self.watch.fresh_job = status.runner_job_id  # pending, as sbatch just said: nothing to ask yet
 
     # --- lookahead ------------------------------------------------------------------------
     def _promote_next(self, status: ChainStatus, counter: int) -> None:
@@ -363,17 +373,19 @@ class Submitter:
             "" if isinstance(handover, Preempted) else f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
         )
 
+        attempts = 0
+
         def submit() -> str:
-            found = [j for j in self.backend.find_by_name(name) if j != self.job_id]
-            return (
-                found[-1]
-                if found
-                else self.backend.submit(
-                    self.chain.script(SUBMITTER_SCRIPT),
-                    job_name=name,
-                    dependency=dependency or None,
-                    cwd=self.workdir,
-                )
+            nonlocal attempts
+            attempts += 1
+            # after a failed attempt the job may exist anyway: look it up first
+            return submit_idempotently(
+                self.backend,
+                name,
+                lambda: self.backend.submit(
+                    self.chain.script(SUBMITTER_SCRIPT), job_name=name, dependency=dependency or None, cwd=self.workdir
+                ),
+                look_first=attempts > 1,
             )
 
         new_id = self._persist("submitting the next submitter", submit)

@@ -3,7 +3,10 @@
 The outcome comes from the runner's own record (a local ``stat``, no
 scheduler call); the scheduler is asked only to catch a runner that died
 without a record, on the poll policy's schedule (``core.poll``): rarely while
-the runner is far from its end, more often near it.
+the runner is far from its end, more often near it. Its accounting (sacct:
+slurmdbd, no slurmctld RPC) answers where its lag cannot mislead: while the
+runner's record says it runs and its planned end is ahead, and while an
+ended runner's job leaves the queue.
 """
 
 from __future__ import annotations
@@ -51,11 +54,13 @@ class _Look(enum.Enum):
 
 @dataclass
 class _Asking:
-    """When ``RunnerWatch.outcome_of`` asks the scheduler next, and since when
-    it has said PENDING for a runner with no record yet."""
+    """When ``RunnerWatch.outcome_of`` asks the scheduler next, since when
+    it has said PENDING for a runner with no record yet, and when the
+    watch began (accounting's silence is believed only for a while after)."""
 
     next_query: float
     pending_since: float | None = None
+    began: float = 0.0
 
 
 @dataclass
@@ -70,20 +75,28 @@ class RunnerWatch:
     sleep: Callable[[float], None] = time.sleep
     deadline: float = float("inf")
     on_running: Callable[[ChainStatus], None] = lambda status: None  # lookahead's pre-queue
+    on_wait: Callable[[], None] = lambda: None  # at every look while waiting (the submitter's own end)
     step_aside: StepAside = field(default_factory=lambda: StepAside(patience=0))  # never, unless the submitter says
     ckpt_path: str = ""  # CKPT_PATH as configured, for a reason that names it ("": the file's name)
     # the counter with its facts (store.counter.read_counter_state), when not the file ckpt
     read: Callable[[], CounterReading] | None = None
+    fresh_job: str = ""  # the runner job this submitter has just queued
+    leaving: str = ""  # an ended runner's job that may still be in slurmctld's queue
 
     def outcome_of(self, status: ChainStatus) -> Outcome:
         """Wait until the current runner has ended; its outcome."""
         job_id = status.runner_job_id
         self.chain.log(f"waiting for runner {status.runner_seq} (job {job_id})")
-        asking = _Asking(next_query=self.clock())  # ask once at adoption: the runner may be long gone
+        asking = self._first_asking(job_id)
         while True:
             record = self.chain.runner_record(job_id)
             if record is not None and record.ended:
+                ended = None if record.preempted else self._accounted_end(job_id)
+                if ended is not None:
+                    self.leaving = job_id  # perhaps still COMPLETING: ``left_queue`` before the next runner
+                    return self.outcome(status, record, ended)
                 return self.outcome(status, record, self.until_gone(job_id, requeued=record.preempted))
+            self.on_wait()
             now = self.clock()
             if record is not None and record.status is RunnerPhase.RUNNING:
                 self.on_running(status)
@@ -97,13 +110,77 @@ class RunnerWatch:
                 raise HandOver()
             self.sleep(self.poll.file_interval)
 
+    def _first_asking(self, job_id: str) -> _Asking:
+        """A runner adopted from another job is asked about at once (it may
+        be long gone). One this job has just queued is pending, as sbatch
+        said: the first ask is due when stepping aside would be, else at the
+        longest interval (its start record comes first if it starts)."""
+        now = self.clock()
+        if job_id != self.fresh_job:
+            return _Asking(next_query=now, began=now)
+        planned = self.poll.next_slurm_query(now, None)
+        return _Asking(next_query=self.step_aside.next_query(now, planned), pending_since=now, began=now)
+
+    def _look(self, job_id: str, record: RunnerRecord | None, now: float, asking: _Asking) -> JobInfo | None:
+        """The runner's job as the scheduler shows it: accounting's word
+        (slurmdbd, no slurmctld RPC) where its lag cannot mislead, else
+        slurmctld's. Accounting's lag shows a job's start or end late:
+        - an end for good (not one Slurm may requeue) is taken as it is;
+        - RUNNING is taken while the runner's record says it runs and its
+          planned end is ahead: lag can only delay noticing a death the
+          runner did not record, never invent one;
+        - for a runner with no record yet, the job absent there (pending:
+          accounting may show a job only once it starts), PENDING or
+          RUNNING (its record comes first thing) is taken as it is, for the
+          poll policy's longest interval after the watch began: one that
+          died unrecorded shows in accounting within seconds, and slurmctld
+          is asked once that interval has passed."""
+        known = self.backend.accounted([job_id])
+        if known is not None:
+            info = known.get(job_id)
+            if info is not None and info.state.final and not info.state.may_come_back:
+                return info
+            if record is None and (info is None or info.state in (JobState.PENDING, JobState.RUNNING)):
+                if now < asking.began + self.poll.slurm_max:
+                    return info or JobInfo(job_id, JobState.PENDING, source="sacct")
+            elif info is not None and info.state is JobState.RUNNING and _runs_until(record, now):
+                return info
+        return self.backend.query([job_id]).get(job_id)
+
+    def _accounted_end(self, job_id: str) -> JobInfo | None:
+        """The runner recorded its end; its job is still leaving (the
+        process exits after writing the record). Its end for good as
+        accounting shows it, asking nothing of slurmctld, waited for at most
+        the poll policy's ``accounting_delays``; None when accounting does not
+        show one by then (or Slurm may requeue the job): ``until_gone`` asks
+        slurmctld then."""
+        for delay in self.poll.accounting_delays():
+            known = self.backend.accounted([job_id])
+            if known is None:
+                return None  # no accounting here
+            info = known.get(job_id)
+            if info is not None and info.state.finished:
+                return info if info.state.final and not info.state.may_come_back else None
+            self.sleep(delay)
+        return None
+
+    def left_queue(self) -> None:
+        """Before the next runner is queued: the runner whose end came from
+        accounting has left slurmctld's queue too (accounting shows a job
+        ended while it may still be COMPLETING), so two runners of the chain
+        never show in squeue at once. Usually one query; none when the
+        chain ended with that runner (no next one is queued)."""
+        job_id, self.leaving = self.leaving, ""
+        if job_id and (info := self._settled(job_id, None)) is not None and info.state.active:
+            self.chain.log(f"runner job {job_id} is still {info.state.value} after its end; queueing the next anyway")
+
     def _ask(self, status: ChainStatus, record: RunnerRecord | None, now: float, asking: _Asking) -> Outcome | _Look:
         """One look at the runner's job in the scheduler: its outcome when the
         job has gone without an end record; else what to do next (``asking``
         says when to look again)."""
         job_id = status.runner_job_id
         try:
-            info = self.backend.query([job_id]).get(job_id)
+            info = self._look(job_id, record, now, asking)
         except SchedulerError as exc:
             # the scheduler is down: the runner goes on regardless; keep
             # watching its record and ask again later
@@ -180,6 +257,11 @@ class RunnerWatch:
             return CounterReading(read_counter(self.ckpt), self.ckpt.exists(), self.ckpt)
         except CheckpointError:
             return None
+
+
+def _runs_until(record: RunnerRecord | None, now: float) -> bool:
+    """The runner's record says it runs, with its planned end still ahead."""
+    return record is not None and record.status is RunnerPhase.RUNNING and now < (record.end_planned or 0.0)
 
 
 def gather_outcome(

@@ -258,11 +258,7 @@ class SlurmCliBackend(Backend):
         runner asks at its start), else slurmctld. One try each: callers fall
         back on the configured limit, and a runner must not spend its own
         time waiting out a slurmctld outage."""
-        argv = ["sacct", "-X", "-n", "-P", "-j", *_checked([job_id]), "-o", SACCT_LIMIT_FIELDS]
-        try:
-            end = sacct_end(self._once(argv), job_id)
-        except SchedulerError:
-            end = None  # no accounting here, or it does not answer
+        end = self.accounted_end(job_id)
         if end is not None:
             return end
         info = parse_scontrol(self._once(["scontrol", "show", "job", "-o", job_id], ok_errors=("Invalid job id",))).get(
@@ -271,6 +267,14 @@ class SlurmCliBackend(Backend):
         if info is None or info.state not in (JobState.RUNNING, JobState.COMPLETING):
             return None
         return info.end
+
+    def accounted_end(self, job_id: str) -> float | None:
+        """One sacct try for the job's start and limit (``parse.sacct_end``)."""
+        argv = ["sacct", "-X", "-n", "-P", "-j", *_checked([job_id]), "-o", SACCT_LIMIT_FIELDS]
+        try:
+            return sacct_end(self._once(argv), job_id)
+        except SchedulerError:
+            return None  # no accounting here, or it does not answer
 
     def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
         """One sacct try (slurmdbd: no slurmctld RPC); None when accounting is
