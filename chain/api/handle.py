@@ -143,7 +143,7 @@ class Chain:
         end it (``chain cancel`` closes it, ``resume()`` continues it)."""
         give_up = None if timeout is None else clock() + timeout
         while True:
-            report = self.status(history=0)
+            report = status_report(self.chain_dir, history=0, backend=self._backend, watching=True)
             if report.state.ended:
                 wait_jobs_gone(self.chain_dir, backend=self._backend, sleep=sleep, clock=clock)
                 return report

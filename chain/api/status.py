@@ -12,6 +12,7 @@ from typing import Any
 
 from chain.backends import make_backend
 from chain.backends.base import Backend, JobInfo, JobState, wait_gone
+from chain.backends.shared_query import WATCH_FRESH_FOR, SharedQuery, cache_dir
 from chain.core.model import ChainState
 from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 from chain.core.settings import Mode
@@ -138,15 +139,24 @@ def wait_jobs_gone(
 
 
 def status_report(
-    chain_dir: Path, *, live: bool = True, history: int | None = None, backend: Backend | None = None
+    chain_dir: Path,
+    *,
+    live: bool = True,
+    history: int | None = None,
+    backend: Backend | None = None,
+    watching: bool = False,
 ) -> StatusReport:
     """Everything ``chain status`` shows. ``history``: judged runners listed
     (all when None); ``live``: ask the scheduler about the live jobs;
-    ``backend``: as ``submit`` (by default the chain's own)."""
+    ``backend``: as ``submit`` (by default the chain's own); ``watching``:
+    for a view that looks again every few seconds, a job state this user's
+    watchers on this node saw within ``shared_query.WATCH_FRESH_FOR``
+    seconds is taken as it is (``backends.shared_query``), not asked again."""
     view = ChainView.open(chain_dir)
     chain, status, settings = view.chain, view.status, view.settings()
     mode = driver(settings.mode)
-    slurm, scheduler_error, asked = _ask_scheduler(status, chain_dir, backend) if live else ({}, "", None)
+    fresh_for = WATCH_FRESH_FOR if watching else 0.0
+    slurm, scheduler_error, asked = _ask_scheduler(status, chain_dir, backend, fresh_for) if live else ({}, "", None)
     if history is None:
         runners = list(chain.iter_runners())
         total, recent = len(runners), runners[-METRICS_WINDOW:]
@@ -206,16 +216,19 @@ def status_report(
 
 
 def _ask_scheduler(
-    status: ChainStatus, chain_dir: Path, backend: Backend | None
+    status: ChainStatus, chain_dir: Path, backend: Backend | None, fresh_for: float = 0.0
 ) -> tuple[dict[str, JobInfo], str, Backend | None]:
-    """The live jobs' states, or the scheduler's error (the view goes on),
-    and the backend that answered (``backend``, else one made for the
-    chain's own; None on an error or when the chain has ended)."""
+    """The live jobs' states (a shared answer up to ``fresh_for`` seconds
+    old), or the scheduler's error (the view goes on), and the backend that
+    answered (``backend``, else one made for the chain's own; None on an
+    error or when the chain has ended)."""
     if status.state.ended:
         return {}, "", None
     ids = status.live_jobs()
     try:
         backend = backend or make_backend(status.backend or "slurm", chain_dir)
+        if fresh_for > 0 and not backend.cheap_queries:
+            return SharedQuery(backend, cache_dir(), fresh_for).query(ids), "", backend
         return backend.query(ids), "", backend
     except SchedulerError as exc:
         return {}, str(exc), None

@@ -143,6 +143,12 @@ class Backend(abc.ABC):
         wrong. None: no accounting to ask (this default), or it did not answer."""
         return None
 
+    def query_scope(self) -> str:
+        """Names the scheduler this backend asks, for job states shared
+        between processes (``shared_query``: job ids are unique within it);
+        "" (this default): none is shared."""
+        return ""
+
     def accounted_end(self, job_id: str) -> float | None:
         """A running job's scheduled end as accounting shows it (its start
         plus its limit), at no cost to the scheduler itself; None when it

@@ -252,7 +252,7 @@ def _watch_until_ended(directory: Path, interval: float, history: int | None) ->
     rows_on_screen = 5 if history is None else history  # the view must fit a terminal
     last = ""
     while True:
-        report = api.status_report(directory, history=rows)
+        report = api.status_report(directory, history=rows, watching=True)
         ended = report.state.ended
         if sys.stdout.isatty():
             typer.echo("\x1b[2J\x1b[H", nl=False)

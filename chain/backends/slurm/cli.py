@@ -268,6 +268,10 @@ class SlurmCliBackend(Backend):
             return None
         return info.end
 
+    def query_scope(self) -> str:
+        """The cluster the clients ask: its configuration file and ``-M`` choice."""
+        return f"slurm-cli {os.environ.get('SLURM_CONF', '')} {os.environ.get('SLURM_CLUSTERS', '')}"
+
     def accounted_end(self, job_id: str) -> float | None:
         """One sacct try for the job's start and limit (``parse.sacct_end``)."""
         argv = ["sacct", "-X", "-n", "-P", "-j", *_checked([job_id]), "-o", SACCT_LIMIT_FIELDS]

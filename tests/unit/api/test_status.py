@@ -85,7 +85,7 @@ def test_the_watch_ends_on_a_scancelled_relay_and_chain_cancel_closes_it(
     _scancelled(tmp_path, fake)
     monkeypatch.setattr(
         "chain.api.status._ask_scheduler",
-        lambda status, chain_dir, backend: (
+        lambda status, chain_dir, backend, fresh_for=0.0: (
             fake.query([j for j in (status.runner_job_id, status.next_job_id) if j]),
             "",
             fake,
