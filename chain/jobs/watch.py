@@ -4,9 +4,11 @@ The outcome comes from the runner's own record (a local ``stat``, no
 scheduler call); the scheduler is asked only to catch a runner that died
 without a record, on the poll policy's schedule (``core.poll``): rarely while
 the runner is far from its end, more often near it. Its accounting (sacct:
-slurmdbd, no slurmctld RPC) answers where its lag cannot mislead: while the
-runner's record says it runs and its planned end is ahead, and while an
-ended runner's job leaves the queue.
+slurmdbd, no slurmctld RPC) answers wherever its lag cannot mislead
+(``RunnerWatch._look``): an end for good, a start the runner's record
+confirms, a runner not started yet, an ended runner's final state; slurmctld
+is asked otherwise, and once before the next runner is queued
+(``left_queue``).
 """
 
 from __future__ import annotations
