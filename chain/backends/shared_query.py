@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -104,7 +104,7 @@ class SharedQuery:
         return {j: self.last.jobs[j] for j in ids if j in self.last.jobs}
 
     def _shared(self, ids: frozenset[str], scope: str, directory: Path) -> Answer:
-        cache = directory / f"jobs-{hashlib.sha256(scope.encode()).hexdigest()[:16]}.json"
+        cache = directory / f"jobs-{_file_part(scope)}.json"
         with _locked(directory / LOCK_FILE) as held:
             earlier = _read(cache) if held else None
             if earlier is not None and earlier.covers(ids, scope, self.clock(), self.fresh_for):
@@ -130,6 +130,11 @@ class _Stored:
     scope: str
     asked: list[str]
     jobs: list[dict[str, Any]]
+
+
+def _file_part(scope: str) -> str:
+    """A scope as part of a file name: its letters, digits and ``._-`` (no hash: the status path imports no hashlib)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", scope).strip("_")[:120] or "_"
 
 
 def _write(path: Path, answer: Answer) -> None:
