@@ -7,14 +7,17 @@ restarts); a failing hook is logged and reported, never fatal.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from chain.core.model import ChainState
 from chain.core.settings import Settings
@@ -30,6 +33,15 @@ SEED_SCRIPTS = ("aggregate_usage.py", "plot_progress.py")
 class Hook:
     name: str
     argv: list[str]
+    # chain's own code behind ``argv`` (``python -m MODULE ARGS``): run in a forked
+    # child instead (``_Forked``), given ARGS; None: argv is executed
+    main: Callable[[list[str]], int] | None = None
+
+
+def _job_report(args: list[str]) -> int:
+    from chain.reporting.report import job_report
+
+    return job_report(args)
 
 
 def plan_hooks(settings: Settings, python: str = sys.executable, *, job_report: bool = False) -> list[Hook]:
@@ -37,7 +49,7 @@ def plan_hooks(settings: Settings, python: str = sys.executable, *, job_report: 
     makes it in its own slot (``chain.reporting.report.job_report``: no
     plot, no wait for final records), not ``chain report``."""
     report = [python, "-m", "chain.reporting.report"] if job_report else [python, "-m", "chain", "report", "--quiet"]
-    hooks = [Hook("report", report)]
+    hooks = [Hook("report", report, _job_report if job_report else None)]
     for script in SEED_SCRIPTS:
         hooks.append(Hook(script, [python, script]))
     for i, cmd in enumerate(settings.hooks, start=1):
@@ -90,7 +102,7 @@ def run_hooks(
                 env.update(
                     CHAIN_DIR=str(chain.root), CHAIN_ID=status.chain_id, CHAIN_STATE=state.value, CHAIN_REASON=reason
                 )
-                entry["rc"] = _run_bounded(argv, workdir, log, env, max(1.0, left))
+                entry["rc"] = _run_bounded(argv, workdir, log, env, max(1.0, left), main=hook.main)
             if entry["rc"] == HOOK_TIMED_OUT:
                 entry["error"] = f"timed out after {max(1.0, left):.0f}s (the time the job had left)"
         except OSError as exc:
@@ -102,19 +114,37 @@ def run_hooks(
         record(entry)
 
 
-def _run_bounded(argv: list[str], workdir: Path, log: IO[str], env: dict[str, str], timeout: float) -> int:
+class _Waitable(Protocol):
+    pid: int
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def _run_bounded(
+    argv: list[str],
+    workdir: Path,
+    log: IO[str],
+    env: dict[str, str],
+    timeout: float,
+    *,
+    main: Callable[[list[str]], int] | None = None,
+) -> int:
     """Run a hook in its own process group; past ``timeout`` the whole group
     gets SIGTERM, then SIGKILL 5 s later (a hook's children included), and the
-    result is 124."""
-    proc = subprocess.Popen(
-        argv,
-        cwd=workdir,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-        umask=app_umask(os.environ),
-    )
+    result is 124. ``main``: see ``Hook``."""
+    proc: _Waitable | None = None
+    if main is not None:
+        proc = _Forked.start(main, argv[3:], workdir, log, env)
+    if proc is None:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            umask=app_umask(os.environ),
+        )
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -130,3 +160,105 @@ def _run_bounded(argv: list[str], workdir: Path, log: IO[str], env: dict[str, st
                 continue
         proc.wait()
         return HOOK_TIMED_OUT
+
+
+class _Forked:
+    """A hook that is chain's own Python code, run in a forked child
+    (``fork_main``) on the terms of an executed hook; ``wait`` as Popen's:
+    its exit code, or -signal."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid, self._pidfd = pid, pidfd
+        self._code: int | None = None
+
+    @classmethod
+    def start(
+        cls, main: Callable[[list[str]], int], args: list[str], workdir: Path, log: IO[str], env: dict[str, str]
+    ) -> _Forked | None:
+        """The started child; None where it cannot start (``fork_main``) or
+        its end cannot be waited for with a timeout (no pidfd): the caller
+        executes the hook's argv then."""
+        if not hasattr(os, "pidfd_open"):
+            return None
+        _flush(log)
+        out = log.fileno()
+        pid = fork_main(main, args, stdout=out, stderr=out, cwd=workdir, env=env, umask=app_umask(os.environ))
+        if pid is None:
+            return None
+        try:
+            return cls(pid, os.pidfd_open(pid))
+        except OSError:  # an old kernel: no bounded wait for it; it is killed and argv executed
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._code is None:
+            if timeout is not None and not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"hook in process {self.pid}", timeout)
+            self._code = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            os.close(self._pidfd)
+        return self._code
+
+
+def fork_main(
+    main: Callable[[list[str]], int],
+    args: Sequence[str],
+    *,
+    stdin: int = 0,
+    stdout: int = 1,
+    stderr: int = 2,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    umask: int | None = None,
+) -> int | None:
+    """Run ``main(args)``, chain's own code, in a child forked from this
+    process, as ``subprocess.Popen`` would run ``python -m MODULE ARGS``
+    (``start_new_session``; ``stdin``, ``stdout``, ``stderr`` as 0, 1, 2 and
+    no other descriptor; ``cwd``, ``env``, ``umask``;
+    Python's default signal handling) but without starting an interpreter
+    and importing chain again: on a sweep's busy CPUs that was much of a
+    relay runner's time. Its exit code is ``main``'s (1 and the traceback on
+    stderr for an exception). Returns its pid, for the caller to reap; None,
+    nothing started, beside another thread (a fork is not safe then)."""
+    if threading.active_count() > 1:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        _flush(stream)  # nothing buffered here is written twice, by the child too
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)  # this process's handlers are not the child's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd, to in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(fd, to)
+        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)  # noqa: SIM115
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        if cwd is not None:
+            os.chdir(cwd)
+        if umask is not None:
+            os.umask(umask)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, exit 1)
+        traceback.print_exc()
+    finally:
+        _flush(sys.stdout)
+        _flush(sys.stderr)
+        os._exit(code & 0xFF)
+
+
+def _flush(stream: IO[str] | None) -> None:
+    try:
+        if stream is not None:
+            stream.flush()
+    except (OSError, ValueError):
+        pass
