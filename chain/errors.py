@@ -56,3 +56,13 @@ class ProtocolError(ChainError):
     def __init__(self, chain_id: str, event: str, why: str) -> None:
         super().__init__(f"chain {chain_id}: {event} refused: {why}")
         self.event = event
+
+
+def error_line(exc: ChainError) -> str:
+    """The one line a command or a job prints for a user's error."""
+    return f"chain: error: {exc}"
+
+
+def bug_line(exc: BaseException) -> str:
+    """The one line printed for a fault in chain (``CliExit.BUG``)."""
+    return f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)"

@@ -15,10 +15,11 @@ from typing import Any
 import typer
 
 from chain import __version__
-from chain.cli.group import ChainGroup, interrupted
+from chain.cli.group import ChainGroup
 from chain.cli.options import setting_flags, with_setting_options
 from chain.errors import ChainError
 from chain.primitives.codes import CliExit
+from chain.primitives.interrupt import interrupted
 
 app = typer.Typer(
     cls=ChainGroup,
@@ -385,9 +386,9 @@ def _runner(
 
 def main() -> None:
     """Console entry point: one line per error, never a traceback."""
-    from chain.cli.group import interrupt_as_chain
     from chain.effects.appenv import private_umask
+    from chain.primitives.interrupt import interrupt_as_chain
 
-    interrupt_as_chain()  # before any import that may build a dataclass: see group.Interrupted
+    interrupt_as_chain()  # before any import that may build a dataclass: see primitives.interrupt.Interrupted
     private_umask(os.environ)  # the chain's files are its user's alone; the app keeps the user's umask
     app(prog_name="chain")

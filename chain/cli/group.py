@@ -9,9 +9,7 @@ line and 70 (``CHAIN_DEBUG=1`` shows the traceback).
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from types import FrameType
 from typing import Any
 
 import typer
@@ -24,8 +22,9 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 # click >= 8.2 signals "no arguments, help shown" with this usage error.
 _NO_ARGS_HELP: type[Exception] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
 
-from chain.errors import ChainError
+from chain.errors import ChainError, bug_line, error_line
 from chain.primitives.codes import CliExit
+from chain.primitives.interrupt import interrupted
 
 
 def _silence_stdout() -> None:
@@ -40,43 +39,6 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
-
-
-class Interrupted(KeyboardInterrupt):
-    """^C as the ``chain`` command raises it: a KeyboardInterrupt of its own
-    class. CPython (3.8 to 3.13 at least) marks a *bare* KeyboardInterrupt
-    that leaves a string ``exec``/``eval`` as unhandled for good, even when a
-    caller catches it; under ``python -m chain`` the interpreter then kills
-    itself with SIGINT at exit instead of exiting with the code chain chose.
-    dataclasses and namedtuple build their methods by string ``exec``, so a
-    ^C landing while a module is imported was enough (a load-dependent -2
-    for ``chain submit --wait``'s "stopped watching; 130"). CPython tests
-    the exception's exact type, so a subclass never sets that mark; every
-    ``except KeyboardInterrupt`` still catches it."""
-
-
-def interrupted(exc: BaseException) -> bool:
-    """``exc`` is a ^C, or an error a ^C caused: Python reports an exception
-    raised inside a class's ``__set_name__`` (a dataclass built while a module
-    is imported) as a RuntimeError from it, so a ^C landing there surfaces so."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            return True
-        seen = seen.__cause__
-    return False
-
-
-def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted
-
-
-def interrupt_as_chain() -> None:
-    """From here on, SIGINT raises :class:`Interrupted`. Only where Python's
-    own ^C handler is in place: a SIGINT the command was started with
-    ignored (a background job of a non-interactive shell) stays ignored."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _raise_interrupted)
 
 
 class ChainGroup(typer.core.TyperGroup):
@@ -108,7 +70,7 @@ class ChainGroup(typer.core.TyperGroup):
             _silence_stdout()
             sys.exit(0)
         except ChainError as exc:
-            typer.echo(f"chain: error: {exc}", err=True)
+            typer.echo(error_line(exc), err=True)
             sys.exit(exc.exit_code)
         except typer.Exit as exc:
             sys.exit(exc.exit_code)
@@ -128,8 +90,6 @@ class ChainGroup(typer.core.TyperGroup):
                 sys.exit(CliExit.INTERRUPTED)
             if os.environ.get("CHAIN_DEBUG"):
                 raise
-            typer.echo(
-                f"chain: internal error: {type(exc).__name__}: {exc} (CHAIN_DEBUG=1 shows the traceback)", err=True
-            )
+            typer.echo(bug_line(exc), err=True)
             sys.exit(CliExit.BUG)
         sys.exit(result if isinstance(result, int) else 0)

@@ -1,6 +1,6 @@
 """The command's ^C: chain's own KeyboardInterrupt class keeps CPython from
 turning a caught ^C into a death by SIGINT at exit (see
-``chain.cli.group.Interrupted``). The interpreter's behaviour is reproduced
+``chain.primitives.interrupt.Interrupted``). The interpreter's behaviour is reproduced
 deterministically: the ^C lands inside a string ``exec`` (as while a
 dataclass is built), the program catches it and exits 7, run with ``-m``."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakes import sigint_default
 
-from chain.cli import group
+from chain.primitives import interrupt
 
 PROGRAM = """\
 import os, signal, sys
@@ -48,18 +48,19 @@ def test_a_bare_keyboard_interrupt_through_exec_kills_a_module_with_sigint(tmp_p
 
 
 def test_chains_interrupt_is_caught_and_the_chosen_code_stands(tmp_path: Path) -> None:
-    assert _run_as_module(tmp_path, "from chain.cli.group import interrupt_as_chain; interrupt_as_chain()") == 7
+    setup = "from chain.primitives.interrupt import interrupt_as_chain; interrupt_as_chain()"
+    assert _run_as_module(tmp_path, setup) == 7
 
 
 def test_interrupted_is_a_keyboard_interrupt() -> None:
-    assert issubclass(group.Interrupted, KeyboardInterrupt)
-    assert group.Interrupted is not KeyboardInterrupt
+    assert issubclass(interrupt.Interrupted, KeyboardInterrupt)
+    assert interrupt.Interrupted is not KeyboardInterrupt
 
 
 def test_an_ignored_sigint_stays_ignored() -> None:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        group.interrupt_as_chain()
+        interrupt.interrupt_as_chain()
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -68,8 +69,8 @@ def test_an_ignored_sigint_stays_ignored() -> None:
 def test_pythons_own_handler_is_replaced() -> None:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        group.interrupt_as_chain()
-        with pytest.raises(group.Interrupted):
+        interrupt.interrupt_as_chain()
+        with pytest.raises(interrupt.Interrupted):
             os.kill(os.getpid(), signal.SIGINT)
             signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a bytecode boundary for the handler to run at
     finally:
@@ -81,7 +82,7 @@ class _SetName:
     dataclass field while a module is imported)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        raise group.Interrupted
+        raise interrupt.Interrupted
 
 
 def test_a_ctrl_c_inside_set_name_is_still_an_interrupt() -> None:
@@ -91,9 +92,9 @@ def test_a_ctrl_c_inside_set_name_is_still_an_interrupt() -> None:
         class Built:
             field = _SetName()
 
-    assert group.interrupted(raised.value)
-    assert not group.interrupted(RuntimeError("a bug"))
-    assert not group.interrupted(ValueError("x"))
+    assert interrupt.interrupted(raised.value)
+    assert not interrupt.interrupted(RuntimeError("a bug"))
+    assert not interrupt.interrupted(ValueError("x"))
 
 
 @pytest.mark.parametrize("wrapped", [False, True])
@@ -108,8 +109,8 @@ def test_watching_stops_with_one_line_and_130_however_the_ctrl_c_surfaces(
 
     def interrupted_watch(*args: object) -> int:
         if wrapped:
-            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from group.Interrupted()
-        raise group.Interrupted
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from interrupt.Interrupted()
+        raise interrupt.Interrupted
 
     make_chain(tmp_path, 1, ChainState.RUNNING)
     monkeypatch.setattr(commands, "_watch_until_ended", interrupted_watch)
