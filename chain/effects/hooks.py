@@ -6,6 +6,7 @@ restarts); a failing hook is logged and reported, never fatal.
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -194,7 +195,7 @@ class _Forked:
 
     def wait(self, timeout: float | None = None) -> int:
         if self._code is None:
-            if timeout is not None and not select.select([self._pidfd], [], [], timeout)[0]:
+            if timeout is not None and not _readable(self._pidfd, timeout):
                 raise subprocess.TimeoutExpired(f"hook in process {self.pid}", timeout)
             self._code = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
             os.close(self._pidfd)
@@ -225,35 +226,67 @@ def fork_main(
         return None
     for stream in (sys.stdout, sys.stderr):
         _flush(stream)  # nothing buffered here is written twice, by the child too
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
+    gc.collect()  # no garbage of this process is finalized in the child, over descriptors it reuses
+    # none of this process's handlers may run in the child before its own are set
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _CHILD_SIGNALS)
     try:
-        os.setsid()
-        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)  # this process's handlers are not the child's
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for fd, to in ((stdin, 0), (stdout, 1), (stderr, 2)):
-            os.dup2(fd, to)
-        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)  # noqa: SIM115
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        if cwd is not None:
-            os.chdir(cwd)
-        if umask is not None:
-            os.umask(umask)
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, exit 1)
-        traceback.print_exc()
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        raise
+    if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        return pid
+    code: object = 1
+    try:  # whatever happens in the child, it ends here: never back up the runner's stack
+        gc.disable()
+        try:
+            _child_setup(stdin, stdout, stderr, cwd, env, umask)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, exit 1)
+            code = 1
+            traceback.print_exc()
+        finally:
+            _flush(sys.stdout)
+            _flush(sys.stderr)
     finally:
-        _flush(sys.stdout)
-        _flush(sys.stderr)
-        os._exit(code & 0xFF)
+        os._exit(code & 0xFF if isinstance(code, int) else 1)
+
+
+_CHILD_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
+
+
+def _child_setup(
+    stdin: int, stdout: int, stderr: int, cwd: Path | None, env: dict[str, str] | None, umask: int | None
+) -> None:
+    """In the forked child, with its signals blocked: a session, handlers,
+    descriptors, directory, umask and environment of its own."""
+    os.setsid()
+    for sig in _CHILD_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)  # this process's handlers are not the child's
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for fd, to in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(fd, to)
+    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)  # noqa: SIM115
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    if cwd is not None:
+        os.chdir(cwd)
+    if umask is not None:
+        os.umask(umask)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """``fd`` is readable within ``timeout`` seconds (poll: any descriptor number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    longest = 2**31 - 1  # poll's limit, in ms (about 25 days)
+    return bool(poller.poll(longest if timeout * 1000 >= longest else max(0, int(timeout * 1000))))
 
 
 def _flush(stream: IO[str] | None) -> None:

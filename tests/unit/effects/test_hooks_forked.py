@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,23 @@ def test_only_the_relay_runners_report_is_forked() -> None:
     settings = Settings(app_cmd="true", max_iter=1)
     assert plan_hooks(settings, "py", job_report=True)[0].main is not None
     assert plan_hooks(settings, "py")[0].main is None  # `chain report` in a submitter job: executed
+
+
+def _interrupted(args: list[str]) -> int:
+    raise KeyboardInterrupt
+
+
+def _not_a_code(args: list[str]) -> int:
+    return "done"  # type: ignore[return-value]  # a main that breaks its contract
+
+
+@pytest.mark.usefixtures("no_threads")
+@pytest.mark.parametrize(("main", "code"), [(_interrupted, 1), (_not_a_code, 1), (_facts, 3)])
+def test_a_forked_hook_always_ends_in_its_child_never_back_in_the_runner(tmp_path: Path, main: Any, code: int) -> None:
+    """Whatever the hook's code does, the child exits there: a child that
+    returned into the caller would go on as a second copy of the runner."""
+    parent = os.getpid()
+    with (tmp_path / "hook.log").open("w") as log:
+        rc = _run_bounded([sys.executable, "-m", "x"], tmp_path, log, dict(os.environ), 30.0, main=main)
+    assert os.getpid() == parent  # (a child that came back would be here, and fail this test's process)
+    assert rc == code
