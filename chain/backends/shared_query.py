@@ -77,6 +77,11 @@ def cache_dir(uid: int | None = None, environ: dict[str, str] | None = None) -> 
         return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o022:
         return None
+    if info.st_mode & 0o077:  # ours, but readable by others: job states are the user's alone
+        try:
+            os.chmod(path, 0o700)
+        except OSError:
+            return None
     return path
 
 

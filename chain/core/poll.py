@@ -17,6 +17,7 @@ class PollPolicy:
     file_interval: float = 0.25  # seconds between looks at the record file
     slurm_min: float = 10.0  # never ask Slurm more often than this
     slurm_max: float = 330.0  # never wait longer than this between asks (<= 11 an hour)
+    slurmctld_every: float = 1800.0  # between asks accounting answers, slurmctld's own word at least this often
 
     def next_slurm_query(self, now: float, expected_end: float | None) -> float:
         """Epoch time of the next Slurm query after one made at ``now``.

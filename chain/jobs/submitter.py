@@ -364,6 +364,7 @@ class Submitter:
         and, stepping aside, behind its pending runner's start too (Slurm's
         ``after:``, also satisfied by a cancel), so meanwhile the chain holds
         no slot at all."""
+        self.watch.left_queue()  # the successor may queue the next runner at once
         self.executor.apply(status, HandingOver())
         name = submitter_job_name(status.chain_id, status.submitter_cycle)
         aside = handover.runner_job_id if isinstance(handover, StepAsideNow) else ""

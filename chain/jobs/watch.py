@@ -63,6 +63,7 @@ class _Asking:
     next_query: float
     pending_since: float | None = None
     began: float = 0.0
+    confirmed: float = 0.0  # when slurmctld last answered (or the watch began)
 
 
 @dataclass
@@ -119,9 +120,9 @@ class RunnerWatch:
         longest interval (its start record comes first if it starts)."""
         now = self.clock()
         if job_id != self.fresh_job:
-            return _Asking(next_query=now, began=now)
+            return _Asking(next_query=now, began=now, confirmed=now)
         planned = self.poll.next_slurm_query(now, None)
-        return _Asking(next_query=self.step_aside.next_query(now, planned), pending_since=now, began=now)
+        return _Asking(next_query=self.step_aside.next_query(now, planned), pending_since=now, began=now, confirmed=now)
 
     def _look(self, job_id: str, record: RunnerRecord | None, now: float, asking: _Asking) -> JobInfo | None:
         """The runner's job as the scheduler shows it: accounting's word
@@ -130,7 +131,9 @@ class RunnerWatch:
         - an end for good (not one Slurm may requeue) is taken as it is;
         - RUNNING is taken while the runner's record says it runs and its
           planned end is ahead: lag can only delay noticing a death the
-          runner did not record, never invent one;
+          runner did not record, never invent one; slurmctld is asked at
+          least every ``PollPolicy.slurmctld_every`` seconds all the same
+          (accounting can fall far behind: slurmdbd draining a backlog);
         - for a runner with no record yet, the job absent there (pending:
           accounting may show a job only once it starts), PENDING or
           RUNNING (its record comes first thing) is taken as it is, for the
@@ -145,8 +148,9 @@ class RunnerWatch:
             if record is None and (info is None or info.state in (JobState.PENDING, JobState.RUNNING)):
                 if now < asking.began + self.poll.slurm_max:
                     return info or JobInfo(job_id, JobState.PENDING, source="sacct")
-            elif info is not None and info.state is JobState.RUNNING and _runs_until(record, now):
+            elif info is not None and info.state is JobState.RUNNING and _runs_until(record, now, asking, self.poll):
                 return info
+        asking.confirmed = now
         return self.backend.query([job_id]).get(job_id)
 
     def _accounted_end(self, job_id: str) -> JobInfo | None:
@@ -157,7 +161,10 @@ class RunnerWatch:
         show one by then (or Slurm may requeue the job): ``until_gone`` asks
         slurmctld then."""
         for delay in self.poll.accounting_delays():
-            known = self.backend.accounted([job_id])
+            try:
+                known = self.backend.accounted([job_id])
+            except SchedulerError:  # a job id it refuses to ask about: slurmctld's path says why
+                return None
             if known is None:
                 return None  # no accounting here
             info = known.get(job_id)
@@ -171,9 +178,11 @@ class RunnerWatch:
         accounting has left slurmctld's queue too (accounting shows a job
         ended while it may still be COMPLETING), so two runners of the chain
         never show in squeue at once. Usually one query; none when the
-        chain ended with that runner (no next one is queued)."""
+        chain ended with that runner (no next one is queued). Bounded by the
+        first ~2 s of the handoff schedule: accounting already shows the end."""
         job_id, self.leaving = self.leaving, ""
-        if job_id and (info := self._settled(job_id, None)) is not None and info.state.active:
+        delays = self.poll.accounting_delays()
+        if job_id and (info := self._settled(job_id, None, delays)) is not None and info.state.active:
             self.chain.log(f"runner job {job_id} is still {info.state.value} after its end; queueing the next anyway")
 
     def _ask(self, status: ChainStatus, record: RunnerRecord | None, now: float, asking: _Asking) -> Outcome | _Look:
@@ -261,9 +270,12 @@ class RunnerWatch:
             return None
 
 
-def _runs_until(record: RunnerRecord | None, now: float) -> bool:
-    """The runner's record says it runs, with its planned end still ahead."""
-    return record is not None and record.status is RunnerPhase.RUNNING and now < (record.end_planned or 0.0)
+def _runs_until(record: RunnerRecord | None, now: float, asking: _Asking, poll: PollPolicy) -> bool:
+    """The runner's record says it runs, with its planned end still ahead,
+    and slurmctld was asked lately enough (``PollPolicy.slurmctld_every``)."""
+    if record is None or record.status is not RunnerPhase.RUNNING:
+        return False
+    return now < (record.end_planned or 0.0) and now < asking.confirmed + poll.slurmctld_every
 
 
 def gather_outcome(

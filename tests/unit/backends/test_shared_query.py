@@ -129,6 +129,9 @@ def test_the_cache_directory_is_the_users_own_or_none(tmp_path: Path) -> None:
     runtime.mkdir()
     own = cache_dir(os.getuid(), {"XDG_RUNTIME_DIR": str(runtime)})
     assert own == runtime / "chain" and stat.S_IMODE(own.stat().st_mode) == 0o700
+    own.chmod(0o755)  # ours, readable by others: made private again
+    assert cache_dir(os.getuid(), {"XDG_RUNTIME_DIR": str(runtime)}) == own
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700
     own.chmod(0o777)  # another user could write it: not trusted
     assert cache_dir(os.getuid(), {"XDG_RUNTIME_DIR": str(runtime)}) is None
     assert cache_dir(os.getuid() + 1, {"XDG_RUNTIME_DIR": str(tmp_path)}) is None  # not that user's

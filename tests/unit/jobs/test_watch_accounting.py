@@ -146,3 +146,31 @@ def test_without_accounting_slurmctld_is_asked_as_before(tmp_path: Path) -> None
     fake.set_state("7", JobState.COMPLETED, exit_code=0)
     assert watch.outcome_of(status).recorded
     assert fake.queries == 1 and fake.accounted_calls == 1 and not watch.leaving
+
+
+def test_a_long_runner_shown_running_by_accounting_is_confirmed_by_slurmctld_now_and_then(tmp_path: Path) -> None:
+    """Accounting can fall far behind (slurmdbd draining a backlog): its
+    RUNNING is not believed for hours on end."""
+    fake = Accounting()
+    watch, status, _ = _watch(tmp_path, fake, deadline=T0 + 4000)
+    _record(watch, RunnerPhase.RUNNING, end_planned=T0 + 24 * 3600)
+    fake.acct = {"7": JobInfo("7", JobState.RUNNING, source="sacct")}
+    fake.set_state("7", JobState.RUNNING)
+    with pytest.raises(HandOver):
+        watch.outcome_of(status)
+    # asks every 330 s for 4000 s: 13 looks, slurmctld's at the start's 1800 s and 3600 s only
+    assert fake.queries == 2 and fake.accounted_calls >= 12
+
+
+def test_an_accounting_that_refuses_the_job_id_leaves_it_to_slurmctld(tmp_path: Path) -> None:
+    from chain.errors import SchedulerError
+
+    class Refusing(Accounting):
+        def accounted(self, job_ids: Any) -> dict[str, JobInfo] | None:
+            raise SchedulerError("refusing job id")
+
+    fake = Refusing()
+    watch, status, _ = _watch(tmp_path, fake)
+    _record(watch, RunnerPhase.ENDED, exit_code=0, iter_before=0, iter_after=10)
+    fake.set_state("7", JobState.COMPLETED, exit_code=0)
+    assert watch.outcome_of(status).recorded and fake.queries >= 1
