@@ -1,5 +1,7 @@
 """The jobs' own entry (``chain.jobs.entry.main``): what the sbatch scripts'
-last line runs, without the CLI's typer; errors as the CLI reports them."""
+last line runs, without the CLI's typer; errors as the CLI reports them.
+Each call runs in a child Python: ``main`` sets the process's umask, its
+``CHAIN_APP_UMASK`` and its ^C handler, as a job's process needs."""
 
 from __future__ import annotations
 
@@ -10,9 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from chain.errors import ConfigError
 from chain.jobs import entry
 from chain.primitives.codes import CliExit
+
+ROOT = str(Path(entry.__file__).parents[2])
+PROBE = (
+    "import sys\nfrom chain.jobs.entry import main\ncode = main(sys.argv[1:])\nprint(code, 'typer' in sys.modules)\n"
+)
+
+
+def _main(*argv: str) -> tuple[int, bool, str]:
+    """``main(argv)`` in a child: its code, whether typer was imported, its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=60,
+        check=False,
+    )
+    code, typer = done.stdout.split()
+    return int(code), typer == "True", done.stderr
 
 
 @pytest.mark.parametrize(
@@ -25,11 +45,9 @@ from chain.primitives.codes import CliExit
         (["status"], "not a job command"),
     ],
 )
-def test_a_bad_job_command_line_is_one_line_and_exit_2(
-    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert entry.main(argv) == ConfigError("").exit_code == 2
-    err = capsys.readouterr().err
+def test_a_bad_job_command_line_is_one_line_and_exit_2(argv: list[str], words: str) -> None:
+    code, _, err = _main(*argv)
+    assert code == 2
     assert err.startswith("chain: error: ") and words in err and err.count("\n") == 1
 
 
@@ -40,10 +58,10 @@ def test_both_option_spellings_are_read() -> None:
     )
 
 
-def test_a_missing_chain_is_a_chain_error_not_a_traceback(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    code = entry.main(["_submitter", "--chain-dir", str(tmp_path / "nothing")])
-    err = capfd.readouterr().err
-    assert code not in (0, CliExit.BUG) and err.startswith("chain: error: ") and "Traceback" not in err
+def test_a_missing_chain_is_a_chain_error_without_typer_or_a_traceback(tmp_path: Path) -> None:
+    code, typer, err = _main("_submitter", "--chain-dir", str(tmp_path / "nothing"))
+    assert code not in (0, CliExit.BUG) and not typer
+    assert err.startswith("chain: error: ") and "Traceback" not in err
 
 
 def test_python_m_chain_runs_the_job_command_without_typer(tmp_path: Path) -> None:
@@ -57,7 +75,7 @@ def test_python_m_chain_runs_the_job_command_without_typer(tmp_path: Path) -> No
         [sys.executable, "-c", probe, str(tmp_path / "nothing")],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(entry.__file__).parents[2])},
+        env={**os.environ, "PYTHONPATH": ROOT},
         timeout=60,
         check=False,
     )
