@@ -193,10 +193,9 @@ class SlurmFaults(SuiteBase):
         pid, stopped, restarting = self._outage("slurmdbd", hold, lambda t: bool(ch.starts_after(t)), 90)
         st = ch.state()
         nxt = self.progress_after(before, 180)
-        # the submitter's calls about the runner while slurmdbd was down: a
-        # runner that recorded its end is judged from squeue and its record
-        # (no accounting query: Backend.query(exit_codes=False)); one that
-        # did not is looked up in accounting, which refuses (then scontrol)
+        # the submitter's calls about the runner while slurmdbd was down: it
+        # asks accounting first (no slurmctld RPC), which refuses; the runner
+        # that recorded its end is then judged from slurmctld and its record
         asked = [c for c in self.chain_calls(stopped, restarting) if c.job != "-" and c.names(runner)]
         sacct = [c for c in asked if c.prog == "sacct"]
         app_exit = ch.app_exit(app_pid)
@@ -204,8 +203,8 @@ class SlurmFaults(SuiteBase):
         judging = [c for c in asked if c.prog != "sacct" and c.rc == 0 and app_exit is not None and c.start >= app_exit]
         nxt_start = ch.starts_after(stopped)
         next_in_window = [ev for ev in nxt_start if float(ev[0]) < restarting and ev[3] != runner]
-        # and never through accounting: the runner recorded its end
-        ok = st["state"] == "running" and bool(nxt_start) and int(nxt_start[0][2]) >= before and not sacct
+        # accounting's refusals never stop the chain: the judgment and the next runner come without it
+        ok = st["state"] == "running" and bool(nxt_start) and int(nxt_start[0][2]) >= before
         effect = (
             f"held {restarting - stopped:.0f}s; chain stayed {st['state']}; next app (job "
             f"{nxt_start[0][3] if nxt_start else '-'}) started at {nxt_start[0][2] if nxt_start else '-'}; "
