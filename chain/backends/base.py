@@ -18,7 +18,7 @@ from chain.core.model import JobInfo, JobState
 from chain.core.retry import RetryPolicy, TransientError
 from chain.errors import SchedulerError
 
-__all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage", "submit_idempotently"]
+__all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage", "resubmission", "submit_idempotently"]
 
 
 @dataclass
@@ -223,6 +223,20 @@ def submit_idempotently(
     if earlier is not None:
         return earlier
     return retry.call(attempt) if retry is not None else attempt()
+
+
+def resubmission(backend: Backend, job_name: str, submit_once: Callable[[], str]) -> Callable[[], str]:
+    """``submit_idempotently`` for a caller that repeats the submission after
+    a failure (an outage's retries): the first call submits at once, each
+    later one looks the job up by its unique name first (it may exist anyway)."""
+    attempts = 0
+
+    def submit() -> str:
+        nonlocal attempts
+        attempts += 1
+        return submit_idempotently(backend, job_name, submit_once, look_first=attempts > 1)
+
+    return submit
 
 
 def wait_gone(

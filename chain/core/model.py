@@ -81,6 +81,12 @@ class JobState(TextEnum):
         node): accounting's final word on it is not the last one."""
         return self in (JobState.PREEMPTED, JobState.NODE_FAIL)
 
+    @property
+    def for_good(self) -> bool:
+        """Final, and no requeue can follow (``final``, not ``may_come_back``):
+        accounting's word on it stands whatever its lag."""
+        return self.final and not self.may_come_back
+
 
 # the one job-state table every backend and command uses
 _FINAL = frozenset(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.backends.base import Backend, JobInfo, JobState, submit_idempotently
+from chain.backends.base import Backend, JobInfo, JobState, resubmission
 from chain.core.decision import (
     Decision,
     Outcome,
@@ -57,7 +57,6 @@ from chain.store.counter import (
 )
 
 # states after which Slurm may requeue a job (preemption, a node's failure): asked of slurmctld, not accounting
-_MAY_COME_BACK = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
 QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge its predecessor
 SUBMIT_PATIENCE = 300.0  # seconds it keeps trying to queue its successor
 
@@ -203,7 +202,7 @@ class Relay:
         if record is not None and record.ended and not record.preempted:
             known = self.backend.accounted([job])
             info = known.get(job) if known else None
-            if info is not None and info.state.final and info.state not in _MAY_COME_BACK:
+            if info is not None and info.state.for_good:
                 return info
         return self._query(job, exit_codes=record is None or not record.ended)
 
@@ -227,19 +226,13 @@ class Relay:
         (``relay_broken``: the chain is stalled, ``chain status`` says so)
         and the app runs regardless: its work is not lost."""
         name = runner_job_name(status.chain_id, status.runner_seq + 1)
-        attempts = 0
-
-        def submit() -> str:
-            nonlocal attempts
-            attempts += 1
-            return submit_idempotently(
-                self.backend,
-                name,
-                lambda: submit_runner_job(
-                    self.chain, self.backend, status, name, self.workdir, dependency=f"afterany:{self.job_id}"
-                ),
-                look_first=attempts > 1,
-            )
+        submit = resubmission(
+            self.backend,
+            name,
+            lambda: submit_runner_job(
+                self.chain, self.backend, status, name, self.workdir, dependency=f"afterany:{self.job_id}"
+            ),
+        )
 
         try:
             job_id = self.executor.retry(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from chain.backends.base import Backend, submit_idempotently
+from chain.backends.base import Backend, resubmission
 from chain.core.clock import steady_clock
 from chain.core.decision import (
     Decision,
@@ -266,27 +266,14 @@ class Submitter:
 
     def _submit_runner(self, status: ChainStatus, counter: int) -> None:
         self.watch.left_queue()
-        attempts = 0
 
         def submit(name: str) -> str:
-            nonlocal attempts
-            attempts += 1
-            # after a failed attempt the job may exist anyway: look it up first
-            return submit_idempotently(
-                self.backend,
-                name,
-                lambda: submit_runner_job(self.chain, self.backend, status, name, self.workdir),
-                look_first=attempts > 1,
+            once = resubmission(
+                self.backend, name, lambda: submit_runner_job(self.chain, self.backend, status, name, self.workdir)
             )
+            return self._persist(f"submitting runner {status.runner_seq}", once)
 
-        submit_runner(
-            self.executor,
-            status,
-            counter,
-            self.settings.max_iter,
-            self.clock(),
-            lambda name: self._persist(f"submitting runner {status.runner_seq}", lambda: submit(name)),
-        )
+        submit_runner(self.executor, status, counter, self.settings.max_iter, self.clock(), submit)
         self.watch.fresh_job = status.runner_job_id  # pending, as sbatch just said: nothing to ask yet
 
     # --- lookahead ------------------------------------------------------------------------
@@ -374,21 +361,13 @@ class Submitter:
             "" if isinstance(handover, Preempted) else f"afterany:{self.job_id}" + (f",after:{aside}" if aside else "")
         )
 
-        attempts = 0
-
-        def submit() -> str:
-            nonlocal attempts
-            attempts += 1
-            # after a failed attempt the job may exist anyway: look it up first
-            return submit_idempotently(
-                self.backend,
-                name,
-                lambda: self.backend.submit(
-                    self.chain.script(SUBMITTER_SCRIPT), job_name=name, dependency=dependency or None, cwd=self.workdir
-                ),
-                look_first=attempts > 1,
-            )
-
+        submit = resubmission(
+            self.backend,
+            name,
+            lambda: self.backend.submit(
+                self.chain.script(SUBMITTER_SCRIPT), job_name=name, dependency=dependency or None, cwd=self.workdir
+            ),
+        )
         new_id = self._persist("submitting the next submitter", submit)
         self.executor.apply(status, SubmitterQueued(new_id))
         if isinstance(handover, Preempted):

@@ -143,7 +143,7 @@ class RunnerWatch:
         known = self.backend.accounted([job_id])
         if known is not None:
             info = known.get(job_id)
-            if info is not None and info.state.final and not info.state.may_come_back:
+            if info is not None and info.state.for_good:
                 return info
             if record is None and (info is None or info.state in (JobState.PENDING, JobState.RUNNING)):
                 if now < asking.began + self.poll.slurm_max:
@@ -169,7 +169,7 @@ class RunnerWatch:
                 return None  # no accounting here
             info = known.get(job_id)
             if info is not None and info.state.finished:
-                return info if info.state.final and not info.state.may_come_back else None
+                return info if info.state.for_good else None
             self.sleep(delay)
         return None
 

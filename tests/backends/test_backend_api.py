@@ -16,7 +16,7 @@ import pytest
 from fakes import FakeBackend
 
 from chain.backends import BACKENDS, make_backend
-from chain.backends.base import AccountingUnavailable, JobUsage, submit_idempotently
+from chain.backends.base import AccountingUnavailable, JobUsage, resubmission, submit_idempotently
 from chain.backends.local.backend import LocalBackend
 from chain.backends.slurm.cli import SlurmCliBackend
 from chain.backends.slurm.parse import SACCT_USAGE_FIELDS
@@ -85,6 +85,24 @@ def test_look_first_returns_the_job_an_earlier_call_queued() -> None:
         raise AssertionError("submitted again")
 
     assert submit_idempotently(fake, "chain-x.r1", never, look_first=True) == "101"
+
+
+class _Looked(FakeBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked = 0
+
+    def find_by_name(self, job_name: str) -> list[str]:
+        self.looked += 1
+        return super().find_by_name(job_name)
+
+
+def test_a_resubmission_submits_at_once_and_looks_first_when_called_again() -> None:
+    fake = _Looked()
+    submit = resubmission(fake, "chain-x.r1", lambda: fake.submit(Path("job.sh"), job_name="chain-x.r1"))
+    assert submit() == "101" and fake.looked == 0  # a first try costs no lookup
+    assert submit() == "101" and fake.looked == 1  # again (after a failure): the queued job, not a second one
+    assert fake.submitted == [("chain-x.r1", None)]
 
 
 def test_the_slurm_cli_backend_looks_up_a_timed_out_sbatch(tmp_path: Path) -> None:
