@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from chain.backends.base import Backend
 from chain.core.fields import FIELD_BY_NAME, FIELDS
 from chain.core.launch import launched_script
-from chain.core.limits import room
+from chain.core.limits import JobLimits, room
 from chain.core.resolution import resolve, unapplied
 from chain.core.settings import Launcher, Settings
 from chain.errors import CheckpointError, ConfigError
@@ -211,11 +212,38 @@ def _check_shell_word(program: str) -> None:
         raise ConfigError(f"app command {program!r} not found on PATH")
 
 
-def check_room(settings: Settings, backend: Backend, notify: Callable[[str], None] | None) -> None:
+class LimitsMemo:
+    """The site's job limits asked once for a batch of submissions: a
+    sweep's chains share their account, QOS and partition, and asking
+    accounting (two ``sacctmgr``, ~0.5 s) for each of 200 chains was most
+    of ``submit_many``'s time. Only for one batch: a limit changed by the
+    site is seen by the next batch. Thread-safe: the first caller asks while
+    the others for the same key wait for its answer."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str, str, str], JobLimits | None] = {}
+        self._lock = threading.Lock()
+
+    def limits(self, settings: Settings, backend: Backend) -> JobLimits | None:
+        key = (backend.name, settings.account, settings.qos, settings.partition)
+        with self._lock:
+            if key not in self._known:
+                self._known[key] = backend.job_limits(
+                    account=settings.account, qos=settings.qos, partition=settings.partition
+                )
+            return self._known[key]
+
+
+def check_room(
+    settings: Settings,
+    backend: Backend,
+    notify: Callable[[str], None] | None,
+    memo: LimitsMemo | None = None,
+) -> None:
     """Refuse a chain the site's per-user job limits leave no room for
     (``chain.core.limits``), naming relay mode where it fits; say so when
-    they only slow it down."""
-    limits = backend.job_limits(account=settings.account, qos=settings.qos, partition=settings.partition)
+    they only slow it down. ``memo``: the limits asked once for a batch."""
+    limits = (memo or LimitsMemo()).limits(settings, backend)
     verdict = room(
         driver(settings.mode).needs(settings.lookahead),
         least_needs(),

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chain.api.cancelling import cancel as cancel_chain
-from chain.api.config import CHAIN_DIR_NAME, resolve_chain_dir
+from chain.api.config import CHAIN_DIR_NAME, LimitsMemo, resolve_chain_dir
 from chain.api.status import StatusReport, open_chain, status_report, wait_jobs_gone
 from chain.api.submission import submit as submit_chain
 from chain.backends.base import Backend
@@ -51,6 +51,7 @@ class Chain:
         environ: dict[str, str] | None = None,
         backend: str | Backend | None = None,
         on_message: Callable[[str], None] | None = None,
+        limits: LimitsMemo | None = None,
         **settings: Any,
     ) -> Chain:
         """Submit a new chain running in ``workdir`` (created if missing;
@@ -61,7 +62,9 @@ class Chain:
         ...); ``environ`` the environment layer (by default none: a script's
         settings are its own); ``backend`` the setting (``"slurm"``,
         ``"local"``, ``"auto"``), or a ``Backend`` object to use as it is; ``on_message``
-        receives the lines ``chain submit`` prints for a person.
+        receives the lines ``chain submit`` prints for a person; ``limits`` a
+        ``LimitsMemo`` shared by the submissions of one batch, which then ask
+        the site's job limits once (``submit_many`` and sweeps do this).
         """
         given = backend if isinstance(backend, Backend) else None
         if isinstance(backend, str):
@@ -80,6 +83,7 @@ class Chain:
                 workdir=work,
                 notify=on_message,
                 backend=given,
+                limits=limits,
             )
         except BaseException:
             _remove_made(made, directory)
@@ -166,12 +170,13 @@ class Chain:
         environ: dict[str, str] | None = None,
         on_message: Callable[[str], None] | None = None,
         reset_excluded: bool = False,
+        limits: LimitsMemo | None = None,
         **overrides: Any,
     ) -> Chain:
         """Continue the chain from its checkpoint with its stored settings,
         ``overrides`` changing them (e.g. ``max_iter=1000`` to extend);
-        ``on_message`` as for ``submit``; ``reset_excluded``: use again the
-        nodes the chain excluded."""
+        ``on_message`` and ``limits`` as for ``submit``; ``reset_excluded``:
+        use again the nodes the chain excluded."""
         _check_setting_names(overrides)
         status = open_chain(self.chain_dir).status
         submit_chain(
@@ -184,6 +189,7 @@ class Chain:
             notify=on_message,
             backend=self._backend,
             reset_excluded=reset_excluded,
+            limits=limits,
         )
         return self
 

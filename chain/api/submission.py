@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chain.api.config import (
+    LimitsMemo,
     check_app,
     check_command_line,
     check_room,
@@ -121,6 +122,7 @@ def submit(
     notify: Callable[[str], None] | None = None,
     backend: Backend | None = None,
     reset_excluded: bool = False,
+    limits: LimitsMemo | None = None,
 ) -> Submitted:
     """Start a new chain in ``chain_dir``, or resume a stopped one.
 
@@ -130,6 +132,7 @@ def submit(
     (settings not applied on resume, a wait for the previous submitter).
     ``backend`` replaces the one the settings choose (tests, embedding).
     ``reset_excluded`` (with ``resume``): the nodes the chain excluded are used again.
+    ``limits``: the site's job limits asked once for a batch (a sweep).
     """
     if reset_excluded and not resume:
         raise ConfigError("--reset-excluded goes with --resume")
@@ -148,6 +151,7 @@ def submit(
             notify=notify,
             backend=backend,
             reset_excluded=reset_excluded,
+            limits=limits,
         )
 
 
@@ -163,6 +167,7 @@ def _submit(
     notify: Callable[[str], None] | None,
     backend: Backend | None,
     reset_excluded: bool = False,
+    limits: LimitsMemo | None = None,
 ) -> Submitted:
     chain_dir = chain.root
     existing = chain.load_status() if chain.state_file.exists() else None
@@ -174,7 +179,7 @@ def _submit(
     name, why = (backend.name, "given by the caller") if backend else choose_backend(settings.backend.value)
     if backend is None:
         backend = make_backend(name, chain_dir)  # a path only: the local backend's spool is made when used
-    check_room(settings, backend, notify)
+    check_room(settings, backend, notify, limits)
     if new and existing is not None:
         kept = archive_chain_dir(chain_dir, existing)
         if notify:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chain.api.config import LimitsMemo
 from chain.errors import ChainError
 from chain.store import ChainDir, ChainStatus
 
@@ -43,10 +44,11 @@ def submit_many(
     if parallel < 1:
         raise ChainError(f"parallel must be at least 1, got {parallel}")
     specs = [dict(spec) for spec in specs]
+    limits = LimitsMemo()  # the site's job limits asked once for the sweep, not once a chain
 
     def one(spec: dict[str, Any]) -> Chain | ChainError:
         try:
-            return Chain.submit(**{**spec, **({"backend": backend} if backend else {})})
+            return Chain.submit(**{**spec, **({"backend": backend} if backend else {})}, limits=limits)
         except ChainError as exc:
             return exc
         except Exception as exc:  # noqa: BLE001  (one bad spec must not lose the others' handles)

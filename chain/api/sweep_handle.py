@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chain.api.config import LimitsMemo
 from chain.api.config import _check_program as check_program
 from chain.api.handle import Chain, _check_setting_names
 from chain.api.listing import list_rows
@@ -195,12 +196,13 @@ class Sweep:
             todo = [row for row in rows if _needs_resume(row, record.settings.max_iter)]
             fresh = [r for r in todo if r.state is PointState.NOT_SUBMITTED]
             target = record.settings.max_iter
+            limits = LimitsMemo()
 
             def again(row: PointRow) -> None:
                 # a point short of the sweep's target is raised to it (a completed chain goes on only so)
                 overrides: dict[str, Any] = {"max_iter": target} if row.max_iter < target else {}
                 chain = Chain(self._store.chain_dir(self._entry(row.name, record)), backend=self._backend)
-                chain.resume(on_message=on_message, **overrides)
+                chain.resume(on_message=on_message, limits=limits, **overrides)
 
             steps = [
                 lambda: _each([(r.name, r) for r in todo if r not in fresh], again, parallel, "resumed"),
@@ -270,6 +272,7 @@ class Sweep:
         """Submit the points' chains (each directory and params.json made first),
         ``parallel`` at once; a ``ChainError`` names the points that failed."""
         shared = record.settings
+        limits = LimitsMemo()  # the site's job limits asked once for the points, not once a point
 
         def submit(entry: PointEntry) -> str:
             workdir = self._store.prepare_point(entry)
@@ -279,7 +282,7 @@ class Sweep:
             settings = {**shared.to_json(), "app_cmd": command}
             backend = self._backend or settings.pop("backend")
             settings.pop("backend", None)
-            Chain.submit(workdir, backend=backend, on_message=on_message, **settings)
+            Chain.submit(workdir, backend=backend, on_message=on_message, limits=limits, **settings)
             return "submitted"
 
         try:

@@ -9,6 +9,7 @@ filter every value goes through.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shlex
 import sys
 from dataclasses import dataclass
@@ -39,6 +40,10 @@ def builtin_template_dir() -> Path:
 
 
 def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:
+    """The environment for the templates in ``user_dir`` (in front) and the
+    shipped ones. One per search path in a process, so its templates are
+    compiled once for a sweep's submissions rather than once a chain (~50 ms
+    each); Jinja reloads a template whose file changed."""
     search: list[str] = []
     if user_dir:
         path = Path(user_dir).expanduser()
@@ -46,8 +51,13 @@ def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:
             raise ConfigError(f"template directory {path} does not exist")
         search.append(str(path))
     search.append(str(builtin_template_dir()))
+    return _environment(tuple(search))
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(search: tuple[str, ...]) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(search),
+        loader=jinja2.FileSystemLoader(list(search)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -107,9 +107,11 @@ def test_resume_continues_only_the_points_that_did_not_complete(tmp_path: Path) 
     _set(sweep, "lr=0.001_seed=2", ChainState.FAILED, 2)
     for name in sweep.record.names()[3:]:
         _set(sweep, name, ChainState.COMPLETED, 10)
+    assert len(fake.limits_asked) == 1  # the site's job limits: asked once for the six points
     submitted = len(fake.submitted)
     lines = sweep.resume()
     assert sorted(lines) == ["lr=0.001_seed=1: resumed", "lr=0.001_seed=2: resumed"]
+    assert len(fake.limits_asked) == 2  # and once for the two resumed
     assert [name.rsplit(".", 1)[1] for name, _ in fake.submitted[submitted:]] == ["s1", "s1"]  # a submitter each
     rows = {row.name: row for row in sweep.status().rows}
     assert rows["lr=0.001_seed=0"].state is PointState.COMPLETED

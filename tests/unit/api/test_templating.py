@@ -166,3 +166,21 @@ def test_missing_template_dir(tmp_path: Path) -> None:
             chain_dir=tmp_path,
             workdir=tmp_path,
         )
+
+
+def test_templates_are_compiled_once_and_a_changed_one_is_read_again(tmp_path: Path) -> None:
+    from chain.api.templating import jinja_env
+
+    assert jinja_env() is jinja_env() and jinja_env(tmp_path) is jinja_env(str(tmp_path))
+    assert jinja_env(tmp_path) is not jinja_env()  # each search path its own
+    settings = resolve({"app_cmd": "a", "template_dir": str(tmp_path)}, {}, {})
+
+    def runner(body: str, mtime: int) -> str:
+        (tmp_path / "runner.sbatch.j2").write_text(body)
+        os.utime(tmp_path / "runner.sbatch.j2", (mtime, mtime))
+        return render_scripts(settings, chain_id="c-1", chain_dir=tmp_path / ".chain", workdir=tmp_path).runner
+
+    assert runner("one {{ chain_id }}\n", 1_000_000) == "one c-1\n"
+    assert runner("two {{ chain_id }}\n", 2_000_000) == "two c-1\n"  # edited between two submits of one process
+    (tmp_path / "runner.sbatch.j2").unlink()
+    assert "_runner" in render_scripts(settings, chain_id="c-1", chain_dir=tmp_path, workdir=tmp_path).runner

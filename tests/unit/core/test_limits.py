@@ -14,7 +14,7 @@ from fakes import FakeBackend
 from chain import Chain
 from chain.core.limits import JobLimits, Limit, Room, room
 from chain.core.settings import Mode
-from chain.errors import ConfigError
+from chain.errors import ChainError, ConfigError
 from chain.modes import driver, least_needs
 
 QUEUED = "association MaxSubmitJobs"
@@ -136,3 +136,56 @@ def test_submit_says_when_the_limits_only_slow_the_chain(tmp_path: Path) -> None
     )
     assert any("take turns" in line and "--mode relay" in line for line in lines), lines
     assert fake.submitted  # submitted all the same
+
+
+def _specs(tmp_path: Path, n: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"workdir": tmp_path / f"p{i}", **BASE, "mode": "relay", **extra} for i in range(n)]
+
+
+def test_a_sweep_asks_the_limits_once_and_each_chain_alone_asks_again(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    fake.limits = _limits(queued=2)
+    Chain.submit_many(_specs(tmp_path / "a", 8), parallel=3, backend=fake)
+    assert fake.limits_asked == [("lab", "long", "debug")] and len(fake.submitted) == 16
+    Chain.submit_many(_specs(tmp_path / "b", 2), backend=fake)  # another batch: the site may have changed them
+    Chain.submit(tmp_path / "c", backend=fake, mode="relay", **BASE)
+    Chain.submit(tmp_path / "d", backend=fake, mode="relay", **BASE)
+    assert len(fake.limits_asked) == 4
+
+
+def test_a_sweep_asks_again_for_another_partition_and_refuses_with_the_limits_it_was_given(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    fake.limits = _limits(queued=2)
+    specs = _specs(tmp_path, 3) + [{**_specs(tmp_path / "x", 1)[0], "partition": "gpu", "mode": "submitter"}]
+    with pytest.raises(ChainError, match=r"1 of 4 chains were not submitted \(.*--mode relay"):
+        Chain.submit_many(specs, parallel=2, backend=fake)
+    assert sorted(fake.limits_asked) == [("lab", "long", "debug"), ("lab", "long", "gpu")]
+
+
+def test_the_memo_asks_once_while_another_thread_waits_for_its_answer() -> None:
+    import threading
+
+    from chain.api.config import LimitsMemo
+    from chain.core.resolution import resolve
+
+    memo = LimitsMemo()
+    settings = resolve({"app_cmd": "true", "max_iter": 10, "partition": "debug"}, {}, {})
+    other: list[JobLimits | None] = []
+    waited: list[bool] = []
+    started: list[threading.Thread] = []
+
+    class Asked(FakeBackend):
+        def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
+            if not self.limits_asked:  # while the first ask is under way, another thread asks
+                thread = threading.Thread(target=lambda: other.append(memo.limits(settings, self)))
+                thread.start()
+                thread.join(timeout=0.2)
+                waited.append(thread.is_alive())
+                started.append(thread)
+            return super().job_limits(account=account, qos=qos, partition=partition)
+
+    fake = Asked()
+    fake.limits = _limits(running=3)
+    assert memo.limits(settings, fake) == fake.limits
+    started[0].join()
+    assert waited == [True] and other == [fake.limits] and fake.limits_asked == [("", "", "debug")]
