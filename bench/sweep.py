@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -81,9 +82,25 @@ from handoff import (
 )
 
 from chain import Chain
+from chain.core.timefmt import parse_slurm_time
 from chain.errors import ChainError
 
 MODES = ("submitter", "relay")
+# Not chain: hand-written dependency chains (each chain's jobs queued at once,
+# each behind the one before: ``sbatch --dependency=afterany``), the app alone
+# in each job. Slurm's own floor for this workload on this cluster.
+DEPENDENCY = "dependency"
+DEPENDENCY_SCRIPT = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --output=/dev/null
+#SBATCH --time={time}
+#SBATCH --partition=debug
+cd {workdir} || exit 2
+export MAX_ITER={max_iter} CHECKPOINT_EVERY={every} ITER_SECONDS={secs}
+# the stop chain's runner gives the app: the job's start + time limit - margin
+export CHAIN_DEADLINE=$(( $(date +%s) + {window} ))
+exec python3 app.py
+"""
 SIZES = (16, 64, 200)
 # RPCs slurmctld gets from its own daemons, not from a client command: slurmd
 # (a batch job's end, its epilog, the node's registration) and slurmdbd
@@ -289,8 +306,93 @@ def submit_and_wait(
     note["t_waited"] = time.time()
 
 
+def submit_dependency_chain(workdir: Path, job_name: str, work: Workload, jobs: int) -> list[str]:
+    """A hand-written dependency chain: JOBS sbatch calls, each job behind the
+    one before (``afterany``: it runs however the one before ended)."""
+    secs = parse_slurm_time(work.runner_time, what="runner time")
+    ids: list[str] = []
+    for k in range(1, jobs + 1):
+        script = workdir / f"job{k}.sh"
+        script.write_text(
+            DEPENDENCY_SCRIPT.format(
+                name=f"{job_name}.r{k}",
+                time=work.runner_time,
+                workdir=shlex.quote(str(workdir)),
+                max_iter=work.max_iter,
+                every=work.checkpoint_every,
+                secs=f"{work.iter_seconds:g}",
+                window=secs - work.runner_margin,
+            )
+        )
+        dep = [f"--dependency=afterany:{ids[-1]}"] if ids else []
+        out = real("sbatch", "--parsable", *dep, str(script), check=True).stdout
+        ids.append(out.strip().split(";")[0])
+    return ids
+
+
+def wait_gone(since: float, chain_ids: set[str], jobs: int, deadline: float) -> dict[str, dict[str, str]]:
+    """Wait (asking slurmdbd) until accounting shows the sweep's JOBS jobs,
+    none queued or running; its sacct rows then."""
+    while True:
+        rows = sacct_rows(since, chain_ids)
+        live = [j for j, r in rows.items() if r["State"].split()[0] in ACTIVE]
+        if (len(rows) >= jobs and not live) or time.time() >= deadline:
+            return rows
+        time.sleep(2.0)
+
+
+def run_dependency(base: Path, n: int, work: Workload, args: argparse.Namespace) -> dict[str, Any]:
+    """N hand-written dependency chains of ``args.dependency_jobs`` jobs, measured as a sweep of chains is."""
+    name = f"{DEPENDENCY}-{n}"
+    dirs = make_workdirs(base / name, n)
+    job_name = f"bswd{n}"
+    chain_ids = {f"{job_name}-{d.name}" for d in dirs}
+    others = real("squeue", "-h", "-o", "%i").stdout.split()
+    log(f"{name}: {n} dependency chains in {base / name} ({len(others)} other jobs queued)")
+    note: dict[str, Any] = {"other_jobs_at_start": len(others)}
+    load = LoadSampler()
+    load.start()
+
+    def submit_and_wait(note: dict[str, Any]) -> None:
+        note["t_reset"] = sdiag_reset()
+        note["t_submit"] = time.time()
+        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            list(
+                pool.map(lambda d: submit_dependency_chain(d, f"{job_name}-{d.name}", work, args.dependency_jobs), dirs)
+            )
+        note["t_submitted"] = time.time()
+        log(f"submitted {n} dependency chains in {note['t_submitted'] - note['t_submit']:.1f} s; waiting")
+        note["rows"] = wait_gone(note["t_submit"], chain_ids, n * args.dependency_jobs, time.time() + args.timeout)
+        note["t_waited"] = time.time()
+
+    try:
+        timed(submit_and_wait, note, note)
+        rows = note.pop("rows")
+        t_read, sdiag = sdiag_read()
+    finally:
+        load.stop()
+        note["load_1min_during"] = load.summary()
+        left = [
+            f[0]
+            for f in (r.split() for r in real("squeue", "-h", "-o", "%i %j").stdout.splitlines())
+            if len(f) == 2 and f[1].startswith(f"{job_name}-")
+        ]
+        if left:
+            real("scancel", *left)
+        note["cancelled_by_bench"] = [f"scancel {j}" for j in left]
+    per = dependency_results(dirs, rows, work, job_name)
+    res = measure(per, dirs, rows, sdiag, t_read, note, work)
+    res.update(mode=DEPENDENCY, n=n, name=name, workdir=str(base / name), job_name=job_name)
+    log(
+        f"{name}: last job end {fmt(res['submit_to_last_completion_s'])} s = {fmt(res['over_slot_bound'], 2)} × the slot bound"
+    )
+    return res
+
+
 def run_sweep(base: Path, mode: str, n: int, work: Workload, args: argparse.Namespace) -> dict[str, Any]:
     """One sweep of N chains in MODE, measured; the cluster left clean."""
+    if mode == DEPENDENCY:
+        return run_dependency(base, n, work, args)
     name = f"{mode}-{n}"
     dirs = make_workdirs(base / name, n)
     job_name = f"bsw{mode[0]}{n}"
@@ -313,7 +415,7 @@ def run_sweep(base: Path, mode: str, n: int, work: Workload, args: argparse.Name
         note["cancelled_by_bench"] = cancel_leftovers(chains, job_name)
     if note["cancelled_by_bench"]:
         rows = sacct_rows(note["t_submit"], chain_ids)
-    res = measure(chains, dirs, rows, sdiag, t_read, note, work)
+    res = measure(chain_results(chains, dirs, work), dirs, rows, sdiag, t_read, note, work)
     res.update(mode=mode, n=n, name=name, workdir=str(base / name), job_name=job_name)
     log(
         f"{name}: last completion {fmt(res['submit_to_last_completion_s'])} s = "
@@ -387,7 +489,47 @@ def chain_results(chains: list[Chain], dirs: list[Path], work: Workload) -> dict
         "iterations_never_done": missing,
         "not_completed": not_completed[:20],
         "runners_per_chain": dict(sorted(Counter(runners).items())),
-        "chains_submitted": len(chains),
+    }
+
+
+def dependency_results(
+    dirs: list[Path], rows: dict[str, dict[str, str]], work: Workload, job_name: str
+) -> dict[str, Any]:
+    """``chain_results`` for hand-written dependency chains: a chain is
+    complete when its app did MAX_ITER and exited 0; it ended when its last
+    job did (slurmctld.log, ms; else sacct)."""
+    events = ctld_events(sorted(rows, key=int))
+    by_chain: dict[str, list[str]] = {}
+    for j, r in rows.items():
+        by_chain.setdefault(r["JobName"].rpartition(".")[0], []).append(j)
+    states: Counter[str] = Counter()
+    ends: list[float] = []
+    ran_app: set[str] = set()
+    twice, missing, not_completed, runners = 0, 0, [], []
+    for d in dirs:
+        done, jobs = iterations(d)
+        log_text = (d / "iterations.log").read_text() if (d / "iterations.log").exists() else ""
+        finished = any(len(f) >= 6 and f[1] == "exit" and f[5] == "0" for f in map(str.split, log_text.splitlines()))
+        ids = by_chain.get(f"{job_name}-{d.name}", [])
+        job_ends = [events[j].get("complete") or sacct_epoch(rows[j]["End"]) for j in ids]
+        complete = finished and work.max_iter in done
+        states["completed" if complete else "not completed"] += 1
+        if complete and job_ends and all(job_ends):
+            ends.append(max(e for e in job_ends if e))
+        elif not complete:
+            not_completed.append(d.name)
+        ran_app |= jobs
+        runners.append(len(jobs))
+        twice += sum(c - 1 for c in done.values() if c > 1)
+        missing += sum(1 for k in range(1, work.max_iter + 1) if k not in done)
+    return {
+        "states": dict(states),
+        "ends": ends,
+        "ran_app": ran_app,
+        "iterations_done_twice": twice,
+        "iterations_never_done": missing,
+        "not_completed": not_completed[:20],
+        "runners_per_chain": dict(sorted(Counter(runners).items())),
     }
 
 
@@ -454,7 +596,7 @@ def rpc_figures(sdiag: dict[str, Any], window: float, runners: int) -> dict[str,
 
 
 def measure(
-    chains: list[Chain],
+    per: dict[str, Any],
     dirs: list[Path],
     rows: dict[str, dict[str, str]],
     sdiag: dict[str, Any],
@@ -462,8 +604,8 @@ def measure(
     note: dict[str, Any],
     work: Workload,
 ) -> dict[str, Any]:
+    """The run's figures from PER (``chain_results`` or ``dependency_results``)."""
     slots = note["slots"] = job_slots()
-    per = chain_results(chains, dirs, work)
     alloc = allocation(rows, per["ran_app"])
     t0, n = note["t_submit"], len(dirs)
     last = max(per["ends"]) if per["ends"] else None
@@ -555,7 +697,7 @@ def render(results: dict[str, Any]) -> str:
                 f"{r.get('loadavg_end')}, {r['other_jobs_at_start']} other jobs queued at the start"
             ),
             (
-                f"- submit_many took {fmt(r['submit_s'])} s; last job left {fmt(r['submit_to_last_job_end_s'])} s "
+                f"- submitting took {fmt(r['submit_s'])} s; last job left {fmt(r['submit_to_last_job_end_s'])} s "
                 f"after the first submit; the first chain completed after {fmt(ce.get('min'))} s, the median one "
                 f"after {fmt(ce.get('median'))} s; "
                 f"sdiag counted {fmt(r['counting_window_s'])} s"
@@ -606,6 +748,12 @@ def main() -> int:
     ap.add_argument("--runner-time", default="0:15", help="(default %(default)s)")
     ap.add_argument("--runner-margin", type=int, default=5, help="(default %(default)s)")
     ap.add_argument("--step-aside-after", type=int, help="submitter mode's setting (default: chain's)")
+    ap.add_argument(
+        "--dependency-jobs",
+        type=int,
+        default=2,
+        help=f"jobs a chain in mode {DEPENDENCY!r} (hand-written: fixed in advance; default %(default)s)",
+    )
     ap.add_argument("--parallel", type=int, default=4, help="submit_many's parallel (default %(default)s)")
     ap.add_argument("--poll", type=float, default=2.0, help="wait_all's poll, s (default %(default)s)")
     ap.add_argument("--check", type=float, default=120.0, help="wait_all's check, s (default %(default)s)")
