@@ -345,7 +345,7 @@ def run_dependency(base: Path, n: int, work: Workload, args: argparse.Namespace)
     """N hand-written dependency chains of ``args.dependency_jobs`` jobs, measured as a sweep of chains is."""
     name = f"{DEPENDENCY}-{n}"
     dirs = make_workdirs(base / name, n)
-    job_name = f"bswd{n}"
+    job_name = f"bswd{n}x{int(time.time()) % 100000}"  # apart from an earlier run's jobs
     chain_ids = {f"{job_name}-{d.name}" for d in dirs}
     others = real("squeue", "-h", "-o", "%i").stdout.split()
     log(f"{name}: {n} dependency chains in {base / name} ({len(others)} other jobs queued)")
