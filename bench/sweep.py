@@ -4,7 +4,12 @@
 For each mode (submitter, relay) and each N (16, 64, 200 by default), N working
 directories under bench/.work/<timestamp>/, each with a copy of
 examples/python/app.py, are submitted as N chains through the Python API
-(``Chain.submit_many``) and waited on with ``Chain.wait_all``. Measured:
+(``Chain.submit_many``) and waited on with ``Chain.wait_all``. Mode
+``dependency`` (not by default) is the same work without chain: each chain
+hand-written as Slurm's "pipelines with job dependencies" teach, its
+``--dependency-jobs`` jobs queued at once, each behind the one before
+(``afterany``), the app alone in each with the deadline chain would give it;
+its figures are Slurm's own floor for this workload on this cluster. Measured:
 
 - **time to the last completion**: the first submit → the last chain's end
   (its state turning completed, after its hooks: ``handoff.chain_done``),
