@@ -65,6 +65,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -423,7 +424,7 @@ def run_sweep(base: Path, mode: str, n: int, work: Workload, args: argparse.Name
         note["cancelled_by_bench"] = cancel_leftovers(chains, job_name)
     if note["cancelled_by_bench"]:
         rows = sacct_rows(note["t_submit"], chain_ids)
-    res = measure(chain_results(chains, dirs, work), dirs, rows, sdiag, t_read, note, work)
+    res = measure(chain_results(dirs, work), dirs, rows, sdiag, t_read, note, work)
     res.update(mode=mode, n=n, name=name, workdir=str(base / name), job_name=job_name)
     log(
         f"{name}: last completion {fmt(res['submit_to_last_completion_s'])} s = "
@@ -468,22 +469,23 @@ def hook_seconds(dirs: list[Path]) -> dict[str, float] | None:
     return {"median": statistics.median(took), "max": max(took)} if took else None
 
 
-def chain_results(chains: list[Chain], dirs: list[Path], work: Workload) -> dict[str, Any]:
-    """Per chain: state, end, runners that ran the app, iterations done twice or never."""
+Judged = tuple[str, float | None, str | None]  # a chain's state, its end (completed), why not completed
+
+
+def tally(dirs: list[Path], work: Workload, judge: Callable[[Path], Judged]) -> dict[str, Any]:
+    """Per chain (``judge``: its state and end): states, ends, the runners
+    that ran the app, iterations done twice or never (the app's own log)."""
     states: Counter[str] = Counter()
     ends: list[float] = []
     ran_app: set[str] = set()
     twice, missing, not_completed, runners = 0, 0, [], []
     for d in dirs:
-        try:
-            state = json.loads((d / ".chain" / "state.json").read_text())
-        except (OSError, ValueError):
-            state = {}
-        states[str(state.get("state", "not submitted"))] += 1
-        if state.get("state") == "completed":
-            ends.append(chain_done(state)[0])
-        else:
-            not_completed.append(f"{d.name}: {state.get('state')} {state.get('reason', '')}".strip())
+        state, end, why = judge(d)
+        states[state] += 1
+        if end is not None:
+            ends.append(end)
+        if why is not None:
+            not_completed.append(why)
         done, jobs = iterations(d)
         ran_app |= jobs
         runners.append(len(jobs))
@@ -498,47 +500,52 @@ def chain_results(chains: list[Chain], dirs: list[Path], work: Workload) -> dict
         "not_completed": not_completed[:20],
         "runners_per_chain": dict(sorted(Counter(runners).items())),
     }
+
+
+def chain_results(dirs: list[Path], work: Workload) -> dict[str, Any]:
+    """``tally`` of chains: each one's state and end from its state.json."""
+
+    def judge(d: Path) -> Judged:
+        try:
+            state = json.loads((d / ".chain" / "state.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("state") == "completed":
+            return "completed", chain_done(state)[0], None
+        return (
+            str(state.get("state", "not submitted")),
+            None,
+            f"{d.name}: {state.get('state')} {state.get('reason', '')}".strip(),
+        )
+
+    return tally(dirs, work, judge)
 
 
 def dependency_results(
     dirs: list[Path], rows: dict[str, dict[str, str]], work: Workload, job_name: str
 ) -> dict[str, Any]:
-    """``chain_results`` for hand-written dependency chains: a chain is
-    complete when its app did MAX_ITER and exited 0; it ended when its last
-    job did (slurmctld.log, ms; else sacct)."""
+    """``tally`` of hand-written dependency chains: one is complete when its
+    app did MAX_ITER and exited 0, and ended when its last job did
+    (slurmctld.log, ms; else sacct)."""
     events = ctld_events(sorted(rows, key=int))
     by_chain: dict[str, list[str]] = {}
     for j, r in rows.items():
         by_chain.setdefault(r["JobName"].rpartition(".")[0], []).append(j)
-    states: Counter[str] = Counter()
-    ends: list[float] = []
-    ran_app: set[str] = set()
-    twice, missing, not_completed, runners = 0, 0, [], []
-    for d in dirs:
-        done, jobs = iterations(d)
+
+    def judge(d: Path) -> Judged:
         log_text = (d / "iterations.log").read_text() if (d / "iterations.log").exists() else ""
-        finished = any(len(f) >= 6 and f[1] == "exit" and f[5] == "0" for f in map(str.split, log_text.splitlines()))
-        ids = by_chain.get(f"{job_name}-{d.name}", [])
-        job_ends = [events[j].get("complete") or sacct_epoch(rows[j]["End"]) for j in ids]
-        complete = finished and work.max_iter in done
-        states["completed" if complete else "not completed"] += 1
-        if complete and job_ends and all(job_ends):
-            ends.append(max(e for e in job_ends if e))
-        elif not complete:
-            not_completed.append(d.name)
-        ran_app |= jobs
-        runners.append(len(jobs))
-        twice += sum(c - 1 for c in done.values() if c > 1)
-        missing += sum(1 for k in range(1, work.max_iter + 1) if k not in done)
-    return {
-        "states": dict(states),
-        "ends": ends,
-        "ran_app": ran_app,
-        "iterations_done_twice": twice,
-        "iterations_never_done": missing,
-        "not_completed": not_completed[:20],
-        "runners_per_chain": dict(sorted(Counter(runners).items())),
-    }
+        lines = [f.split() for f in log_text.splitlines()]
+        finished = any(len(f) >= 6 and f[1] == "exit" and f[5] == "0" for f in lines)
+        done = {int(f[2]) for f in lines if len(f) >= 5 and f[1] == "iter"}
+        ends = [
+            events[j].get("complete") or sacct_epoch(rows[j]["End"]) for j in by_chain.get(f"{job_name}-{d.name}", [])
+        ]
+        if not (finished and work.max_iter in done):
+            return "not completed", None, d.name
+        known = [e for e in ends if e]
+        return "completed", max(known) if known and len(known) == len(ends) else None, None
+
+    return tally(dirs, work, judge)
 
 
 def allocation(rows: dict[str, dict[str, str]], ran_app: set[str]) -> dict[str, Any]:
