@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chain.api.cancelling import cancel
-    from chain.api.config import chain_dir_path, check_app, load_settings, stored_settings
+    from chain.api.config import LimitsMemo, chain_dir_path, check_app, load_settings, stored_settings
     from chain.api.handle import Chain
     from chain.api.status import open_chain, status_report, wait_jobs_gone
     from chain.api.submission import (
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "cancel": "cancelling",
+    "LimitsMemo": "config",
     "chain_dir_path": "config",
     "check_app": "config",
     "load_settings": "config",
@@ -49,6 +50,7 @@ _HOMES = {
 
 __all__ = [
     "Chain",
+    "LimitsMemo",
     "Submitted",
     "Sweep",
     "archive_chain_dir",

@@ -221,11 +221,12 @@ class LimitsMemo:
     the others for the same key wait for its answer."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, str, str, str], JobLimits | None] = {}
+        self._known: dict[tuple[str, str, str, str, str], JobLimits | None] = {}
         self._lock = threading.Lock()
 
     def limits(self, settings: Settings, backend: Backend) -> JobLimits | None:
-        key = (backend.name, settings.account, settings.qos, settings.partition)
+        """The limits for ``settings``' account, QOS and partition on ``backend``'s cluster."""
+        key = (backend.name, backend.query_scope(), settings.account, settings.qos, settings.partition)
         with self._lock:
             if key not in self._known:
                 self._known[key] = backend.job_limits(

@@ -206,7 +206,9 @@ class Sweep:
 
             steps = [
                 lambda: _each([(r.name, r) for r in todo if r not in fresh], again, parallel, "resumed"),
-                lambda: self._submit_new(record, [self._entry(r.name, record) for r in fresh], parallel, on_message),
+                lambda: self._submit_new(
+                    record, [self._entry(r.name, record) for r in fresh], parallel, on_message, limits
+                ),
             ]
             return _all_of(steps)
 
@@ -268,11 +270,13 @@ class Sweep:
         entries: Sequence[PointEntry],
         parallel: int,
         on_message: Callable[[str], None] | None,
+        limits: LimitsMemo | None = None,
     ) -> list[str]:
         """Submit the points' chains (each directory and params.json made first),
-        ``parallel`` at once; a ``ChainError`` names the points that failed."""
+        ``parallel`` at once; a ``ChainError`` names the points that failed.
+        ``limits``: the batch's memo, when the caller has one (a resume)."""
         shared = record.settings
-        limits = LimitsMemo()  # the site's job limits asked once for the points, not once a point
+        limits = limits or LimitsMemo()  # the site's job limits asked once for the points, not once a point
 
         def submit(entry: PointEntry) -> str:
             workdir = self._store.prepare_point(entry)

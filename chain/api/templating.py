@@ -9,13 +9,13 @@ filter every value goes through.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+import jinja2.bccache
 
 from chain.core.launch import SHOWN_SITE, strategy
 from chain.core.names import submitter_job_name
@@ -39,11 +39,32 @@ def builtin_template_dir() -> Path:
     return package.parent / "templates"
 
 
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Compiled templates kept for the process, by template file and its
+    source's checksum: each render still gets a fresh environment (the search
+    path looked through and every file read anew, so a template added,
+    edited or swapped in between two submissions is the one used) but never
+    compiles the same source twice (~50 ms a chain in a sweep). A cache, not
+    state: what it holds is a function of the sources."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        data = self._code.get(bucket.key)
+        if data is not None:
+            bucket.bytecode_from_string(data)  # dropped by Jinja if its checksum is not the source's
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED = _CompiledTemplates()
+
+
 def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:
     """The environment for the templates in ``user_dir`` (in front) and the
-    shipped ones. One per search path in a process, so its templates are
-    compiled once for a sweep's submissions rather than once a chain (~50 ms
-    each); Jinja reloads a template whose file changed."""
+    shipped ones; a new one each call, its templates compiled once a process."""
     search: list[str] = []
     if user_dir:
         path = Path(user_dir).expanduser()
@@ -51,18 +72,14 @@ def jinja_env(user_dir: str | Path | None = None) -> jinja2.Environment:
             raise ConfigError(f"template directory {path} does not exist")
         search.append(str(path))
     search.append(str(builtin_template_dir()))
-    return _environment(tuple(search))
-
-
-@functools.lru_cache(maxsize=8)
-def _environment(search: tuple[str, ...]) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(list(search)),
+        loader=jinja2.FileSystemLoader(search),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
         trim_blocks=False,
         finalize=_one_line,
+        bytecode_cache=_COMPILED,
     )
     env.filters["q"] = lambda value: shlex.quote(str(value))
     return env

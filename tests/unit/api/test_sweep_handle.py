@@ -211,3 +211,22 @@ def test_the_report_has_a_csv_row_per_point_and_a_figure(tmp_path: Path) -> None
     assert rows[5]["param.seed"] == "2" and rows[5]["state"] == "pending"
     assert written.figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert written.paths == [sweep.directory / "report" / "sweep.csv", sweep.directory / "report" / "sweep.png"]
+
+
+def test_a_resume_asks_the_limits_once_for_the_resumed_and_the_new_points(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    app = tmp_path / "sweep" / "n=1" / "missing-app"
+    app.parent.mkdir(parents=True)
+    app.write_text("#!/bin/sh\n")
+    app.chmod(0o755)
+    with pytest.raises(ChainError, match="1 of 2 points were not submitted"):
+        _sweep(tmp_path, fake, grid={"n": [1, 2]}, app_cmd="./missing-app {n}")
+    sweep = Sweep.open(tmp_path / "sweep", backend=fake)
+    for job in list(fake.states):
+        fake.set_state(job, JobState.COMPLETED)
+    _set(sweep, "n=1", ChainState.CANCELLED, 4)
+    (sweep.directory / "n=2" / "missing-app").write_text("#!/bin/sh\n")
+    (sweep.directory / "n=2" / "missing-app").chmod(0o755)
+    assert len(fake.limits_asked) == 1
+    assert sorted(sweep.resume()) == ["n=1: resumed", "n=2: submitted"]
+    assert len(fake.limits_asked) == 2  # once for the resumed point and the new one together

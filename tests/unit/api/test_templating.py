@@ -168,19 +168,39 @@ def test_missing_template_dir(tmp_path: Path) -> None:
         )
 
 
-def test_templates_are_compiled_once_and_a_changed_one_is_read_again(tmp_path: Path) -> None:
-    from chain.api.templating import jinja_env
+def test_templates_are_compiled_once_and_read_anew_at_each_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jinja2
 
-    assert jinja_env() is jinja_env() and jinja_env(tmp_path) is jinja_env(str(tmp_path))
-    assert jinja_env(tmp_path) is not jinja_env()  # each search path its own
-    settings = resolve({"app_cmd": "a", "template_dir": str(tmp_path)}, {}, {})
+    from chain.api import templating
 
-    def runner(body: str, mtime: int) -> str:
-        (tmp_path / "runner.sbatch.j2").write_text(body)
-        os.utime(tmp_path / "runner.sbatch.j2", (mtime, mtime))
+    compiled: list[str] = []
+    real = jinja2.Environment.compile
+
+    def counting(self: jinja2.Environment, source: Any, name: Any = None, *args: Any, **kwargs: Any) -> Any:
+        compiled.append(str(name))
+        return real(self, source, name, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    monkeypatch.setattr(templating, "_COMPILED", templating._CompiledTemplates())
+    user = tmp_path / "templates"
+    user.mkdir()
+    settings = resolve({"app_cmd": "a", "template_dir": str(user)}, {}, {})
+
+    def runner() -> str:
         return render_scripts(settings, chain_id="c-1", chain_dir=tmp_path / ".chain", workdir=tmp_path).runner
 
-    assert runner("one {{ chain_id }}\n", 1_000_000) == "one c-1\n"
-    assert runner("two {{ chain_id }}\n", 2_000_000) == "two c-1\n"  # edited between two submits of one process
-    (tmp_path / "runner.sbatch.j2").unlink()
-    assert "_runner" in render_scripts(settings, chain_id="c-1", chain_dir=tmp_path, workdir=tmp_path).runner
+    shipped = runner()
+    assert "_runner" in shipped and runner() == shipped
+    assert sorted(compiled) == ["runner.sbatch.j2", "submitter.sbatch.j2"]  # the second render compiled nothing
+    (user / "runner.sbatch.j2").write_text("one {{ chain_id }}\n")  # added after the first render
+    assert runner() == "one c-1\n"
+    os.utime(user / "runner.sbatch.j2", (1_000_000, 1_000_000))
+    (user / "runner.sbatch.j2").write_text("two {{ chain_id }}\n")
+    os.utime(user / "runner.sbatch.j2", (1_000_000, 1_000_000))  # edited, its mtime the same
+    assert runner() == "two c-1\n"
+    (user / "runner.sbatch.j2").unlink()
+    assert runner() == shipped
+    assert compiled.count("runner.sbatch.j2") == 3  # the shipped one, "one", "two": each source once
+    assert templating.jinja_env().filters is not templating.jinja_env().filters  # nothing shared to change
