@@ -91,6 +91,7 @@ from handoff import (
 )
 
 from chain import Chain
+from chain.core.settings import Settings
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ChainError
 
@@ -103,10 +104,14 @@ DEPENDENCY_SCRIPT = """#!/bin/bash
 #SBATCH --job-name={name}
 #SBATCH --output=/dev/null
 #SBATCH --time={time}
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+#SBATCH --mem={mem}
 #SBATCH --partition=debug
 cd {workdir} || exit 2
 export MAX_ITER={max_iter} CHECKPOINT_EVERY={every} ITER_SECONDS={secs}
-# the stop chain's runner gives the app: the job's start + time limit - margin
+# chain's runner gives the app its job's end less the margin, the end from
+# Slurm's start; a script knows only its own start, up to a second later
 export CHAIN_DEADLINE=$(( $(date +%s) + {window} ))
 exec python3 app.py
 """
@@ -331,6 +336,7 @@ def submit_dependency_chain(workdir: Path, job_name: str, work: Workload, jobs: 
                 every=work.checkpoint_every,
                 secs=f"{work.iter_seconds:g}",
                 window=secs - work.runner_margin,
+                mem=Settings().runner_mem,  # the resources chain's runner asks by default
             )
         )
         dep = [f"--dependency=afterany:{ids[-1]}"] if ids else []
@@ -389,7 +395,7 @@ def run_dependency(base: Path, n: int, work: Workload, args: argparse.Namespace)
         if left:
             real("scancel", *left)
         note["cancelled_by_bench"] = [f"scancel {j}" for j in left]
-    per = dependency_results(dirs, rows, work, job_name)
+    per = dependency_results(dirs, work)
     res = measure(per, dirs, rows, sdiag, t_read, note, work)
     res.update(mode=DEPENDENCY, n=n, name=name, workdir=str(base / name), job_name=job_name)
     log(
@@ -521,29 +527,19 @@ def chain_results(dirs: list[Path], work: Workload) -> dict[str, Any]:
     return tally(dirs, work, judge)
 
 
-def dependency_results(
-    dirs: list[Path], rows: dict[str, dict[str, str]], work: Workload, job_name: str
-) -> dict[str, Any]:
-    """``tally`` of hand-written dependency chains: one is complete when its
-    app did MAX_ITER and exited 0, and ended when its last job did
-    (slurmctld.log, ms; else sacct)."""
-    events = ctld_events(sorted(rows, key=int))
-    by_chain: dict[str, list[str]] = {}
-    for j, r in rows.items():
-        by_chain.setdefault(r["JobName"].rpartition(".")[0], []).append(j)
+def dependency_results(dirs: list[Path], work: Workload) -> dict[str, Any]:
+    """``tally`` of hand-written dependency chains: one is complete, and
+    ended, when its app exited 0 after MAX_ITER (the app's own log: a chain's
+    completion, too, is stamped in its last job, before that job's end)."""
 
     def judge(d: Path) -> Judged:
         log_text = (d / "iterations.log").read_text() if (d / "iterations.log").exists() else ""
         lines = [f.split() for f in log_text.splitlines()]
-        finished = any(len(f) >= 6 and f[1] == "exit" and f[5] == "0" for f in lines)
+        exits = [float(f[0]) for f in lines if len(f) >= 6 and f[1] == "exit" and f[5] == "0"]
         done = {int(f[2]) for f in lines if len(f) >= 5 and f[1] == "iter"}
-        ends = [
-            events[j].get("complete") or sacct_epoch(rows[j]["End"]) for j in by_chain.get(f"{job_name}-{d.name}", [])
-        ]
-        if not (finished and work.max_iter in done):
+        if not (exits and work.max_iter in done):
             return "not completed", None, d.name
-        known = [e for e in ends if e]
-        return "completed", max(known) if known and len(known) == len(ends) else None, None
+        return "completed", max(exits), None
 
     return tally(dirs, work, judge)
 
