@@ -19,7 +19,7 @@ from chain.backends.base import Backend, wait_gone
 from chain.core.retry import RetryPolicy
 from chain.effects.ending import mark_cancelled
 from chain.effects.executor import Executor
-from chain.errors import ChainDirError, ChainError
+from chain.errors import ChainDirError, ChainError, ProtocolError
 from chain.modes.common import known_submitters
 from chain.store import ChainStatus
 
@@ -54,18 +54,31 @@ def cancel(
         watched = _cancel_jobs(backend, status)
     wait_gone(backend, watched, wait, sleep=sleep, clock=clock)  # they end on their own; others may read meanwhile
     run = Executor(chain, backend, clock, sleep)  # the command's one executor
+    ended: list[str] = []
     with chain.locked():
-        _attempt(failed, "record the cancel", lambda: _mark(run, status))
+        _attempt(failed, "record the cancel", lambda: ended.extend(_mark(run, status)))
     if failed:
         could_not = "; nor ".join(failed)
         raise ChainError(f"chain {status.chain_id}: its jobs are cancelled, but chain could not {could_not}")
+    if ended:
+        return f"chain {status.chain_id} already {ended[0]}"
     return f"chain {status.chain_id} cancelled"
 
 
-def _mark(run: Executor, status: ChainStatus) -> None:
+def _mark(run: Executor, status: ChainStatus) -> list[str]:
+    """Record the cancel; the state the chain reached on its own instead, when
+    its last job ended it (a runner completing it, which saves without the
+    chain's lock) between this look and the save: its end stands."""
     settings = stored_settings(run.chain)
     status = run.chain.load_status() or status
-    mark_cancelled(run, status, "cancelled by chain cancel", settings=settings)
+    try:
+        mark_cancelled(run, status, "cancelled by chain cancel", settings=settings)
+    except ProtocolError:
+        now = run.chain.load_status()
+        if now is None or not now.state.ended:
+            raise
+        return [now.state.value]
+    return []
 
 
 def _attempt(failed: list[str], what: str, step: Callable[[], None]) -> None:

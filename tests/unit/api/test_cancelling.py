@@ -174,3 +174,30 @@ def test_cancel_returns_only_once_a_successor_the_record_calls_queued_has_stoppe
     assert successor in fake.cancelled
     assert not any(info.state.active for info in fake.query([successor, "102"]).values())
     assert 12 <= clock.now < 60
+
+
+def test_a_chain_its_runner_completes_while_the_cancel_is_recorded_stays_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race CI met in docs/sweeps.md: the cancel looked (running), then
+    the last runner saved the chain completed (without the chain's lock)
+    before the cancel saved: the cancel says so, exit 0, and the end stands."""
+    from chain.api import cancelling
+
+    fake = FakeBackend()
+    chain_dir = _live_chain(tmp_path, fake)
+    real = mark_cancelled
+
+    def completed_meanwhile(run: Executor, status: object, reason: str, *, settings: object) -> None:
+        store = ChainDir(chain_dir)
+        done = store.load_status()
+        assert done is not None and done.state is ChainState.RUNNING
+        done.state, done.reason, done.revision = ChainState.COMPLETED, "reached MAX_ITER=10", done.revision + 1
+        store.save_status(done)
+        real(run, status, reason, settings=settings)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cancelling, "mark_cancelled", completed_meanwhile)
+    assert api.cancel(chain_dir, backend=fake, wait=0) == "chain chain-abcdef already completed"
+    assert sorted(fake.cancelled) == ["101", "102"]
+    final = ChainDir(chain_dir).load_status()
+    assert final is not None and final.state is ChainState.COMPLETED and final.reason == "reached MAX_ITER=10"
