@@ -252,13 +252,19 @@ def sacct_rows(since: float, chain_ids: set[str]) -> dict[str, dict[str, str]]:
     return rows
 
 
-def wait_jobs_left(since: float, chain_ids: set[str], deadline: float) -> dict[str, dict[str, str]]:
-    """Wait (asking slurmdbd, not slurmctld) until no job of the sweep runs;
-    its sacct rows then. A job still PENDING is a leftover: not waited for."""
+def wait_jobs_left(
+    since: float, chain_ids: set[str], deadline: float, *, expected: int = 0, pending_too: bool = False
+) -> dict[str, dict[str, str]]:
+    """Wait (asking slurmdbd, not slurmctld) until accounting shows at least
+    ``expected`` jobs of the sweep and none runs; its sacct rows then. A job
+    still PENDING is a leftover, not waited for, unless ``pending_too`` (a
+    hand-written chain's later jobs pend until the one before ends)."""
     while True:
         rows = sacct_rows(since, chain_ids)
-        live = [j for j, r in rows.items() if r["State"].split()[0] in ACTIVE and r["State"] != "PENDING"]
-        if not live or time.time() >= deadline:
+        live = [
+            j for j, r in rows.items() if r["State"].split()[0] in ACTIVE and (pending_too or r["State"] != "PENDING")
+        ]
+        if (len(rows) >= expected and not live) or time.time() >= deadline:
             return rows
         time.sleep(2.0)
 
@@ -287,11 +293,17 @@ def cancel_leftovers(chains: list[Chain], job_name: str) -> list[str]:
     if done:
         log(f"cancelled {len(done)} chains not ended")
         time.sleep(2.0)
+    return done + scancel_named(job_name)
+
+
+def scancel_named(job_name: str) -> list[str]:
+    """``scancel`` every queued or running job named ``<job_name>-…`` (this
+    run's prefix); what was done."""
     rows = real("squeue", "-h", "-o", "%i %j").stdout.splitlines()
     left = [f[0] for f in (r.split() for r in rows) if len(f) == 2 and f[1].startswith(f"{job_name}-")]
     if left:
         real("scancel", *left)
-    return done + [f"scancel {j}" for j in left]
+    return [f"scancel {j}" for j in left]
 
 
 # --------------------------------------------------------------------------- one run
@@ -345,17 +357,6 @@ def submit_dependency_chain(workdir: Path, job_name: str, work: Workload, jobs: 
     return ids
 
 
-def wait_gone(since: float, chain_ids: set[str], jobs: int, deadline: float) -> dict[str, dict[str, str]]:
-    """Wait (asking slurmdbd) until accounting shows the sweep's JOBS jobs,
-    none queued or running; its sacct rows then."""
-    while True:
-        rows = sacct_rows(since, chain_ids)
-        live = [j for j, r in rows.items() if r["State"].split()[0] in ACTIVE]
-        if (len(rows) >= jobs and not live) or time.time() >= deadline:
-            return rows
-        time.sleep(2.0)
-
-
 def run_dependency(base: Path, n: int, work: Workload, args: argparse.Namespace) -> dict[str, Any]:
     """N hand-written dependency chains of ``args.dependency_jobs`` jobs, measured as a sweep of chains is."""
     name = f"{DEPENDENCY}-{n}"
@@ -377,7 +378,13 @@ def run_dependency(base: Path, n: int, work: Workload, args: argparse.Namespace)
             )
         note["t_submitted"] = time.time()
         log(f"submitted {n} dependency chains in {note['t_submitted'] - note['t_submit']:.1f} s; waiting")
-        note["rows"] = wait_gone(note["t_submit"], chain_ids, n * args.dependency_jobs, time.time() + args.timeout)
+        note["rows"] = wait_jobs_left(
+            note["t_submit"],
+            chain_ids,
+            time.time() + args.timeout,
+            expected=n * args.dependency_jobs,
+            pending_too=True,
+        )
         note["t_waited"] = time.time()
 
     try:
@@ -387,19 +394,12 @@ def run_dependency(base: Path, n: int, work: Workload, args: argparse.Namespace)
     finally:
         load.stop()
         note["load_1min_during"] = load.summary()
-        left = [
-            f[0]
-            for f in (r.split() for r in real("squeue", "-h", "-o", "%i %j").stdout.splitlines())
-            if len(f) == 2 and f[1].startswith(f"{job_name}-")
-        ]
-        if left:
-            real("scancel", *left)
-        note["cancelled_by_bench"] = [f"scancel {j}" for j in left]
+        note["cancelled_by_bench"] = scancel_named(job_name)
     per = dependency_results(dirs, work)
     res = measure(per, dirs, rows, sdiag, t_read, note, work)
     res.update(mode=DEPENDENCY, n=n, name=name, workdir=str(base / name), job_name=job_name)
     log(
-        f"{name}: last job end {fmt(res['submit_to_last_completion_s'])} s = {fmt(res['over_slot_bound'], 2)} × the slot bound"
+        f"{name}: last completion {fmt(res['submit_to_last_completion_s'])} s = {fmt(res['over_slot_bound'], 2)} × the slot bound"
     )
     return res
 
@@ -441,22 +441,33 @@ def run_sweep(base: Path, mode: str, n: int, work: Workload, args: argparse.Name
 
 
 # --------------------------------------------------------------------------- measurement
-def iterations(workdir: Path) -> tuple[Counter[int], set[str]]:
-    """How often each iteration was done, and the jobs that started the app
-    (from the app's iterations.log: ``<epoch> <event> <iteration> <job> <pid> [code]``)."""
-    done: Counter[int] = Counter()
-    jobs: set[str] = set()
+@dataclass
+class AppLog:
+    """What the app's iterations.log (``<epoch> <event> <iteration> <job>
+    <pid> [code]``) tells: how often each iteration was done, the jobs that
+    started the app, when it exited 0."""
+
+    done: Counter[int]
+    jobs: set[str]
+    finished: list[float]
+
+
+def iterations(workdir: Path) -> AppLog:
+    """The app's log in WORKDIR (empty when it cannot be read)."""
+    log_ = AppLog(Counter(), set(), [])
     try:
         lines = (workdir / "iterations.log").read_text().splitlines()
     except OSError:
-        return done, jobs
+        return log_
     for line in lines:
         f = line.split()
         if len(f) >= 5 and f[1] == "iter":
-            done[int(f[2])] += 1
+            log_.done[int(f[2])] += 1
         elif len(f) >= 5 and f[1] == "start":
-            jobs.add(f[3])
-    return done, jobs
+            log_.jobs.add(f[3])
+        elif len(f) >= 6 and f[1] == "exit" and f[5] == "0":
+            log_.finished.append(float(f[0]))
+    return log_
 
 
 def hook_seconds(dirs: list[Path]) -> dict[str, float] | None:
@@ -478,7 +489,7 @@ def hook_seconds(dirs: list[Path]) -> dict[str, float] | None:
 Judged = tuple[str, float | None, str | None]  # a chain's state, its end (completed), why not completed
 
 
-def tally(dirs: list[Path], work: Workload, judge: Callable[[Path], Judged]) -> dict[str, Any]:
+def tally(dirs: list[Path], work: Workload, judge: Callable[[Path, AppLog], Judged]) -> dict[str, Any]:
     """Per chain (``judge``: its state and end): states, ends, the runners
     that ran the app, iterations done twice or never (the app's own log)."""
     states: Counter[str] = Counter()
@@ -486,17 +497,17 @@ def tally(dirs: list[Path], work: Workload, judge: Callable[[Path], Judged]) -> 
     ran_app: set[str] = set()
     twice, missing, not_completed, runners = 0, 0, [], []
     for d in dirs:
-        state, end, why = judge(d)
+        app = iterations(d)
+        state, end, why = judge(d, app)
         states[state] += 1
         if end is not None:
             ends.append(end)
         if why is not None:
             not_completed.append(why)
-        done, jobs = iterations(d)
-        ran_app |= jobs
-        runners.append(len(jobs))
-        twice += sum(c - 1 for c in done.values() if c > 1)
-        missing += sum(1 for k in range(1, work.max_iter + 1) if k not in done)
+        ran_app |= app.jobs
+        runners.append(len(app.jobs))
+        twice += sum(c - 1 for c in app.done.values() if c > 1)
+        missing += sum(1 for k in range(1, work.max_iter + 1) if k not in app.done)
     return {
         "states": dict(states),
         "ends": ends,
@@ -511,7 +522,7 @@ def tally(dirs: list[Path], work: Workload, judge: Callable[[Path], Judged]) -> 
 def chain_results(dirs: list[Path], work: Workload) -> dict[str, Any]:
     """``tally`` of chains: each one's state and end from its state.json."""
 
-    def judge(d: Path) -> Judged:
+    def judge(d: Path, _app: AppLog) -> Judged:
         try:
             state = json.loads((d / ".chain" / "state.json").read_text())
         except (OSError, ValueError):
@@ -532,14 +543,10 @@ def dependency_results(dirs: list[Path], work: Workload) -> dict[str, Any]:
     ended, when its app exited 0 after MAX_ITER (the app's own log: a chain's
     completion, too, is stamped in its last job, before that job's end)."""
 
-    def judge(d: Path) -> Judged:
-        log_text = (d / "iterations.log").read_text() if (d / "iterations.log").exists() else ""
-        lines = [f.split() for f in log_text.splitlines()]
-        exits = [float(f[0]) for f in lines if len(f) >= 6 and f[1] == "exit" and f[5] == "0"]
-        done = {int(f[2]) for f in lines if len(f) >= 5 and f[1] == "iter"}
-        if not (exits and work.max_iter in done):
+    def judge(d: Path, app: AppLog) -> Judged:
+        if not (app.finished and work.max_iter in app.done):
             return "not completed", None, d.name
-        return "completed", max(exits), None
+        return "completed", max(app.finished), None
 
     return tally(dirs, work, judge)
 
