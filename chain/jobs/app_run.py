@@ -25,7 +25,7 @@ from chain.core.settings import Settings
 from chain.core.stall import StallWatch
 from chain.effects.appenv import app_environ, app_umask, mark_resuming
 from chain.errors import ChainError, CheckpointError
-from chain.jobs.guard import guard_argv
+from chain.jobs.guard import Guard, start_guard
 from chain.jobs.launching import fresh_ranks_dir, gather_site, read_rank_ends
 from chain.jobs.progress import iterations_printed, log_offset, progress_marks
 from chain.jobs.sigterm import restart_count
@@ -112,7 +112,7 @@ def run_app(
         watch=_stall_watch(chain, settings, workdir),
     )
     if guard is not None:
-        os.close(guard)  # the app has ended: its guard finds nothing to stop
+        guard.release()  # the app has ended: its guard finds nothing to stop
     if settings.progress_pattern:
         record.iter_first, record.iter_reached = iterations_printed(settings.progress_pattern, offset)
     if end.external == "SIGTERM":
@@ -156,26 +156,15 @@ def _preempting(backend: Backend, record: RunnerRecord) -> bool:
         return False
 
 
-def _start_guard(app_pid: int, settings: Settings, stop_sig: int, record: RunnerRecord) -> int | None:
+def _start_guard(app_pid: int, settings: Settings, stop_sig: signal.Signals, record: RunnerRecord) -> Guard | None:
     """Start the app's guard (``jobs.guard``): it stops the app's process
-    group if this runner dies first. Returns the pipe's write end, which
-    only this process holds (closed at exit, however it exits)."""
-    read_end, write_end = os.pipe()
+    group if this runner dies first; None when it cannot be started."""
     grace = min(max(settings.runner_margin, 10), 60)
     try:
-        subprocess.Popen(
-            guard_argv(app_pid, grace, stop_sig),
-            stdin=read_end,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        return start_guard(app_pid, grace, stop_sig)
     except OSError as exc:  # the app runs unguarded: PDEATHSIG and the app lock remain
         say(record, f"could not start the app's guard: {exc.strerror}")
-        os.close(write_end)
         return None
-    finally:
-        os.close(read_end)
-    return write_end
 
 
 def _app_env(

@@ -8,32 +8,41 @@ asks for) would run on forever (measured on the dev cluster). The guard
 holds the read end of a pipe whose write end only the runner has; the pipe
 closes when the runner exits, however it exits. Then the guard sends the
 app's group the stop signal, waits ``grace`` seconds, and kills whatever is
-left. It ignores SIGTERM/SIGINT (a scancel signals every process of the
-job; the guard must outlive the runner to do its work).
+left. It ignores the signals a ``scancel`` sends every process of the job
+(TERM, INT, and those a user may send the app: HUP, USR1, USR2): the guard
+must outlive the runner to do its work.
+
+The guard is a fork of the runner (``start_guard``), not a new interpreter:
+a runner starts one with every app, when the sweep's runners start together
+and their Python is what the node's CPUs spend (``bench/sweep.py``). The
+runner has no other thread then (the app's own ``preexec_fn`` relies on that
+too), and the child only reads the pipe, looks at ``/proc`` and signals.
 
 The group is signalled only while its leader is the very process the runner
 started (``chain.primitives.procs``, the rule the local backend's signals
-follow): the runner passes the app's start time, read while the app was its
+follow): the app's start time is read while the app is the runner's
 unreaped child. A pid <= 1, the guard's own group, another user's process, a
 leader that has ended (its number may be another group's by then) or one
 whose start time is not the recorded one is never signalled; so is any
-group where there is no ``/proc`` to check against (TICKS ``-``).
-
-    python -m chain.jobs.guard PGID TICKS GRACE SIGNAL     (stdin: the pipe)
+group where there is no ``/proc`` to check against.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from chain.primitives import procs
 
-NO_TICKS = "-"  # TICKS when the runner could not read the app's start time (no /proc)
+# what a scancel may send every process of the job: the guard lives on through them
+IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass(frozen=True)
@@ -70,30 +79,77 @@ def stop_group(
     return app.alive() and app.signal(signal.SIGKILL)
 
 
-def guard_argv(pid: int, grace: float, stop_signal: int) -> list[str]:
-    """The guard's command line for the app ``pid``, just started by the
-    caller and not reaped (its start time is read now, while its pid cannot
-    have been reused)."""
-    ticks = procs.start_ticks(pid)
-    shown = NO_TICKS if ticks is None else str(ticks)
-    return [sys.executable, "-m", "chain.jobs.guard", str(pid), shown, str(grace), str(int(stop_signal))]
-
-
-def main(argv: list[str]) -> int:
-    pid, ticks, grace, stop_signal = int(argv[0]), argv[1], float(argv[2]), signal.Signals(int(argv[3]))
-    app = App(pid, None if ticks == NO_TICKS else int(ticks))
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while os.read(0, 4096):  # until the runner's end closes the pipe
+def watch(app: App, grace: float, stop_signal: signal.Signals, read: Callable[[], bytes]) -> str | None:
+    """The guard's work: ``read`` (the pipe) until the runner's end closes
+    it, then stop the app's group; what to say when it had to be killed."""
+    while read():
         pass
     if stop_group(app, grace, stop_signal):
-        print(
-            f"chain guard: the app (process group {pid}) outlived its runner; killed after {grace:.0f}s",
-            file=sys.stderr,
-            flush=True,
-        )
-    return 0
+        return f"chain guard: the app (process group {app.pid}) outlived its runner; killed after {grace:.0f}s"
+    return None
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+@dataclass
+class Guard:
+    """A running guard, as its runner holds it: its pid and the pipe's write end."""
+
+    pid: int
+    pipe: int
+
+    def release(self) -> None:
+        """The app has ended: close the pipe (the guard finds nothing to stop
+        and exits) and reap the guard if it is gone already (else it is
+        reaped when the runner ends: a runner does not wait for it)."""
+        os.close(self.pipe)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
+
+
+def start_guard(app_pid: int, grace: float, stop_signal: signal.Signals) -> Guard:
+    """Fork the guard of the app ``app_pid``, just started by the caller and
+    not reaped (its start time is read now, while its pid cannot have been
+    reused). The caller must have no other thread. Raises OSError."""
+    app = App(app_pid, procs.start_ticks(app_pid))
+    read_end, write_end = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # else the child would write their buffers again
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        raise
+    if pid == 0:
+        _guard(app, read_end, write_end, grace, stop_signal)
+    os.close(read_end)
+    return Guard(pid, write_end)
+
+
+def _guard(app: App, read_end: int, write_end: int, grace: float, stop_signal: signal.Signals) -> NoReturn:
+    """The child: its own session, the pipe as stdin, no other descriptor of
+    the runner's (above all not the write end), the runner's handlers gone;
+    it never returns into the runner's code."""
+    code = 1
+    try:
+        os.setsid()
+        gc.disable()  # no finalizer of the runner's objects runs here
+        signal.set_wakeup_fd(-1)
+        for sig in signal.valid_signals():
+            if callable(signal.getsignal(sig)):
+                signal.signal(sig, signal.SIG_DFL)
+        for sig in IGNORED:
+            signal.signal(sig, signal.SIG_IGN)
+        os.dup2(read_end, 0)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 1)
+        if write_end == 2:  # the runner had no stderr: the pipe's write end must go
+            os.dup2(null, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        said = watch(app, grace, stop_signal, lambda: os.read(0, 4096))
+        if said:
+            with contextlib.suppress(OSError):
+                os.write(2, f"{said}\n".encode())
+        code = 0
+    finally:
+        os._exit(code)

@@ -1,6 +1,9 @@
 """The app's guard (``chain.jobs.guard``) on real process groups: an app
 that ignores its stop signal is killed after the grace; one that obeys is
-only signalled; the guard acts when the runner's pipe closes. And it follows
+only signalled; the guard, forked by a runner (a fresh single-threaded
+Python here, as a runner job is), acts when that runner dies, outlives the
+signals a scancel sends, holds none of the runner's descriptors, and goes
+quietly when the runner releases it. And it follows
 ``chain.primitives.procs``' rule: a pid <= 1, the guard's own
 process group or a leader whose start time is not the recorded one is never
 signalled."""
@@ -10,13 +13,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from chain.jobs.guard import App, guard_argv, stop_group
-from chain.primitives.procs import start_ticks
+from chain.jobs.guard import App, stop_group, watch
+from chain.primitives.procs import Proc, start_ticks
 
 
 def _group(script: str) -> subprocess.Popen[bytes]:
@@ -54,24 +59,94 @@ def test_an_obeying_app_is_only_signalled() -> None:
     assert _gone(app) and app.returncode == 99
 
 
-def test_the_guard_acts_when_the_pipe_closes_and_ignores_sigterm() -> None:
-    app = _group("trap '' TERM; sleep 300 & wait")
-    read_end, write_end = os.pipe()
-    guard = subprocess.Popen(
-        guard_argv(app.pid, 0.5, signal.SIGTERM),
-        stdin=read_end,
+# A runner in miniature: starts the app in a session of its own, forks its
+# guard, says both pids and the guard's descriptors, then waits for a line:
+# "release" (the app has ended) or nothing (it is killed meanwhile).
+RUNNER = """
+import os, signal, subprocess, sys
+from chain.jobs.guard import start_guard
+keep = os.open(os.devnull, os.O_RDONLY)  # a descriptor of the runner's own
+app = subprocess.Popen(["bash", "-c", sys.argv[1]], start_new_session=True)
+guard = start_guard(app.pid, float(sys.argv[2]), signal.SIGTERM)
+print(app.pid, guard.pid, flush=True)
+if sys.stdin.readline().strip() == "release":
+    app.wait()
+    guard.release()
+    print("released", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def _runner(app_script: str, grace: float = 0.5) -> tuple[subprocess.Popen[str], int, int]:
+    root = str(Path(__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, app_script, str(grace)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
+        text=True,
+        env=env,
     )
-    os.close(read_end)
-    time.sleep(0.5)
-    guard.send_signal(signal.SIGTERM)  # as a scancel signals every process of the job
-    time.sleep(0.5)
-    assert guard.poll() is None and app.poll() is None, "the guard acted before the runner ended"
-    os.close(write_end)  # the runner dies
-    assert _gone(app)
-    assert guard.wait(timeout=10) == 0
-    assert b"outlived its runner" in (guard.stderr.read() if guard.stderr else b"")
+    assert runner.stdout is not None
+    app_pid, guard_pid = map(int, runner.stdout.readline().split())
+    return runner, app_pid, guard_pid
+
+
+def _ended(pid: int, timeout: float = 10) -> bool:
+    """The process is gone, or a zombie (an orphan: its reaper is init)."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        proc = Proc.read(pid)
+        if proc is None or proc.zombie:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _descriptors(pid: int, timeout: float = 5) -> list[str]:
+    """The process's open descriptors, once it has closed what it closes at its start."""
+    give_up = time.monotonic() + timeout
+    while True:
+        fds = sorted(os.listdir(f"/proc/{pid}/fd"))
+        if fds == ["0", "1", "2"] or time.monotonic() > give_up:
+            return fds
+        time.sleep(0.05)
+
+
+def test_the_guard_stops_the_app_when_its_runner_dies_and_outlives_a_scancel() -> None:
+    runner, app, guard = _runner("trap '' TERM; sleep 300 & wait")
+    try:
+        assert _descriptors(guard) == ["0", "1", "2"], "the guard holds a runner's descriptor"
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            os.kill(guard, sig)  # a scancel signals every process of the job
+        time.sleep(0.5)
+        assert not _ended(guard, 0) and not _ended(app, 0), "the guard acted before the runner ended"
+        runner.kill()  # the runner dies; the app ignores TERM
+        assert _ended(app), "the app outlived its runner"
+        assert _ended(guard)
+        assert runner.stderr is not None and "outlived its runner" in runner.stderr.read()
+    finally:
+        if not _ended(app, 0):
+            os.killpg(app, signal.SIGKILL)
+        runner.kill()
+        runner.wait()
+
+
+def test_a_released_guard_exits_without_signalling_anything() -> None:
+    runner, _app, guard = _runner("exit 0")
+    try:
+        assert runner.stdin is not None and runner.stdout is not None
+        runner.stdin.write("release\n")
+        runner.stdin.flush()
+        assert runner.stdout.readline().strip() == "released"
+        assert _ended(guard), "the guard lives on after its app ended"
+        runner.stdin.close()
+        assert runner.wait(timeout=10) == 0
+        assert runner.stderr is not None and "outlived" not in runner.stderr.read()
+    finally:
+        runner.kill()
+        runner.wait()
 
 
 @pytest.fixture
@@ -133,19 +208,23 @@ def test_a_leader_whose_start_time_does_not_match_is_never_signalled(
 
 
 def test_the_guard_of_a_reused_pid_leaves_its_group_alone() -> None:
-    """End to end: the guard's command line names the pid with another start
-    time; the pipe closes; the process at that pid lives on."""
+    """The pid the guard watches now has another start time (reused): the
+    pipe closes; the process at that pid lives on."""
     other = _group("trap '' TERM; sleep 300 & wait")
-    read_end, write_end = os.pipe()
     try:
         time.sleep(0.3)
-        argv = guard_argv(other.pid, 0.2, signal.SIGTERM)
-        argv[-3] = str(int(argv[-3]) + 1)  # TICKS: another process's
-        guard = subprocess.Popen(argv, stdin=read_end, stderr=subprocess.PIPE, start_new_session=True)
-        os.close(read_end)
-        os.close(write_end)
-        assert guard.wait(timeout=10) == 0
+        ticks = start_ticks(other.pid)
+        assert ticks is not None
+        assert watch(App(other.pid, ticks + 1), 0.2, signal.SIGTERM, read=lambda: b"") is None
         assert other.poll() is None and not _gone(other, timeout=1)
-        assert b"outlived" not in (guard.stderr.read() if guard.stderr else b"")
     finally:
         os.killpg(other.pid, signal.SIGKILL)
+
+
+def test_the_guard_reads_until_the_pipe_closes_then_stops_the_app() -> None:
+    app = _group("trap '' TERM; sleep 300 & wait")
+    chunks = [b"x", b"y", b""]
+    time.sleep(0.3)
+    said = watch(_app(app), 0.3, signal.SIGTERM, read=lambda: chunks.pop(0))
+    assert chunks == [] and said is not None and "outlived its runner" in said
+    assert _gone(app)
