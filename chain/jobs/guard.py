@@ -16,7 +16,9 @@ The guard is a fork of the runner (``start_guard``), not a new interpreter:
 a runner starts one with every app, when the sweep's runners start together
 and their Python is what the node's CPUs spend (``bench/sweep.py``). The
 runner has no other thread then (the app's own ``preexec_fn`` relies on that
-too), and the child only reads the pipe, looks at ``/proc`` and signals.
+too), and the child only reads the pipe, looks at ``/proc`` and signals. Its
+command line is the runner's; its name (``ps -e``, ``top``, ``pgrep
+chain-guard``) is ``chain-guard``.
 
 The group is signalled only while its leader is the very process the runner
 started (``chain.primitives.procs``, the rule the local backend's signals
@@ -42,6 +44,7 @@ from typing import NoReturn
 from chain.primitives import procs
 
 # what a scancel may send every process of the job: the guard lives on through them
+PR_SET_NAME = 15  # prctl: the process's name (``comm``)
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -126,6 +129,14 @@ def start_guard(app_pid: int, grace: float, stop_signal: signal.Signals) -> Guar
     return Guard(pid, write_end)
 
 
+def _name_process(name: bytes) -> None:
+    """This process's name as ``ps -e`` shows it (Linux; elsewhere nothing)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+
+
 def _guard(app: App, read_end: int, write_end: int, grace: float, stop_signal: signal.Signals) -> NoReturn:
     """The child: its own session, the pipe as stdin, no other descriptor of
     the runner's (above all not the write end), the runner's handlers gone;
@@ -134,6 +145,7 @@ def _guard(app: App, read_end: int, write_end: int, grace: float, stop_signal: s
     try:
         os.setsid()
         gc.disable()  # no finalizer of the runner's objects runs here
+        _name_process(b"chain-guard")
         signal.set_wakeup_fd(-1)
         for sig in signal.valid_signals():
             if callable(signal.getsignal(sig)):

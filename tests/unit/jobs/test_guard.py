@@ -118,6 +118,7 @@ def test_the_guard_stops_the_app_when_its_runner_dies_and_outlives_a_scancel() -
     runner, app, guard = _runner("trap '' TERM; sleep 300 & wait")
     try:
         assert _descriptors(guard) == ["0", "1", "2"], "the guard holds a runner's descriptor"
+        assert Path(f"/proc/{guard}/comm").read_text().strip() == "chain-guard"
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             os.kill(guard, sig)  # a scancel signals every process of the job
         time.sleep(0.5)
