@@ -75,7 +75,7 @@ class RetryPolicy:
     out_of_time: Callable[[], bool] = field(default=lambda: False)
     # narrows ``retry_on`` (an OSError's errno, say); None: every one of them
     retry_when: Callable[[BaseException], bool] | None = None
-    # measures ``max_delay`` when given (tests inject one); else tenacity's own clock
+    # measures ``max_delay`` when given (tests inject one); else time.monotonic
     clock: Callable[[], float] | None = None
 
     @classmethod
@@ -121,17 +121,44 @@ class RetryPolicy:
         )
 
     def call(self, fn: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
+        """``fn()``, repeated while it fails with what the policy repeats.
+        The first try is made before tenacity is imported: most calls
+        succeed at once, and a runner job pays ~10 ms of its start for the
+        import (``bench/sweep.py``)."""
+        clock = self.clock or time.monotonic
+        started = clock()
+        try:
+            return fn()
+        except Exception as exc:
+            if not (isinstance(exc, self.retry_on) and (self.retry_when is None or self.retry_when(exc))):
+                raise
+            first = exc
+        return self._repeat(fn, first, lambda: self.out_of_time() or clock() - started >= self.max_delay, on_retry)
+
+    def _repeat(
+        self,
+        fn: Callable[[], T],
+        first: Exception,
+        out_of_time: Callable[[], bool],
+        on_retry: Callable[[str], None] | None,
+    ) -> T:
+        """tenacity's loop from the first failure on: it sees that failure as
+        its own first attempt (its numbering and backoff unchanged);
+        ``out_of_time`` bounds the whole effort, the first try included."""
         import tenacity
+
+        tries = iter([first])
+
+        def attempt() -> T:
+            failed = next(tries, None)
+            if failed is not None:
+                raise failed
+            return fn()
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             if on_retry is not None and state.outcome is not None:
                 exc = state.outcome.exception()
                 on_retry(f"attempt {state.attempt_number} failed: {exc}")
-
-        out_of_time = self.out_of_time
-        if self.clock is not None:  # the whole effort's bound on the injected clock
-            clock, started, bound = self.clock, self.clock(), self.max_delay
-            out_of_time = lambda: self.out_of_time() or clock() - started >= bound
 
         class _OutOfTime(tenacity.stop.stop_base):  # the caller's clock, not tenacity's
             def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
@@ -140,12 +167,10 @@ class RetryPolicy:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(self.retry_on)
             & tenacity.retry_if_exception(self.retry_when or (lambda exc: True)),
-            stop=(
-                tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(self.max_delay) | _OutOfTime()
-            ),
+            stop=tenacity.stop_after_attempt(self.attempts) | _OutOfTime(),
             wait=tenacity.wait_random_exponential(multiplier=self.initial, max=self.maximum),
             sleep=self.sleep,
             before_sleep=before_sleep,
             reraise=True,
         )
-        return retrying(fn)
+        return retrying(attempt)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from fakes import SteppingClock
 
 from chain.core.model import ChainState
-from chain.core.retry import STORAGE_PATIENCE, RetryPolicy
+from chain.core.retry import STORAGE_PATIENCE, RetryPolicy, TransientError
 from chain.store import ChainDir, ChainStatus
 
 
@@ -51,6 +52,49 @@ def test_other_errors_are_not_repeated() -> None:
     with pytest.raises(FileNotFoundError):
         policy.call(_failing([FileNotFoundError(errno.ENOENT, "gone")]))  # type: ignore[arg-type]
     assert t.slept == []
+
+
+def test_a_call_that_succeeds_at_once_never_imports_tenacity() -> None:
+    """The runner's every scheduler call goes through a policy: the import
+    is paid only when a try fails (a fresh interpreter shows it)."""
+    code = (
+        "import sys\n"
+        "from chain.core.retry import RetryPolicy, TransientError\n"
+        "assert RetryPolicy().call(lambda: 7) == 7\n"
+        "print('tenacity' in sys.modules)\n"
+        "tries = [TransientError('Slurmctld is busy')]\n"
+        "def once():\n"
+        "    if tries:\n"
+        "        raise tries.pop()\n"
+        "    return 8\n"
+        "assert RetryPolicy(sleep=lambda s: None).call(once) == 8\n"
+        "print('tenacity' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["False", "True"]
+
+
+def test_the_first_failure_is_tenacitys_first_attempt() -> None:
+    """Numbered, waited for and bounded as before: the first try's own time
+    counts towards ``max_delay``, its failure is attempt 1."""
+    t = SteppingClock()
+    said: list[str] = []
+
+    def slow_busy() -> str:
+        t.now += 50.0  # a try that hangs most of the budget
+        raise TransientError("Slurmctld is busy")
+
+    policy = RetryPolicy(attempts=8, max_delay=120.0, sleep=t.sleep, clock=t.clock)
+    with pytest.raises(TransientError):
+        policy.call(slow_busy, on_retry=said.append)
+    assert said[0] == "attempt 1 failed: Slurmctld is busy"
+    assert len(said) == 2 and len(t.slept) == 2, "the first try's time was not counted"
+    assert RetryPolicy(attempts=1, sleep=t.sleep).call(lambda: "at once") == "at once"
+    with pytest.raises(TransientError):
+        RetryPolicy(attempts=1, sleep=t.sleep).call(slow_busy)
+    assert len(t.slept) == 2, "one attempt allowed, and it was repeated"
 
 
 def _need_chattr(path: Path) -> None:

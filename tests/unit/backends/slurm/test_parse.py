@@ -227,6 +227,24 @@ def test_small_parsers() -> None:
     assert JobState.parse("CD") is JobState.COMPLETED and JobState.parse("weird") is JobState.UNKNOWN
 
 
+def test_a_slurm_timestamp_is_local_time_of_exactly_one_shape() -> None:
+    import time as _time
+
+    assert parse_slurm_timestamp(" 2026-11-29T08:01:02\n") == _time.mktime((2026, 11, 29, 8, 1, 2, 0, 0, -1))
+    for other in (
+        "2026-11-29",
+        "2026-11-29T08:01:02+05:00",
+        "2026-11-29T08:01:02.5",
+        "20261129T080102",
+        "2026-1-29T08:01:02",
+        "2026-11-29T08:01:99",
+        "२०२६-11-29T08:01:02",
+        "Unknown",
+        "",
+    ):
+        assert parse_slurm_timestamp(other) is None, other
+
+
 def test_sacct_end_is_start_plus_limit_of_a_running_job_only() -> None:
     """``sacct -X -n -P -j ID -o JobIDRaw,State,Start,TimelimitRaw`` as 22.05 prints it."""
     from chain.backends.slurm.parse import parse_slurm_timestamp, sacct_end
