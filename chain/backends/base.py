@@ -138,9 +138,10 @@ class Backend(abc.ABC):
     def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
         """The jobs' states as the scheduler's accounting last recorded them,
         at no cost to the scheduler itself, with exit codes as accounting
-        prints them; it may lag the scheduler by seconds (a job just ended
-        can still show running), so a caller takes only what lag cannot make
-        wrong. None: no accounting to ask (this default), or it did not answer."""
+        prints them, and a running job's scheduled end where accounting has
+        its start and limit; it may lag the scheduler by seconds (a job just
+        ended can still show running), so a caller takes only what lag cannot
+        make wrong. None: no accounting to ask (this default), or it did not answer."""
         return None
 
     def query_scope(self) -> str:
@@ -151,10 +152,10 @@ class Backend(abc.ABC):
 
     def accounted_end(self, job_id: str) -> float | None:
         """A running job's scheduled end as accounting shows it (its start
-        plus its limit), at no cost to the scheduler itself; None when it
-        does not show the job running yet, or there is no accounting to ask
-        (this default): ``end_time`` asks the scheduler."""
-        return None
+        plus its limit: ``accounted``), at no cost to the scheduler itself;
+        None when it does not show the job running yet, or there is no
+        accounting to ask: ``end_time`` asks the scheduler."""
+        return scheduled_end(self.accounted([job_id]), job_id)
 
     def available(self) -> bool:
         """True when the scheduler answers (used by ``--backend auto``)."""
@@ -186,6 +187,13 @@ class Backend(abc.ABC):
         with this account, QOS and partition (``chain.core.limits``); None
         where there are none or they cannot be read (this default)."""
         return None
+
+
+def scheduled_end(known: Mapping[str, JobInfo] | None, job_id: str) -> float | None:
+    """The job's scheduled end from an answer of ``accounted`` (or of a
+    query): None unless it shows the job running with an end."""
+    info = (known or {}).get(job_id)
+    return info.end if info is not None and info.state is JobState.RUNNING else None
 
 
 def submit_idempotently(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from chain.backends.base import Backend
+from chain.backends.base import Backend, scheduled_end
 from chain.core.clock import steady_clock
 from chain.core.hostlist import expand_hostlist
 from chain.core.names import runner_seq
@@ -28,7 +28,7 @@ from chain.core.runner_rules import (
 from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.app_run import end_record, run_app, say
-from chain.jobs.relay import Relay, Turn
+from chain.jobs.relay import Relay, Turn, accounted_at_start
 from chain.jobs.verify import verify_before_app
 from chain.modes import RunnerJob, driver
 from chain.primitives.codes import RunnerExit
@@ -148,7 +148,9 @@ def run_relay(job: RunnerJob) -> int:
     the chain here; after the app, end the chain if this runner's own outcome
     ends it."""
     chain, record, clock, job_id = job.chain, job.record, job.clock, job.record.job_id
-    slurm_end = _slurm_end(job.backend, job_id)  # asked once: the relay and the app's schedule share it
+    known = accounted_at_start(chain, job.backend, job_id, record.seq)  # this job and its predecessor, one look
+    # asked once: the relay and the app's schedule share it
+    slurm_end = scheduled_end(known, job_id) or _slurm_end(job.backend, job_id)
     relay = Relay(
         chain,
         job.settings,
@@ -159,6 +161,7 @@ def run_relay(job: RunnerJob) -> int:
         clock,
         job.sleep,
         job_end=_job_end(job.settings, slurm_end, record.start or clock()),
+        known=known,
     )
     take = relay.take_over()
     if take.step is not Turn.RUN or take.status is None:

@@ -26,7 +26,6 @@ from chain.backends.slurm.limits import site_limits
 from chain.backends.slurm.parse import (
     NODE_NAME,
     SACCT_FIELDS,
-    SACCT_LIMIT_FIELDS,
     SACCT_USAGE_FIELDS,
     SQUEUE_FORMAT,
     down_nodes,
@@ -36,7 +35,6 @@ from chain.backends.slurm.parse import (
     parse_scontrol,
     parse_squeue,
     preempting,
-    sacct_end,
     sacct_error_reason,
 )
 from chain.core.limits import JobLimits
@@ -271,14 +269,6 @@ class SlurmCliBackend(Backend):
     def query_scope(self) -> str:
         """The cluster the clients ask: its configuration file and ``-M`` choice."""
         return f"slurm-cli {os.environ.get('SLURM_CONF', '')} {os.environ.get('SLURM_CLUSTERS', '')}"
-
-    def accounted_end(self, job_id: str) -> float | None:
-        """One sacct try for the job's start and limit (``parse.sacct_end``)."""
-        argv = ["sacct", "-X", "-n", "-P", "-j", *_checked([job_id]), "-o", SACCT_LIMIT_FIELDS]
-        try:
-            return sacct_end(self._once(argv), job_id)
-        except SchedulerError:
-            return None  # no accounting here, or it does not answer
 
     def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
         """One sacct try (slurmdbd: no slurmctld RPC); None when accounting is

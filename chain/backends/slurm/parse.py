@@ -15,12 +15,13 @@ from datetime import datetime
 from chain.backends.base import JobInfo, JobState, JobUsage
 
 SQUEUE_FORMAT = "%i|%T|%r|%j|%S|%e"
-SACCT_FIELDS = "JobIDRaw,State,ExitCode,JobName,Start,End"
+# TimelimitRaw last: a running job's scheduled end (``JobInfo.end``) from the
+# same look; output captured without it (6 fields) still parses.
+SACCT_FIELDS = "JobIDRaw,State,ExitCode,JobName,Start,End,TimelimitRaw"
 # Asked without -X: job lines carry state, exit code, times and TotalCPU
 # (summed over the steps; with -X it prints 0); step lines carry MaxRSS.
 # AllocCPUS last: output captured without it (10 fields) still parses.
 SACCT_USAGE_FIELDS = "JobIDRaw,State,ExitCode,Submit,Start,End,ElapsedRaw,TotalCPU,NodeList,MaxRSS,AllocCPUS"
-SACCT_LIMIT_FIELDS = "JobIDRaw,State,Start,TimelimitRaw"  # a running job's end from accounting (``sacct_end``)
 ACCOUNTING_DISABLED = "Slurm accounting storage is disabled"
 SLURM_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 
@@ -77,7 +78,12 @@ def _sacct_lines(text: str, fields: int) -> Iterator[list[str]]:
 
 
 def parse_sacct(text: str) -> dict[str, JobInfo]:
-    """Output of ``sacct -X -n -P -o JobIDRaw,State,ExitCode,JobName,Start,End``.
+    """Output of ``sacct -X -n -P -o JobIDRaw,State,ExitCode,JobName,Start,End,TimelimitRaw``.
+
+    A RUNNING job's ``end`` is its scheduled end, its start plus its limit
+    (in minutes, as slurmctld computes it), when both are known; a job not
+    started yet in accounting, an earlier run of a requeued one or one
+    without a limit has none (the caller asks slurmctld then).
 
     sacct up to Slurm 24.11 reports an exit status of 128 or more minus 128
     (a job exiting 137 shows ``9:0``; 26.05 shows ``137:0``): the code is kept
@@ -92,11 +98,15 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
         name = parts[3] if len(parts) > 3 else ""
         start = parse_slurm_timestamp(parts[4]) if len(parts) > 4 else None
         end = parse_slurm_timestamp(parts[5]) if len(parts) > 5 else None
+        state = JobState.parse(state_text)
+        limit = parts[6].strip() if len(parts) > 6 else ""
+        if state is JobState.RUNNING and start is not None and limit.isdigit() and len(limit) <= 9:
+            end = start + 60 * int(limit)
         code, sig = parse_exit_code(exit_text)
         by = re.search(r"CANCELLED by (\S+)", state_text)
         jobs[job_id] = JobInfo(
             job_id=job_id,
-            state=JobState.parse(state_text),
+            state=state,
             exit_code=code,
             signal=sig,
             name=name,
@@ -106,21 +116,6 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
             source="sacct",
         )
     return jobs
-
-
-def sacct_end(text: str, job_id: str) -> float | None:
-    """Output of ``sacct -X -n -P -j ID -o SACCT_LIMIT_FIELDS``: the job's
-    scheduled end (its start plus its limit, in minutes, as slurmctld computes
-    it) when accounting shows it RUNNING with both known; None otherwise (not
-    started there yet, an earlier run of a requeued job, no limit): the
-    caller asks slurmctld then."""
-    for parts in _sacct_lines(text, 4):
-        if parts[0] != job_id or JobState.parse(parts[1]) is not JobState.RUNNING:
-            continue
-        start = parse_slurm_timestamp(parts[2])
-        if start is not None and parts[3].strip().isdigit():
-            return start + 60 * int(parts[3])
-    return None
 
 
 def parse_cpu_time(text: str) -> float | None:

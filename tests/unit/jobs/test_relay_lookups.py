@@ -11,7 +11,7 @@ from fakes import FakeBackend
 
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
-from chain.jobs.relay import Turn
+from chain.jobs.relay import Relay, Turn, accounted_at_start
 from unit.jobs.test_relay import _ended, _relay, _relay_chain
 
 
@@ -23,9 +23,11 @@ class Accounting(FakeBackend):
         super().__init__()
         self.acct: dict[str, JobInfo] | None = {}
         self.accounted_calls = 0
+        self.accounted_ids: list[list[str]] = []
 
     def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
         self.accounted_calls += 1
+        self.accounted_ids.append(list(job_ids))
         if self.acct is None:
             return None
         return {j: self.acct[j] for j in job_ids if j in self.acct}
@@ -109,3 +111,57 @@ def test_the_handoff_asks_accounting_whether_the_successor_was_scancelled(
     assert take.step is step and fake.queries - before == queries
     if step is Turn.END:
         assert take.state is ChainState.CANCELLED
+
+
+def _starting(tmp_path: Path, fake: Accounting) -> Relay:
+    """Runner 2 as ``jobs.runner.run_relay`` starts it: one look at
+    accounting, handed to its relay."""
+    chain, _ = _relay_chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("4\n")
+    _ended(chain, "101", 1, 99, 0, 4)
+    fake.set_state("101", JobState.COMPLETED, 0)
+    known = accounted_at_start(chain, fake, "102", 2)
+    relay = _relay(tmp_path, chain, fake, "102", 2)
+    relay.known = known
+    return relay
+
+
+def test_a_runner_asks_accounting_once_for_its_own_end_and_its_predecessor(tmp_path: Path) -> None:
+    fake = Accounting()
+    fake.acct = {
+        "101": JobInfo("101", JobState.COMPLETED, exit_code=99),
+        "102": JobInfo("102", JobState.RUNNING, start=1000.0, end=1900.0),
+    }
+    relay = _starting(tmp_path, fake)
+    assert relay.known is not None and relay.known["102"].end == 1900.0
+    assert relay.take_over().step is Turn.RUN
+    assert fake.accounted_ids == [["102", "101"]] and fake.queries == 0
+
+
+def test_a_predecessor_missing_from_the_first_look_is_looked_up_again(tmp_path: Path) -> None:
+    fake = Accounting()
+    fake.acct = {"102": JobInfo("102", JobState.RUNNING)}  # the predecessor's end not in accounting yet
+    relay = _starting(tmp_path, fake)
+    fake.acct["101"] = JobInfo("101", JobState.COMPLETED, exit_code=99)
+    assert relay.take_over().step is Turn.RUN
+    assert fake.accounted_ids == [["102", "101"], ["101"]] and fake.queries == 0
+
+
+def test_a_first_look_that_shows_the_predecessor_running_goes_to_slurmctld(tmp_path: Path) -> None:
+    fake = Accounting()
+    fake.acct = {"101": JobInfo("101", JobState.RUNNING)}  # lag: its end not recorded yet
+    relay = _starting(tmp_path, fake)
+    assert relay.take_over().step is Turn.RUN
+    assert fake.accounted_calls == 1 and fake.asked_exit_codes == [False]
+
+
+def test_the_first_look_names_only_this_job_when_it_judges_no_predecessor(tmp_path: Path) -> None:
+    """Runner 1 of a fresh chain (the submission judged nothing to hand it),
+    and a job that is not the queued next runner."""
+    fake = Accounting()
+    chain, _ = _relay_chain(tmp_path, fake)
+    assert accounted_at_start(chain, fake, "101", 1) == {}
+    assert accounted_at_start(chain, fake, "999", 7) == {}
+    assert fake.accounted_ids == [["101"], ["999"]]
+    (chain.root / "state.json").write_text("{not json")
+    assert accounted_at_start(chain, fake, "101", 1) == {} and fake.accounted_ids[-1] == ["101"]

@@ -126,12 +126,12 @@ def test_end_time_from_accounting_costs_slurmctld_nothing() -> None:
     started there (or no accounting): one scontrol."""
     from chain.backends.slurm.parse import parse_slurm_timestamp
 
-    fake = Fake({"sacct": (0, "42|RUNNING|2026-01-01T00:00:00|15\n", "")})
+    fake = Fake({"sacct": (0, "42|RUNNING|0:0|c.r1|2026-01-01T00:00:00|Unknown|15\n", "")})
     start = parse_slurm_timestamp("2026-01-01T00:00:00")
     assert start is not None and backend(fake).end_time("42") == start + 900
     assert fake.calls == ["sacct"]
     running = "JobId=42 JobName=x JobState=RUNNING Reason=None EndTime=2026-01-01T00:15:00\n"
-    fake = Fake({"sacct": (0, "42|PENDING|Unknown|15\n", ""), "scontrol": (0, running, "")})
+    fake = Fake({"sacct": (0, "42|PENDING|0:0|c.r1|Unknown|Unknown|15\n", ""), "scontrol": (0, running, "")})
     assert backend(fake).end_time("42") == start + 900
     assert fake.calls == ["sacct", "scontrol"]
 

@@ -245,15 +245,21 @@ def test_a_slurm_timestamp_is_local_time_of_exactly_one_shape() -> None:
         assert parse_slurm_timestamp(other) is None, other
 
 
-def test_sacct_end_is_start_plus_limit_of_a_running_job_only() -> None:
-    """``sacct -X -n -P -j ID -o JobIDRaw,State,Start,TimelimitRaw`` as 22.05 prints it."""
-    from chain.backends.slurm.parse import parse_slurm_timestamp, sacct_end
-
+def test_sacct_gives_a_running_jobs_end_as_its_start_plus_its_limit_only() -> None:
+    """``sacct -X -n -P -j ID -o SACCT_FIELDS`` as 22.05 prints it: TimelimitRaw in minutes."""
     start = parse_slurm_timestamp("2026-12-05T11:55:11")
     assert start is not None
-    assert sacct_end("9622|RUNNING|2026-12-05T11:55:11|1\n", "9622") == start + 60
-    assert sacct_end("9622|RUNNING|2026-12-05T11:55:11|UNLIMITED\n", "9622") is None
-    assert sacct_end("9622|PENDING|Unknown|1\n", "9622") is None
-    assert sacct_end("9622|REQUEUED|2026-12-05T11:55:11|1\n", "9622") is None  # an earlier run's start
-    assert sacct_end("9623|RUNNING|2026-12-05T11:55:11|1\n", "9622") is None
-    assert sacct_end("", "9622") is None
+
+    def end(line: str, job: str = "9622") -> float | None:
+        info = parse_sacct(line + "\n").get(job)
+        return info.end if info is not None else None
+
+    assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|1") == start + 60
+    assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|UNLIMITED") is None
+    assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|99999999999999999999") is None
+    assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown") is None  # captured without the limit
+    assert end("9622|PENDING|0:0|c.r2|Unknown|Unknown|1") is None
+    # an ended job keeps its real end; a requeued one's start is an earlier run's
+    assert end("9622|COMPLETED|0:0|c.r2|2026-12-05T11:55:11|2026-12-05T11:55:41|1") == start + 30
+    assert end("9622|REQUEUED|0:0|c.r2|2026-12-05T11:55:11|2026-12-05T11:55:41|1") == start + 30
+    assert end("9623|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|1") is None
