@@ -16,7 +16,6 @@ from chain.core.reasons import ReasonKind
 from chain.core.records import RunnerRecord
 from chain.core.settings import Settings
 from chain.effects.executor import Executor
-from chain.effects.hooks import run_hooks
 from chain.effects.notify import announce_end
 from chain.store import ChainDir, ChainStatus, judged_runner
 from chain.store.counter import known_counter
@@ -130,6 +129,8 @@ def complete_chain(
     # the state turns completed after the hooks and the announcement (a
     # watcher's --wait ends with the report made and the notify commands run);
     # both are told the final state and reason
+    from chain.effects.hooks import run_hooks  # the job that ends the chain's only
+
     run_hooks(
         chain,
         status,
@@ -166,6 +167,8 @@ def end_chain(
     chain = run.chain
     run.apply(status, Ending())  # a queued runner must not outlive the chain
     chain.log(f"chain {state.value}: {reason}")
+    from chain.effects.hooks import run_hooks  # the job that ends the chain's only
+
     run_hooks(
         chain,
         status,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +31,8 @@ def rank_wrapper() -> Path:
 def free_port() -> str:
     """A TCP port free on this node (the first of the allocation, which serves
     the rendezvous) when asked; the launcher binds it a moment later."""
+    import socket  # a launched runner's only: every runner imports this module
+
     with socket.socket() as sock:
         sock.bind(("", 0))
         return str(sock.getsockname()[1])

@@ -48,7 +48,6 @@ from chain.primitives import bounded, safeio
 from chain.primitives.atomic import CounterFormatError, parse_counter
 from chain.primitives.codes import NO_CHECKPOINT_EXIT
 from chain.store.jsonio import read_counter
-from chain.store.torch_counter import plain_counter
 
 JSON_COUNTER_CAP = 64 << 20  # bytes of a json: counter file read at most (a trainer state, not a data set)
 
@@ -134,6 +133,8 @@ def _read_in_process(spec: CounterSpec, ckpt_path: str, workdir: Path) -> Counte
         path = workdir / spec.path
         if not path.exists():
             return CounterReading(0, False, path)
+        from chain.store.torch_counter import plain_counter  # zipfile and pickle: a torch counter's only
+
         value = plain_counter(path, spec.key[0])
         return CounterReading(value, True, path) if value is not None else None
     return None

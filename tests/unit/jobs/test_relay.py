@@ -195,7 +195,7 @@ def test_a_runner_reaching_max_iter_completes_the_chain_and_cancels_its_successo
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ran: list[tuple[str, ...] | None] = []
-    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
+    monkeypatch.setattr("chain.effects.hooks.run_hooks", lambda *a, **k: ran.append(k.get("only")))
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)
@@ -215,7 +215,7 @@ def test_a_relay_runners_events_all_go_through_its_one_executor(
 ) -> None:
     """Its take-over, its judgment and the chain's end (the successor
     dropped, the announcement, the end saved): the job's one executor."""
-    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: None)
+    monkeypatch.setattr("chain.effects.hooks.run_hooks", lambda *a, **k: None)
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake, notify=["true"])
     relay = _relay(tmp_path, chain, fake, "101", 1)
@@ -229,7 +229,7 @@ def test_a_relay_runners_events_all_go_through_its_one_executor(
 
 
 def test_a_failing_app_ends_the_chain_in_its_own_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: None)
+    monkeypatch.setattr("chain.effects.hooks.run_hooks", lambda *a, **k: None)
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)
@@ -392,7 +392,7 @@ def test_a_cancel_between_a_runners_judgment_and_its_ending_is_the_users_word(
     (the failure's hooks never run, nothing is saved over the cancel); a
     completion's hooks still run (the work is complete), its end is refused."""
     ran: list[tuple[str, ...] | None] = []
-    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: ran.append(k.get("only")))
+    monkeypatch.setattr("chain.effects.hooks.run_hooks", lambda *a, **k: ran.append(k.get("only")))
     fake = FakeBackend()
     chain, _ = _relay_chain(tmp_path, fake)
     relay = _relay(tmp_path, chain, fake, "101", 1)

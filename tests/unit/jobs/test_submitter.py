@@ -279,7 +279,7 @@ def test_zero_never_steps_aside(tmp_path: Path) -> None:
 def test_a_submitters_events_all_go_through_its_one_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its start, the counter, the lookahead runner dropped, the chain's
     completion announced and saved: the job's one executor, with its clock."""
-    monkeypatch.setattr("chain.effects.ending.run_hooks", lambda *a, **k: None)
+    monkeypatch.setattr("chain.effects.hooks.run_hooks", lambda *a, **k: None)
     backend, clock = FakeBackend(), SteppingClock(1000.0)
     _, submitter = _submitter(tmp_path, backend, clock, notify=["true"])
     (tmp_path / "state_iter.txt").write_text("10\n")
