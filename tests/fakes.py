@@ -108,7 +108,7 @@ class FakeBackend(Backend):
         if job_id in self.states:
             self.set_state(job_id, JobState.CANCELLED)
 
-    def end_time(self, job_id: str) -> float | None:
+    def scheduler_end(self, job_id: str) -> float | None:
         self.end_time_calls += 1
         return self.job_end
 

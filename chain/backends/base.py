@@ -125,9 +125,19 @@ class Backend(abc.ABC):
         to the batch script, or with ``steps_only`` to its job steps (srun's
         tasks: srun itself turns a SIGTERM into killing the step)."""
 
-    @abc.abstractmethod
     def end_time(self, job_id: str) -> float | None:
-        """Scheduled end (epoch seconds) of a running job, None if unknown."""
+        """Scheduled end (epoch seconds) of a running job, None if unknown:
+        accounting's word where it has it (``accounted_end``, no scheduler
+        RPC), else the scheduler's (``scheduler_end``)."""
+        end = self.accounted_end(job_id)
+        return end if end is not None else self.scheduler_end(job_id)
+
+    @abc.abstractmethod
+    def scheduler_end(self, job_id: str) -> float | None:
+        """The scheduler's own word on a running job's scheduled end (epoch
+        seconds), None if unknown: for a caller that has just asked
+        accounting (``end_time`` asks both). One try: a runner must not
+        spend its own time waiting out an outage."""
 
     def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
         """Accounting of each job, in one batched request where the scheduler

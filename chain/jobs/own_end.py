@@ -48,7 +48,7 @@ class OwnEnd:
         if end is None and (cheap or now >= self._began + self.patience):
             self.settled = True  # slurmctld's word, or none to be had: asked once
             try:
-                end = self.backend.end_time(self.job_id)
+                end = self.backend.scheduler_end(self.job_id)
             except ChainError:
                 end = None
         if end is None:

@@ -70,13 +70,13 @@ class Turn(str, enum.Enum):
     END = "end"  # the decision ended the chain (failed, stopped, cancelled)
 
 
-def accounted_at_start(chain: ChainDir, backend: Backend, job_id: str, seq: int | None) -> dict[str, JobInfo]:
+def accounted_at_start(chain: ChainDir, backend: Backend, job_id: str, seq: int | None) -> dict[str, JobInfo] | None:
     """One look at accounting (no slurmctld RPC) for what a relay runner asks
     before its app: its own start and limit (its end) and the predecessor it
     is about to judge, which it would otherwise ask in a second look. The
     predecessor is named by state.json read without the chain's lock: only
     its id is taken, and its line is used only where the take-over judges
-    that very job (``Relay.known``). Empty without accounting."""
+    that very job (``Relay.known``). None: no accounting answered."""
     ids = [job_id]
     try:
         status = chain.load_status()
@@ -85,9 +85,9 @@ def accounted_at_start(chain: ChainDir, backend: Backend, job_id: str, seq: int 
     if status is not None and status.runner_live and status.queued_next(job_id, seq):
         ids.append(status.runner_job_id)
     try:
-        return backend.accounted(ids) or {}
+        return backend.accounted(ids)
     except ChainError:  # an id sacct must not be given: the take-over refuses it in its own words
-        return {}
+        return None
 
 
 @dataclass

@@ -149,8 +149,10 @@ def run_relay(job: RunnerJob) -> int:
     ends it."""
     chain, record, clock, job_id = job.chain, job.record, job.clock, job.record.job_id
     known = accounted_at_start(chain, job.backend, job_id, record.seq)  # this job and its predecessor, one look
-    # asked once: the relay and the app's schedule share it
-    slurm_end = scheduled_end(known, job_id) or _slurm_end(job.backend, job_id)
+    # asked once (accounting just did not show it: the scheduler): the relay and the app's schedule share it
+    slurm_end = scheduled_end(known, job_id)
+    if slurm_end is None:
+        slurm_end = _slurm_end(job.backend, job_id, scheduler_only=True)
     relay = Relay(
         chain,
         job.settings,
@@ -203,11 +205,12 @@ def _job_end(settings: Settings, slurm_end: float | None, start: float) -> float
     return slurm_end or start + settings.runner_seconds
 
 
-def _slurm_end(backend: Backend, job_id: str) -> float | None:
-    """This job's end as the scheduler has it; None when it cannot say (the
-    configured limit bounds the schedule then)."""
+def _slurm_end(backend: Backend, job_id: str, *, scheduler_only: bool = False) -> float | None:
+    """This job's end as the scheduler has it (``scheduler_only``: asked of
+    the scheduler itself, accounting having just been asked); None when it
+    cannot say (the configured limit bounds the schedule then)."""
     try:
-        return backend.end_time(job_id)
+        return backend.scheduler_end(job_id) if scheduler_only else backend.end_time(job_id)
     except ChainError:
         return None
 

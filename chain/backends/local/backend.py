@@ -282,7 +282,7 @@ class LocalBackend(Backend):
             if why:
                 raise SchedulerError(f"scancel: job {job_id} not signalled: {why}")
 
-    def end_time(self, job_id: str) -> float | None:
+    def scheduler_end(self, job_id: str) -> float | None:
         record = self.spool.refresh(str(job_id))
         if record is None or record.state is not JobState.RUNNING:
             return None

@@ -251,14 +251,8 @@ class SlurmCliBackend(Backend):
             lambda argv: self._once(argv), getpass.getuser(), account=account, qos=qos, partition=partition
         )
 
-    def end_time(self, job_id: str) -> float | None:
-        """Accounting first (its start and limit, no slurmctld RPC: every
-        runner asks at its start), else slurmctld. One try each: callers fall
-        back on the configured limit, and a runner must not spend its own
-        time waiting out a slurmctld outage."""
-        end = self.accounted_end(job_id)
-        if end is not None:
-            return end
+    def scheduler_end(self, job_id: str) -> float | None:
+        """One ``scontrol show job`` (2 slurmctld RPCs)."""
         info = parse_scontrol(self._once(["scontrol", "show", "job", "-o", job_id], ok_errors=("Invalid job id",))).get(
             job_id
         )

@@ -324,7 +324,7 @@ class PyslurmBackend(Backend):
         )
         return preempting(info, restarts)
 
-    def end_time(self, job_id: str) -> float | None:
+    def scheduler_end(self, job_id: str) -> float | None:
         job = self._load(job_id)
         if job is None:
             return None

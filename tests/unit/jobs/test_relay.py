@@ -369,7 +369,7 @@ def test_a_relay_runner_asks_its_end_again_when_the_first_answer_failed(tmp_path
     from the scheduler's end once it answers, not from the configured limit."""
 
     class LateEnd(FakeBackend):
-        def end_time(self, job_id: str) -> float | None:
+        def scheduler_end(self, job_id: str) -> float | None:
             self.end_time_calls += 1
             if self.end_time_calls == 1:
                 raise SchedulerError("slurm_load_jobs error: Unable to contact slurm controller")

@@ -12,7 +12,7 @@ from fakes import FakeBackend
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
 from chain.jobs.relay import Relay, Turn, accounted_at_start
-from unit.jobs.test_relay import _ended, _relay, _relay_chain
+from unit.jobs.test_relay import _ended, _relay, _relay_chain, _run_runner_one
 
 
 class Accounting(FakeBackend):
@@ -165,3 +165,25 @@ def test_the_first_look_names_only_this_job_when_it_judges_no_predecessor(tmp_pa
     assert fake.accounted_ids == [["101"], ["999"]]
     (chain.root / "state.json").write_text("{not json")
     assert accounted_at_start(chain, fake, "101", 1) == {} and fake.accounted_ids[-1] == ["101"]
+
+
+@pytest.mark.parametrize(
+    ("shown", "scheduler_asks"),
+    [
+        (JobInfo("101", JobState.RUNNING, start=1000.0, end=4e9), 0),  # accounting knows its end
+        (JobInfo("101", JobState.PENDING), 1),  # its start not in accounting yet: slurmctld
+        (None, 1),  # not in accounting at all
+    ],
+)
+def test_a_runner_asks_accounting_for_its_own_end_once_then_the_scheduler(
+    tmp_path: Path, shown: JobInfo | None, scheduler_asks: int
+) -> None:
+    """As its job runs it: the first look's answer, else straight to the
+    scheduler (``end_time`` would ask accounting a second time)."""
+    fake = Accounting()
+    fake.acct = {} if shown is None else {"101": shown}
+    fake.job_end = 3e9
+    _, record = _run_runner_one(tmp_path, fake)
+    assert sum("101" in ids for ids in fake.accounted_ids) == 1
+    assert fake.end_time_calls == scheduler_asks
+    assert record.slurm_end == (4e9 if scheduler_asks == 0 else 3e9)

@@ -35,7 +35,7 @@ class EndingBackend(FakeBackend):
         super().__init__()
         self.end = end
 
-    def end_time(self, job_id: str) -> float | None:
+    def scheduler_end(self, job_id: str) -> float | None:
         return self.end
 
 
