@@ -6,16 +6,13 @@ restarts); a failing hook is logged and reported, never fatal.
 
 from __future__ import annotations
 
-import gc
 import os
 import select
 import signal
 import subprocess
 import sys
-import threading
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -24,6 +21,7 @@ from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.effects.appenv import app_environ, app_umask
 from chain.primitives.codes import HOOK_CANNOT_START, HOOK_TIMED_OUT
+from chain.primitives.forking import flush_quietly, fork_main
 from chain.store import ChainDir, ChainStatus
 
 # The seed's convention: these scripts in the working directory run if present.
@@ -181,7 +179,7 @@ class _Forked:
         executes the hook's argv then."""
         if not hasattr(os, "pidfd_open"):
             return None
-        _flush(log)
+        flush_quietly(log)
         out = log.fileno()
         pid = fork_main(main, args, stdout=out, stderr=out, cwd=workdir, env=env, umask=app_umask(os.environ))
         if pid is None:
@@ -202,96 +200,9 @@ class _Forked:
         return self._code
 
 
-def fork_main(
-    main: Callable[[list[str]], int],
-    args: Sequence[str],
-    *,
-    stdin: int = 0,
-    stdout: int = 1,
-    stderr: int = 2,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    umask: int | None = None,
-) -> int | None:
-    """Run ``main(args)``, chain's own code, in a child forked from this
-    process, as ``subprocess.Popen`` would run ``python -m MODULE ARGS``
-    (``start_new_session``; ``stdin``, ``stdout``, ``stderr`` as 0, 1, 2 and
-    no other descriptor; ``cwd``, ``env``, ``umask``;
-    Python's default signal handling) but without starting an interpreter
-    and importing chain again: on a sweep's busy CPUs that was much of a
-    relay runner's time. Its exit code is ``main``'s (1 and the traceback on
-    stderr for an exception). Returns its pid, for the caller to reap; None,
-    nothing started, beside another thread (a fork is not safe then)."""
-    if threading.active_count() > 1:
-        return None
-    for stream in (sys.stdout, sys.stderr):
-        _flush(stream)  # nothing buffered here is written twice, by the child too
-    gc.collect()  # no garbage of this process is finalized in the child, over descriptors it reuses
-    # none of this process's handlers may run in the child before its own are set
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _CHILD_SIGNALS)
-    try:
-        pid = os.fork()
-    except OSError:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        raise
-    if pid:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        return pid
-    code: object = 1
-    try:  # whatever happens in the child, it ends here: never back up the runner's stack
-        gc.disable()
-        try:
-            _child_setup(stdin, stdout, stderr, cwd, env, umask)
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, exit 1)
-            code = 1
-            traceback.print_exc()
-        finally:
-            _flush(sys.stdout)
-            _flush(sys.stderr)
-    finally:
-        os._exit(code & 0xFF if isinstance(code, int) else 1)
-
-
-_CHILD_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
-
-
-def _child_setup(
-    stdin: int, stdout: int, stderr: int, cwd: Path | None, env: dict[str, str] | None, umask: int | None
-) -> None:
-    """In the forked child, with its signals blocked: a session, handlers,
-    descriptors, directory, umask and environment of its own."""
-    os.setsid()
-    for sig in _CHILD_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)  # this process's handlers are not the child's
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for fd, to in ((stdin, 0), (stdout, 1), (stderr, 2)):
-        os.dup2(fd, to)
-    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)  # noqa: SIM115
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-    if cwd is not None:
-        os.chdir(cwd)
-    if umask is not None:
-        os.umask(umask)
-    if env is not None:
-        os.environ.clear()
-        os.environ.update(env)
-
-
 def _readable(fd: int, timeout: float) -> bool:
     """``fd`` is readable within ``timeout`` seconds (poll: any descriptor number)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     longest = 2**31 - 1  # poll's limit, in ms (about 25 days)
     return bool(poller.poll(longest if timeout * 1000 >= longest else max(0, int(timeout * 1000))))
-
-
-def _flush(stream: IO[str] | None) -> None:
-    try:
-        if stream is not None:
-            stream.flush()
-    except (OSError, ValueError):
-        pass

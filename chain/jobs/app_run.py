@@ -161,10 +161,13 @@ def _start_guard(app_pid: int, settings: Settings, stop_sig: signal.Signals, rec
     group if this runner dies first; None when it cannot be started."""
     grace = min(max(settings.runner_margin, 10), 60)
     try:
-        return start_guard(app_pid, grace, stop_sig)
+        guard = start_guard(app_pid, grace, stop_sig)
     except OSError as exc:  # the app runs unguarded: PDEATHSIG and the app lock remain
         say(record, f"could not start the app's guard: {exc.strerror}")
         return None
+    if guard is None:
+        say(record, "could not start the app's guard: the runner has another thread (no fork then)")
+    return guard
 
 
 def _app_env(

@@ -12,13 +12,13 @@ left. It ignores the signals a ``scancel`` sends every process of the job
 (TERM, INT, and those a user may send the app: HUP, USR1, USR2): the guard
 must outlive the runner to do its work.
 
-The guard is a fork of the runner (``start_guard``), not a new interpreter:
-a runner starts one with every app, when the sweep's runners start together
-and their Python is what the node's CPUs spend (``bench/sweep.py``). The
-runner has no other thread then (the app's own ``preexec_fn`` relies on that
-too), and the child only reads the pipe, looks at ``/proc`` and signals. Its
-command line is the runner's; its name (``ps -e``, ``top``, ``pgrep
-chain-guard``) is ``chain-guard``.
+The guard is a fork of the runner (``start_guard``, through
+``chain.primitives.forking``), not a new interpreter: a runner starts one
+with every app, when the sweep's runners start together and their Python is
+what the node's CPUs spend (``bench/sweep.py``). The child only reads the
+pipe, looks at ``/proc`` and signals; the signals it ignores are ignored
+from its first instruction. Its command line is the runner's; its name
+(``ps -e``, ``top``, ``pgrep chain-guard``) is ``chain-guard``.
 
 The group is signalled only while its leader is the very process the runner
 started (``chain.primitives.procs``, the rule the local backend's signals
@@ -32,19 +32,19 @@ group where there is no ``/proc`` to check against.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
 
 from chain.primitives import procs
+from chain.primitives.forking import fork_main
 
 # what a scancel may send every process of the job: the guard lives on through them
 PR_SET_NAME = 15  # prctl: the process's name (``comm``)
+NO_TICKS = "-"  # the app's start time could not be read (no /proc): never signalled
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -108,60 +108,43 @@ class Guard:
             os.waitpid(self.pid, os.WNOHANG)
 
 
-def start_guard(app_pid: int, grace: float, stop_signal: signal.Signals) -> Guard:
+def start_guard(app_pid: int, grace: float, stop_signal: signal.Signals) -> Guard | None:
     """Fork the guard of the app ``app_pid``, just started by the caller and
     not reaped (its start time is read now, while its pid cannot have been
-    reused). The caller must have no other thread. Raises OSError."""
-    app = App(app_pid, procs.start_ticks(app_pid))
+    reused). None: not started, the caller having another thread. Raises
+    OSError."""
+    ticks = procs.start_ticks(app_pid)
     read_end, write_end = os.pipe()
-    for stream in (sys.stdout, sys.stderr):  # else the child would write their buffers again
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
     try:
-        pid = os.fork()
+        with open(os.devnull, "rb") as null:
+            args = [str(app_pid), NO_TICKS if ticks is None else str(ticks), str(grace), str(int(stop_signal))]
+            pid = fork_main(main, args, stdin=read_end, stdout=null.fileno(), ignore=IGNORED)
     except OSError:
-        os.close(read_end)
         os.close(write_end)
         raise
-    if pid == 0:
-        _guard(app, read_end, write_end, grace, stop_signal)
-    os.close(read_end)
+    finally:
+        os.close(read_end)
+    if pid is None:
+        os.close(write_end)
+        return None
     return Guard(pid, write_end)
 
 
+def main(argv: list[str]) -> int:
+    """The guard's child: ``PID TICKS GRACE SIGNAL``, the pipe as stdin."""
+    _name_process(b"chain-guard")
+    pid, ticks, grace, stop_signal = int(argv[0]), argv[1], float(argv[2]), signal.Signals(int(argv[3]))
+    app = App(pid, None if ticks == NO_TICKS else int(ticks))
+    said = watch(app, grace, stop_signal, lambda: os.read(0, 4096))
+    if said:
+        print(said, file=sys.stderr, flush=True)
+    return 0
+
+
 def _name_process(name: bytes) -> None:
-    """This process's name as ``ps -e`` shows it (Linux; elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
+    """This process's name as ``ps -e`` shows it (Linux; elsewhere, or
+    without ctypes, nothing: a name is no reason to leave the app unguarded)."""
+    with contextlib.suppress(Exception):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
-
-
-def _guard(app: App, read_end: int, write_end: int, grace: float, stop_signal: signal.Signals) -> NoReturn:
-    """The child: its own session, the pipe as stdin, no other descriptor of
-    the runner's (above all not the write end), the runner's handlers gone;
-    it never returns into the runner's code."""
-    code = 1
-    try:
-        os.setsid()
-        gc.disable()  # no finalizer of the runner's objects runs here
-        _name_process(b"chain-guard")
-        signal.set_wakeup_fd(-1)
-        for sig in signal.valid_signals():
-            if callable(signal.getsignal(sig)):
-                signal.signal(sig, signal.SIG_DFL)
-        for sig in IGNORED:
-            signal.signal(sig, signal.SIG_IGN)
-        os.dup2(read_end, 0)
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 1)
-        if write_end == 2:  # the runner had no stderr: the pipe's write end must go
-            os.dup2(null, 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        said = watch(app, grace, stop_signal, lambda: os.read(0, 4096))
-        if said:
-            with contextlib.suppress(OSError):
-                os.write(2, f"{said}\n".encode())
-        code = 0
-    finally:
-        os._exit(code)

@@ -100,7 +100,7 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
         end = parse_slurm_timestamp(parts[5]) if len(parts) > 5 else None
         state = JobState.parse(state_text)
         limit = parts[6].strip() if len(parts) > 6 else ""
-        if state is JobState.RUNNING and start is not None and limit.isdigit() and len(limit) <= 9:
+        if state is JobState.RUNNING and start is not None and limit.isascii() and limit.isdigit() and len(limit) <= 9:
             end = start + 60 * int(limit)
         code, sig = parse_exit_code(exit_text)
         by = re.search(r"CANCELLED by (\S+)", state_text)

@@ -72,7 +72,8 @@ print(app.pid, guard.pid, flush=True)
 if sys.stdin.readline().strip() == "release":
     app.wait()
     guard.release()
-    print("released", flush=True)
+    _, status = os.waitpid(guard.pid, 0)
+    print("released", os.waitstatus_to_exitcode(status), flush=True)
     sys.stdin.readline()
 """
 
@@ -134,18 +135,24 @@ def test_the_guard_stops_the_app_when_its_runner_dies_and_outlives_a_scancel() -
         runner.wait()
 
 
-def test_a_released_guard_exits_without_signalling_anything() -> None:
-    runner, _app, guard = _runner("exit 0")
+def test_a_released_guard_exits_without_signalling_anything(tmp_path: Path) -> None:
+    """The app's leader exits, leaving a process of its group behind: once
+    the leader is gone its group number may be another's, so the released
+    guard exits (0) and signals nothing."""
+    left = tmp_path / "left"
+    runner, _app, _guard = _runner(f"trap '' TERM; sleep 300 >/dev/null 2>&1 & echo $! > {left}; exit 0")
     try:
         assert runner.stdin is not None and runner.stdout is not None
         runner.stdin.write("release\n")
         runner.stdin.flush()
-        assert runner.stdout.readline().strip() == "released"
-        assert _ended(guard), "the guard lives on after its app ended"
+        assert runner.stdout.readline().split() == ["released", "0"]
+        assert not _ended(int(left.read_text()), timeout=1), "the released guard signalled the group"
         runner.stdin.close()
         assert runner.wait(timeout=10) == 0
         assert runner.stderr is not None and "outlived" not in runner.stderr.read()
     finally:
+        if left.exists():
+            os.kill(int(left.read_text()), signal.SIGKILL)
         runner.kill()
         runner.wait()
 

@@ -257,6 +257,7 @@ def test_sacct_gives_a_running_jobs_end_as_its_start_plus_its_limit_only() -> No
     assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|1") == start + 60
     assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|UNLIMITED") is None
     assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|99999999999999999999") is None
+    assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown|\u00b2") is None  # a digit int() refuses
     assert end("9622|RUNNING|0:0|c.r2|2026-12-05T11:55:11|Unknown") is None  # captured without the limit
     assert end("9622|PENDING|0:0|c.r2|Unknown|Unknown|1") is None
     # an ended job keeps its real end; a requeued one's start is an earlier run's
