@@ -40,12 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chain.primitives import procs
-from chain.primitives.forking import fork_main
+from chain.primitives.forking import CHILD_SIGNALS, fork_main
 
-# what a scancel may send every process of the job: the guard lives on through them
 PR_SET_NAME = 15  # prctl: the process's name (``comm``)
 NO_TICKS = "-"  # the app's start time could not be read (no /proc): never signalled
-IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,8 @@ def start_guard(app_pid: int, grace: float, stop_signal: signal.Signals) -> Guar
     try:
         with open(os.devnull, "rb") as null:
             args = [str(app_pid), NO_TICKS if ticks is None else str(ticks), str(grace), str(int(stop_signal))]
-            pid = fork_main(main, args, stdin=read_end, stdout=null.fileno(), ignore=IGNORED)
+            # what a scancel may send every process of the job: the guard lives on through them
+            pid = fork_main(main, args, stdin=read_end, stdout=null.fileno(), ignore=CHILD_SIGNALS)
     except OSError:
         os.close(write_end)
         raise
