@@ -37,6 +37,12 @@ The workload (flags): MAX_ITER 10 iterations of 1 s, a checkpoint every 5,
 ``runner_time="0:15"``, ``runner_margin=5`` (a 10 s window: two runners a
 chain), chain's defaults otherwise (``--step-aside-after`` sets submitter
 mode's; the recorded run used 10, as tests/e2e/test_sweep_e2e.py does).
+The app is started with the interpreter running the bench (``--app-python``),
+chain's own, in every mode: ``python3`` on this machine's PATH is pyenv's
+shim, a bash script that costs each start ~50 ms more CPU than the
+interpreter it ends in (16 starting at once on 2 CPUs): this machine's, not
+the workload's. ``--repeat K`` runs every mode and size K times, the modes
+interleaved, and tables the medians (one run moves by about ±0.08 × here).
 
 Leftover jobs of a run (a failed or stranded chain) are cancelled
 (``Chain.cancel``, then ``scancel`` of every job named after one of its
@@ -113,7 +119,7 @@ export MAX_ITER={max_iter} CHECKPOINT_EVERY={every} ITER_SECONDS={secs}
 # chain's runner gives the app its job's end less the margin, the end from
 # Slurm's start; a script knows only its own start, up to a second later
 export CHAIN_DEADLINE=$(( $(date +%s) + {window} ))
-exec python3 app.py
+exec {python} app.py
 """
 SIZES = (16, 64, 200)
 # RPCs slurmctld gets from its own daemons, not from a client command: slurmd
@@ -144,12 +150,13 @@ class Workload:
     runner_time: str
     runner_margin: int
     step_aside_after: int | None  # None: chain's default
+    app_python: str  # the interpreter the app is started with (``--app-python``)
 
     def spec(self, workdir: Path, mode: str, job_name: str) -> dict[str, Any]:
         """``Chain.submit`` keywords for one chain of this workload."""
         spec: dict[str, Any] = {
             "workdir": workdir,
-            "app_cmd": f"ITER_SECONDS={self.iter_seconds:g} python3 app.py",
+            "app_cmd": f"ITER_SECONDS={self.iter_seconds:g} {shlex.quote(self.app_python)} app.py",
             "max_iter": self.max_iter,
             "checkpoint_every": self.checkpoint_every,
             "runner_time": self.runner_time,
@@ -349,6 +356,7 @@ def submit_dependency_chain(workdir: Path, job_name: str, work: Workload, jobs: 
                 secs=f"{work.iter_seconds:g}",
                 window=secs - work.runner_margin,
                 mem=Settings().runner_mem,  # the resources chain's runner asks by default
+                python=shlex.quote(work.app_python),
             )
         )
         dep = [f"--dependency=afterany:{ids[-1]}"] if ids else []
@@ -688,6 +696,8 @@ def render(results: dict[str, Any]) -> str:
         "",
         f"Bytecode: {results.get('bytecode', 'not recorded (chain/ compiled by whatever ran it before)')}.",
         "",
+        f"The app started with: `{w.get('app_python', 'python3')}`.",
+        "",
         (
             "| mode | N | first submit → last completion | slot bound | ratio | slots busy "
             "| RPCs total (clients) | per runner | per second | idle allocation | chains completed "
@@ -706,6 +716,7 @@ def render(results: dict[str, Any]) -> str:
             f"| {r['chains_completed']}/{r['n']} | {r['iterations_done_twice']} / {r['iterations_never_done']} "
             f"| {per_chain} | {fmt(ld.get('min'), 2)}–{fmt(ld.get('max'), 2)} |"
         )
+    L += medians(runs)
     L += ["", "## Every run", ""]
     for r in runs:
         ce = r["submit_to_chain_end_s"] or {}
@@ -751,6 +762,28 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(L)
 
 
+def medians(runs: list[dict[str, Any]]) -> list[str]:
+    """Where a mode and size ran more than once (``--repeat``): each run's
+    ratio to the slot bound and their median, and beside relay's the ratio
+    of its median to the dependency chains' of the same N (Slurm's floor)."""
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for r in runs:
+        if r["over_slot_bound"] is not None:
+            ratios.setdefault((r["mode"], r["n"]), []).append(r["over_slot_bound"])
+    if all(len(v) < 2 for v in ratios.values()):
+        return []
+    L = ["", "## Medians", "", "| mode | N | runs | each run's ratio | median ratio | median over dependency's |"]
+    L.append("|---|---|---|---|---|---|")
+    for (mode, n), vals in ratios.items():
+        floor = ratios.get((DEPENDENCY, n))
+        over = statistics.median(vals) / statistics.median(floor) if floor and mode != DEPENDENCY else None
+        L.append(
+            f"| {mode} | {n} | {len(vals)} | {', '.join(fmt(v, 2) for v in vals)} "
+            f"| **{fmt(statistics.median(vals), 2)} ×** | {fmt(over, 2)} |"
+        )
+    return L
+
+
 def busy(r: dict[str, Any]) -> float | None:
     """Share of the slots' time from the first submit to the last completion
     that the sweep's jobs held (all their sacct CPU-seconds)."""
@@ -773,6 +806,20 @@ def main() -> int:
         type=int,
         default=2,
         help=f"jobs a chain in mode {DEPENDENCY!r} (hand-written: fixed in advance; default %(default)s)",
+    )
+    ap.add_argument(
+        "--app-python",
+        default=sys.executable,
+        help="the interpreter the app is started with, in every mode (default: the one running the bench, "
+        "chain's own, as a user's app runs in the environment chain is installed in; python3 gives the "
+        "runs before 2026-12-06, where python3 on PATH was pyenv's shim)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds: every mode and size once a round, in order, so that the modes' runs interleave "
+        "(default %(default)s); the medians of each mode and size are tabled",
     )
     ap.add_argument("--parallel", type=int, default=4, help="submit_many's parallel (default %(default)s)")
     ap.add_argument("--poll", type=float, default=2.0, help="wait_all's poll, s (default %(default)s)")
@@ -800,7 +847,11 @@ def main() -> int:
         args.runner_time,
         args.runner_margin,
         args.step_aside_after,
+        args.app_python,
     )
+    if args.repeat < 1:
+        log("--repeat: at least 1")
+        return 2
     if real("sinfo", "-h", "-o", "%P").returncode != 0:
         log('the Slurm controller does not answer: bash scripts/dev-cluster up; eval "$(bash scripts/dev-cluster env)"')
         return 2
@@ -822,10 +873,13 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # a run interrupted still cancels its chains (finally)
         signal.signal(sig, interrupted)
     try:
-        for mode in args.modes.split(","):
-            for n in (int(x) for x in args.sizes.split(",")):
-                results["runs"].append(run_sweep(base, mode.strip(), n, work, args))
-                save(Path(args.out), stem, results, final=False)
+        for k in range(1, args.repeat + 1):
+            # a round's work directories apart from another's (a run's are named by its mode and N)
+            where = base if args.repeat == 1 else base / f"round-{k}"
+            for mode in args.modes.split(","):
+                for n in (int(x) for x in args.sizes.split(",")):
+                    results["runs"].append(dict(run_sweep(where, mode.strip(), n, work, args), round=k))
+                    save(Path(args.out), stem, results, final=False)
     except KeyboardInterrupt:
         results["interrupted"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         log("interrupted: the runs so far are saved")
