@@ -54,9 +54,15 @@ def point_hash(point: Point) -> str:
 
 def _faithful(value: object) -> bool:
     """The value's text alone says which value it is, in safe characters."""
-    if isinstance(value, str):
-        return bool(_PLAIN.fullmatch(value)) and parse_scalar(value) == value and isinstance(parse_scalar(value), str)
-    return True
+    if not isinstance(value, str):
+        return True
+    if not _PLAIN.fullmatch(value):
+        return False
+    try:
+        read = parse_scalar(value)
+    except ConfigError:  # a long run of digits: as a flag it is refused, not this string
+        return False
+    return isinstance(read, str) and read == value
 
 
 def check_dir_name(name: object, where: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chain.errors import ConfigError
+from chain.primitives.bounded import MAX_DIGITS
 
 Scalar = bool | int | float | str
 
@@ -27,7 +28,9 @@ MAX_POINTS = 10_000  # a sweep's points at most: a typo in a range must not queu
 MAX_VALUE_CHARS = 1_000  # a value's text at most (names shorten longer ones; commands carry them whole)
 MAX_NAME_CHARS = 64
 MAX_PARAMS = 32
-MAX_INT_DIGITS = 30
+# what chain reads back (sweep.json, each point's settings) through primitives.bounded: a
+# longer integer written there would leave a sweep chain itself calls damaged
+MAX_INT_DIGITS = MAX_DIGITS
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -103,10 +106,16 @@ def scalar_text(value: Scalar) -> str:
 
 
 def parse_scalar(text: str) -> Scalar:
-    """``--param``'s text as a TOML scalar; a string when it is not a number or boolean."""
+    """``--param``'s text as a TOML scalar; a string when it is not a number
+    or boolean. An integer of more than ``MAX_INT_DIGITS`` digits is a
+    ``ConfigError`` (as in a sweep file), not a string by its length."""
     if text in ("true", "false"):
         return text == "true"
-    if _INT.fullmatch(text) and len(text.lstrip("+-")) <= MAX_INT_DIGITS:
+    if _INT.fullmatch(text):
+        if len(text.lstrip("+-")) > MAX_INT_DIGITS:
+            raise ConfigError(
+                f"an integer of more than {MAX_INT_DIGITS} digits (a string of digits goes in a sweep file, quoted)"
+            )
         return int(text)
     if _FLOAT.fullmatch(text) and len(text) <= 40:
         return float(text)
@@ -129,8 +138,15 @@ def parse_param_flag(text: str) -> tuple[str, list[Scalar]]:
         if not item:
             raise ConfigError(f"{where}: an empty value (values are separated by commas)")
         found = _RANGE.fullmatch(item)
-        values.extend(_range(found, where) if found else [check_value(parse_scalar(item), where)])
+        values.extend(_range(found, where) if found else [check_value(_scalar(item, where), where)])
     return name.strip(), values
+
+
+def _scalar(text: str, where: str) -> Scalar:
+    try:
+        return parse_scalar(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _range(found: re.Match[str], where: str) -> list[Scalar]:

@@ -139,6 +139,25 @@ def test_a_file_with_points_and_params_is_refused(
     assert not (tmp_path / "sweep.json").exists()
 
 
+@pytest.mark.parametrize("source", ["flag", "file"])
+def test_an_integer_too_long_to_read_back_leaves_no_sweep(
+    fake: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """A 22-digit value was taken, written to sweep.json, and then refused as
+    damaged by chain's own reader: a sweep no command could read."""
+    monkeypatch.chdir(tmp_path)
+    big = "1234567890123456789012"
+    if source == "file":
+        (tmp_path / "s.toml").write_text(f'app_cmd = "true"\nbackend = "slurm"\n[grid]\nn = [{big}]\n')
+        args = ["sweep", "submit", "s.toml"]
+    else:
+        args = ["sweep", "submit", "--app-cmd", "true", "--backend", "slurm", "--param", f"n={big}"]
+    code, out, err = _chain(args)
+    assert code == 2 and "an integer of more than 18 digits" in err and len(err.strip().splitlines()) == 1, err
+    assert "damaged" not in err and "Traceback" not in out + err
+    assert not (tmp_path / "sweep.json").exists() and not fake.submitted
+
+
 def test_wait_exits_0_only_when_every_point_completed(fake: FakeBackend, tmp_path: Path) -> None:
     where = ["--dir", str(tmp_path / "s")]
     args = ["sweep", "submit", "--app-cmd", "true {n}", "--backend", "slurm", "--param", "n=1,2", *where]

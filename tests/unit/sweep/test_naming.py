@@ -31,6 +31,14 @@ def test_a_hostile_value_gives_a_safe_name(value: str) -> None:
     assert all(c.isascii() and (c.isalnum() or c in "._+-=") for c in name)
 
 
+def test_a_string_of_more_digits_than_a_number_may_have_is_named_by_its_hash() -> None:
+    """A string of 19 digits (a sweep file's quoted value) would not read back
+    as itself from a flag (it is refused there): its name carries a hash."""
+    text = "1" * 19
+    name = point_name(Point.of({"x": text}))
+    assert name.startswith("x=" + text + "__") and name != point_name(Point.of({"x": "1" * 18}))
+
+
 def test_names_never_collide() -> None:
     values: list[Scalar] = ["a/b", "a-b", "a_b", "a b", "1", 1, 1.0, True, "true", "", "..", "a" * 300, "a" * 301]
     names = [point_name(Point.of({"x": v})) for v in values]

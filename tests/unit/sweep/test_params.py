@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chain.errors import ConfigError
+from chain.primitives.bounded import BoundError, loads_json
 from chain.sweep.params import (
+    MAX_INT_DIGITS,
     MAX_POINTS,
     Point,
     grid_from_flags,
@@ -66,7 +70,9 @@ def test_a_param_flag_has_lists_and_ranges() -> None:
         ("x=a\x1b[2Jb", "control character"),
         ("x=a\u2028b", "control character"),
         ("x=" + "a" * 2000, "a value of 2000 characters"),
-        ("x=" + "9" * 40 + "..1", "more than 30 digits"),
+        ("x=" + "9" * 40 + "..1", "more than 18 digits"),
+        ("seed=1" + "0" * 18, "an integer of more than 18 digits"),
+        ("seed=-" + "9" * 19, "an integer of more than 18 digits"),
     ],
 )
 def test_a_bad_param_flag_is_one_line(text: str, message: str) -> None:
@@ -114,7 +120,8 @@ def test_a_toml_grid_and_points() -> None:
         ([{"lr": [1, 2]}], "a list"),
         ([{"lr": {"a": 1}}], "a table"),
         ([{"lr": float("nan")}], "not a finite number"),
-        ([{"lr": 10**40}], "more than 30 digits"),
+        ([{"lr": 10**40}], "more than 18 digits"),
+        ([{"seed": 10**18}], "more than 18 digits"),
         ([{"bad name": 1}], "is not a name"),
         ([{"x": "a\x00b"}], "control character"),
     ],
@@ -133,3 +140,16 @@ def test_a_points_identity_keeps_the_values_type() -> None:
     kinds = [Point.of({"x": v}) for v in (1, 1.0, True, "1")]
     assert len({identity(p) for p in kinds}) == 4
     assert Point.of({"a": 1, "b": 2}) == Point.of({"b": 2, "a": 1})
+
+
+def test_every_integer_a_sweep_takes_reads_back_from_its_own_files() -> None:
+    """sweep.json and each point's settings are read through the bounded JSON
+    reader: an integer the sweep took and that reader refused left a sweep
+    chain itself called damaged (a 22-digit value did)."""
+    largest = int("9" * MAX_INT_DIGITS)
+    assert parse_param_flag(f"seed={largest},-{largest}") == ("seed", [largest, -largest])
+    assert loads_json(json.dumps({"seed": [largest, -largest]})) == {"seed": [largest, -largest]}
+    with pytest.raises(BoundError):
+        loads_json(json.dumps({"seed": largest * 10 + 9}))
+    with pytest.raises(ConfigError, match="more than 18 digits"):
+        parse_param_flag(f"seed={largest * 10 + 9}")
