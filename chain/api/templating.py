@@ -93,6 +93,22 @@ def _one_line(value: object) -> object:
     return value
 
 
+def output_pattern(logs: Path, stem: str) -> str:
+    """sbatch's ``--output`` for a job's log in LOGS, ``STEM-<job id>.out``.
+    sbatch reads the whole value as a filename pattern: a ``%`` in the
+    directory is doubled (``%j`` there would name another directory, and
+    the job fail with no log, exit 0:53); a backslash turns every
+    replacement off (Slurm 22.05 then failed the job with no log), so a
+    directory holding one is refused."""
+    text = str(logs)
+    if "\\" in text:
+        raise ConfigError(
+            f"the chain directory {str(logs.parent)!r} holds a backslash, which sbatch's --output cannot "
+            "carry (it turns the job id's replacement off): use a directory without one"
+        )
+    return f"{text.replace('%', '%%')}/{stem}-%j.out"
+
+
 @dataclass(frozen=True)
 class Scripts:
     submitter: str
@@ -124,7 +140,7 @@ def render_scripts(
         runner = env.get_template(RUNNER_TEMPLATE).render(
             **common,
             job_name=f"{chain_id}.runner",
-            output=str(logs / "runner-%j.out"),
+            output=output_pattern(logs, "runner"),
             sbatch_time=format_sbatch_time(settings.runner_seconds),
             sbatch_time_min=format_sbatch_time(settings.time_min_seconds) if settings.time_min_seconds else "",
             extra_args=sbatch_directives(settings.runner_sbatch_args),
@@ -132,7 +148,7 @@ def render_scripts(
         submitter = env.get_template(SUBMITTER_TEMPLATE).render(
             **common,
             job_name=submitter_job_name(chain_id, 0),
-            output=str(logs / "submitter-%j.out"),
+            output=output_pattern(logs, "submitter"),
             sbatch_time=format_sbatch_time(settings.submitter_seconds),
             extra_args=sbatch_directives(settings.submitter_sbatch_args),
         )

@@ -1,4 +1,4 @@
-"""A chain whose jobs cannot write their own logs still completes: every
+"""Where the jobs' logs go. A chain whose jobs cannot write their own logs still completes: every
 job's output file (``.chain/logs/*.out``) is /dev/full, which refuses every
 write with ENOSPC as a full file system does. In CI a file system full for
 25 s killed the submitter at its next log line, and the chain stayed
@@ -7,7 +7,10 @@ write with ENOSPC as a full file system does. In CI a file system full for
 Local backend only: its job ids are known before the jobs exist (1, 2, ...),
 so their output files can be put in place first; Slurm's are not. The app
 writes its own output elsewhere: an app that dies of ENOSPC is the app's
-failure (the full-disk test covers that with --retries)."""
+failure (the full-disk test covers that with --retries).
+
+A chain in a directory whose name holds sbatch's filename patterns (``%j``,
+``%x``) completes on both backends, each job's log where chain reads it."""
 
 from __future__ import annotations
 
@@ -46,3 +49,37 @@ def test_a_chain_completes_when_no_job_can_write_its_log(tmp_path: Path) -> None
     assert [h["rc"] for h in report["hooks"] if h["name"] == "report"] == [0], report["hooks"]
     assert all(p.is_symlink() for p in logs.glob("*.out")), "a job's log was replaced, not refused"
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(40)
+
+
+def test_a_chain_in_a_directory_named_like_a_filename_pattern_completes(backend: str, tmp_path: Path) -> None:
+    """sbatch expands ``%j`` anywhere in --output: unescaped in the chain
+    directory's path, every job's log was to go to a directory that does not
+    exist, Slurm failed each job before chain's Python started (0:53) and
+    the chain stood pending with nothing queued."""
+    work = tmp_path / "lr=1e-3 100%j%x"
+    work.mkdir()
+    copy_example("python", work)
+    chain_cmd(
+        "submit",
+        "--backend",
+        backend,
+        "--max-iter",
+        "12",
+        "--app-cmd",
+        "python3 app.py",
+        "--runner-time",
+        "0:30",
+        "--runner-margin",
+        "10",
+        "--poll-max",
+        "5",
+        cwd=work,
+        env={"ITER_SECONDS": "0.2"},
+    )
+    report = wait_ended(work, timeout=240)
+    assert report["state"] == "completed", report
+    logs = work / ".chain" / "logs"
+    for runner in report["runners"]:
+        assert (logs / f"runner-{runner['job_id']}.out").is_file(), sorted(p.name for p in logs.iterdir())
+    assert list(logs.glob("submitter-*.out")), sorted(p.name for p in logs.iterdir())
+    IterLog.read(work / "iterations.log").check_exactly_once_beyond_checkpoints(12)

@@ -1,6 +1,7 @@
 """Golden files of the rendered sbatch scripts, and quoting of hostile values."""
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from chain.api.templating import Scripts, render_scripts
+from chain.backends.local.sbatch import substitute
 from chain.core.resolution import resolve
 from chain.errors import ConfigError
 
@@ -124,6 +126,26 @@ def test_hostile_values_stay_literal(tmp_path: Path) -> None:
     echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=False).stdout
     assert echoed == HOSTILE
     assert not Path("/tmp/pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["100%j", "a%xb", "50%%", "trailing%", "%u%N%A%a"])
+def test_a_percent_in_the_chain_directory_is_not_a_filename_pattern(name: str) -> None:
+    """sbatch expands %j, %x, ... anywhere in --output: unescaped in the
+    directory, the job's log went to a directory that does not exist and
+    Slurm failed every job with no log (exit 0:53), the chain stalled."""
+    chain_dir = f"/scratch/u/{name}/.chain"
+    scripts = _render({"app_cmd": "x"}, chain_dir=chain_dir, workdir=f"/scratch/u/{name}")
+    for kind, text in (("runner", scripts.runner), ("submitter", scripts.submitter)):
+        line = next(l for l in text.splitlines() if l.startswith("#SBATCH --output="))
+        (pattern,) = shlex.split(line.removeprefix("#SBATCH --output="))
+        # expanded as sbatch does (the local backend's copy of its filename patterns)
+        assert substitute(pattern, "77", "chain-abc123.r1", "u") == f"{chain_dir}/logs/{kind}-77.out"
+
+
+def test_a_backslash_in_the_chain_directory_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="holds a backslash") as caught:
+        _render({"app_cmd": "x"}, chain_dir="/scratch/u/a\\b/.chain", workdir="/scratch/u/a\\b")
+    assert "\n" not in str(caught.value)
 
 
 def test_user_template_dir_overrides(tmp_path: Path) -> None:
