@@ -16,7 +16,7 @@ from chain.backends.shared_query import WATCH_FRESH_FOR, SharedQuery, cache_dir
 from chain.core.model import ChainState
 from chain.core.records import JudgedRunner, RunnerRecord, RunnerView
 from chain.core.settings import Mode
-from chain.errors import SchedulerError
+from chain.errors import ChainError, SchedulerError
 from chain.modes import driver
 from chain.primitives.codec import encode
 from chain.store import ChainDir, ChainStatus, tail_lines
@@ -73,6 +73,9 @@ class StatusReport:
     # relay: its runner or queued successor was scancelled and nothing of it is left (why, or ""):
     # said, never settled here (chain status only reads; chain cancel closes it)
     cancelled_outside: str = ""
+    # jobs of it the scheduler shows FAILED that never wrote their log: Slurm failed them
+    # before chain started in them (a chain directory the node cannot write: exit 0:53)
+    never_started: list[str] = field(default_factory=list)
     failure: FailureOutput | None = None
 
     @property
@@ -209,6 +212,7 @@ def status_report(
         cancelled_outside=(
             mode.cancelled_outside(status, slurm, chain.cancel_file.exists()) if asked is not None else ""
         ),
+        never_started=_never_started(chain, status, slurm),
     )
     if status.state in (ChainState.FAILED, ChainState.STOPPED):
         report.failure = _failure_output(chain, runners[-1] if runners else chain.last_runner())
@@ -240,6 +244,28 @@ def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, mode: Mode, c
     shows as "nothing drives it", "stalled" or "cancelled outside chain"
     (nothing while ``chain cancel`` is at work: ``cancelling``)."""
     return driver(mode).stranded(status, slurm, cancelling)
+
+
+def _never_started(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobInfo]) -> list[str]:
+    """The chain's jobs the scheduler shows FAILED that left no log: Slurm
+    opens a job's ``--output`` before anything of the job runs, so such a
+    job failed before chain started in it. A log that cannot be looked at
+    (a tampered logs directory) is not taken as missing."""
+    jobs = [(status.submitter_job_id, chain.submitter_output)] + [
+        (j, chain.runner_output) for j in status.runner_jobs()
+    ]
+    found: list[str] = []
+    for job, output in jobs:
+        info = slurm.get(job) if job else None
+        if info is None or info.state is not JobState.FAILED:
+            continue
+        try:
+            if output(job).exists() or output(job).is_symlink():
+                continue
+        except (ChainError, OSError):
+            continue
+        found.append(job)
+    return found
 
 
 def _job_state(slurm: Mapping[str, JobInfo], job_id: str) -> str:

@@ -202,6 +202,7 @@ def redone_phrase(report: StatusReport) -> str:
 
 def _jobs(report: StatusReport) -> list[Item]:
     items = _driving_jobs(report) if report.has_submitter else _relay_jobs(report)
+    items += _never_started(report)
     if report.runner_job_id:
         current = report.current_runner
         phase = current.status.value if current else "submitted"
@@ -220,6 +221,25 @@ def _jobs(report: StatusReport) -> list[Item]:
             )
         )
     return items
+
+
+def _never_started(report: StatusReport) -> list[Item]:
+    """Jobs Slurm failed before chain started in them: why the chain does not move."""
+    if not report.never_started:
+        return []
+    jobs = ", ".join(report.never_started)
+    which = (
+        f"job {jobs} failed before chain started in it"
+        if len(report.never_started) == 1
+        else (f"jobs {jobs} failed before chain started in them")
+    )
+    return [
+        _line(
+            f"{which} (no log): see sacct -j {jobs.replace(', ', ',')} -o ExitCode; "
+            "0:53 is a log Slurm could not open: is the chain directory writable from the compute nodes?",
+            "bold yellow",
+        )
+    ]
 
 
 def _driving_jobs(report: StatusReport) -> list[Item]:

@@ -266,6 +266,44 @@ def test_status_says_nothing_drives_a_chain_whose_submitter_the_scheduler_lost(
     assert "nothing drives it" in result.stdout and "chain submit --resume" in result.stdout
 
 
+def test_status_names_the_jobs_slurm_failed_before_chain_started_in_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slurm opens a job's log before any of it runs: a FAILED job with no
+    log never ran chain (a chain directory the nodes cannot write, exit
+    0:53). A FAILED job with its log, or one merely pending, is not named."""
+    from fakes import FakeBackend
+
+    from chain.backends import BACKENDS
+
+    monkeypatch.chdir(tmp_path)
+    chain = ChainDir(_chain_dir(tmp_path, 1, ChainState.PENDING))
+    status = chain.load_status()
+    assert status is not None
+    status.submitter_job_id, status.runner_job_id, status.runner_live, status.next_job_id = "20", "21", True, "22"
+    chain.save_status(status)
+    fake = FakeBackend()
+    for job in ("20", "21"):
+        fake.set_state(job, JobState.FAILED, 1)
+    fake.set_state("22", JobState.PENDING)
+
+    def make(chain_dir: Path, retry: object = None) -> FakeBackend:
+        return fake
+
+    monkeypatch.setitem(BACKENDS, "local", make)
+    data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert data["never_started"] == ["20", "21"]
+    result = runner.invoke(app, ["status"], env={"COLUMNS": "300"})
+    assert "jobs 20, 21 failed before chain started in them (no log)" in result.stdout, result.stdout
+    assert "sacct -j 20,21 -o ExitCode" in result.stdout
+    chain.runner_output("21").write_text("Traceback ...\n")
+    assert json.loads(runner.invoke(app, ["status", "--json"]).stdout)["never_started"] == ["20"]
+    chain.submitter_output("20").write_text("")
+    data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert data["never_started"] == []
+    assert "failed before chain started" not in runner.invoke(app, ["status"], env={"COLUMNS": "300"}).stdout
+
+
 @pytest.mark.parametrize("command", ["submit", "render"])
 def test_every_setting_is_an_option_with_its_type_default_and_environment(command: str) -> None:
     from chain.core.fields import FIELDS
