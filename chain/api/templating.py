@@ -100,13 +100,18 @@ def output_pattern(logs: Path, stem: str) -> str:
     the job fail with no log, exit 0:53); a backslash turns every
     replacement off (Slurm 22.05 then failed the job with no log), so a
     directory holding one is refused."""
-    text = str(logs)
-    if "\\" in text:
+    check_job_dir(logs.parent)
+    return f"{str(logs).replace('%', '%%')}/{stem}-%j.out"
+
+
+def check_job_dir(directory: Path) -> None:
+    """Refuse a directory under which sbatch cannot name a job's log (one
+    line): a backslash in its path turns sbatch's --output patterns off."""
+    if "\\" in str(directory):
         raise ConfigError(
-            f"the chain directory {str(logs.parent)!r} holds a backslash, which sbatch's --output cannot "
-            "carry (it turns the job id's replacement off): use a directory without one"
+            f"the directory {str(directory)!r} holds a backslash, which sbatch's --output cannot carry "
+            "(it turns the job id's replacement off): use a directory without one"
         )
-    return f"{text.replace('%', '%%')}/{stem}-%j.out"
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ READABLE_CHARS = 120  # of a name before its hash: well under the 255 bytes of a
 HASH_CHARS = 12
 _PLAIN = re.compile(r"[A-Za-z0-9.+-]*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+-]")
-# a given name's characters refused: "/" (one component), "%" (Slurm expands it in the
-# output paths chain writes under the point), "\\" and control characters
+# a given name's characters refused: "/" (one component), "%" (Slurm's filename patterns:
+# the rendered --output escapes it, but a given name with one is more likely a typo),
+# "\\" (sbatch's --output cannot carry it) and control characters
 _REFUSED = re.compile(r"[/%\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 MAX_DIR_BYTES = 255  # a file name's limit on common file systems
 RESERVED_NAMES = ("sweep.json", "report")  # the sweep's own files (chain.sweep.store)
@@ -54,15 +55,9 @@ def point_hash(point: Point) -> str:
 
 def _faithful(value: object) -> bool:
     """The value's text alone says which value it is, in safe characters."""
-    if not isinstance(value, str):
-        return True
-    if not _PLAIN.fullmatch(value):
-        return False
-    try:
-        read = parse_scalar(value)
-    except ConfigError:  # a long run of digits: as a flag it is refused, not this string
-        return False
-    return isinstance(read, str) and read == value
+    if isinstance(value, str):
+        return bool(_PLAIN.fullmatch(value)) and parse_scalar(value) == value and isinstance(parse_scalar(value), str)
+    return True
 
 
 def check_dir_name(name: object, where: str) -> str:

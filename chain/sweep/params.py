@@ -31,6 +31,9 @@ MAX_PARAMS = 32
 # what chain reads back (sweep.json, each point's settings) through primitives.bounded: a
 # longer integer written there would leave a sweep chain itself calls damaged
 MAX_INT_DIGITS = MAX_DIGITS
+# a flag's run of digits up to this long reads as an integer, a longer one as a string: point
+# names depend on it (sweep.naming), so it stays what it was when names were first made
+INT_TEXT_DIGITS = 30
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -107,15 +110,11 @@ def scalar_text(value: Scalar) -> str:
 
 def parse_scalar(text: str) -> Scalar:
     """``--param``'s text as a TOML scalar; a string when it is not a number
-    or boolean. An integer of more than ``MAX_INT_DIGITS`` digits is a
-    ``ConfigError`` (as in a sweep file), not a string by its length."""
+    or boolean (a run of more than ``INT_TEXT_DIGITS`` digits too). An
+    integer is checked by ``check_value`` like a sweep file's."""
     if text in ("true", "false"):
         return text == "true"
-    if _INT.fullmatch(text):
-        if len(text.lstrip("+-")) > MAX_INT_DIGITS:
-            raise ConfigError(
-                f"an integer of more than {MAX_INT_DIGITS} digits (a string of digits goes in a sweep file, quoted)"
-            )
+    if _INT.fullmatch(text) and len(text.lstrip("+-")) <= INT_TEXT_DIGITS:
         return int(text)
     if _FLOAT.fullmatch(text) and len(text) <= 40:
         return float(text)
@@ -138,20 +137,13 @@ def parse_param_flag(text: str) -> tuple[str, list[Scalar]]:
         if not item:
             raise ConfigError(f"{where}: an empty value (values are separated by commas)")
         found = _RANGE.fullmatch(item)
-        values.extend(_range(found, where) if found else [check_value(_scalar(item, where), where)])
+        values.extend(_range(found, where) if found else [check_value(parse_scalar(item), where)])
     return name.strip(), values
-
-
-def _scalar(text: str, where: str) -> Scalar:
-    try:
-        return parse_scalar(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _range(found: re.Match[str], where: str) -> list[Scalar]:
     low_text, high_text = found.groups()
-    if max(len(low_text), len(high_text)) > MAX_INT_DIGITS:
+    if max(len(low_text.lstrip("+-")), len(high_text.lstrip("+-"))) > MAX_INT_DIGITS:
         raise ConfigError(f"{where}: a range bound of more than {MAX_INT_DIGITS} digits")
     low, high = int(low_text), int(high_text)
     if high < low:

@@ -85,15 +85,25 @@ class SweepDir:
             raise ChainDirError(str(exc)) from None
 
     def make(self) -> None:
-        """Make the sweep's directory (with its parents) if missing."""
+        """Make the sweep's directory (with its parents) if missing; refused
+        where no point's jobs could name their logs (``check_job_dir``)."""
+        from chain.api.templating import check_job_dir
+
+        check_job_dir(self.root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ChainDirError(f"cannot make the sweep directory {self.root}: {exc.strerror or exc}") from None
 
     def write(self, record: SweepRecord) -> None:
+        """Replace the record, once it is known to read back (``read``): a
+        value past a bound the reader keeps, or a record past its size cap,
+        is a one-line ``ConfigError`` and nothing is written, never a
+        ``sweep.json`` every command would call damaged."""
+        data = atomic.json_bytes(record.to_json())
+        _check_reads_back(data, str(self.record_file))
         try:
-            atomic.write_bytes_atomic(self.record_file, atomic.json_bytes(record.to_json()))
+            atomic.write_bytes_atomic(self.record_file, data)
         except OSError as exc:
             raise ChainDirError(f"cannot write {self.record_file}: {exc.strerror or exc}") from None
 
@@ -111,3 +121,15 @@ class SweepDir:
 def read_sweep_file(path: Path) -> SweepSpec:
     """A sweep file named by the user; a FIFO or a device is refused, never waited on."""
     return parse_sweep_text(read_user_text(path, SWEEP_FILE_CAP, "sweep file"), str(path))
+
+
+def _check_reads_back(data: bytes, label: str) -> None:
+    if len(data) > RECORD_CAP:
+        raise ConfigError(
+            f"the sweep's record would take {len(data) >> 20} MiB (at most {RECORD_CAP >> 20}): "
+            "fewer points or shorter values"
+        )
+    try:
+        SweepRecord.from_json(bounded.loads_json(data), label)
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"refusing to write a sweep record chain could not read back: {exc}") from None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from chain.errors import ConfigError
 from chain.sweep.command import placeholders
-from chain.sweep.params import Point
+from chain.sweep.params import Point, check_value
 
 JOB_MODULE = "hydra_plugins.hydra_chain_launcher.job"
 CALLBACK = "hydra_plugins.hydra_chain_launcher._callback.SaveReturnValue"
@@ -55,7 +55,7 @@ class AppCall:
 
 def job_point(num: int, overrides: Sequence[str]) -> Point:
     """A job's parameters: its number and its overrides, as one shell-quoted line."""
-    return Point.of({NUM_PARAM: num, OVERRIDES_PARAM: shlex.join(overrides)})
+    return Point.of({NUM_PARAM: num, OVERRIDES_PARAM: check_value(shlex.join(overrides), f"job {num}'s overrides")})
 
 
 def app_template(call: AppCall) -> str:

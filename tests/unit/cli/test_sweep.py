@@ -158,6 +158,16 @@ def test_an_integer_too_long_to_read_back_leaves_no_sweep(
     assert not (tmp_path / "sweep.json").exists() and not fake.submitted
 
 
+def test_a_sweep_directory_its_jobs_could_not_log_under_is_refused_first(fake: FakeBackend, tmp_path: Path) -> None:
+    """A backslash turns sbatch's --output patterns off: every point would
+    be refused at its submission, after sweep.json was written."""
+    where = tmp_path / "a\\b"
+    args = ["sweep", "submit", "--app-cmd", "true", "--backend", "slurm", "--param", "n=1,2", "--dir", str(where)]
+    code, _, err = _chain(args)
+    assert code == 2 and "holds a backslash" in err and len(err.strip().splitlines()) == 1, err
+    assert not where.exists() and not fake.submitted
+
+
 def test_wait_exits_0_only_when_every_point_completed(fake: FakeBackend, tmp_path: Path) -> None:
     where = ["--dir", str(tmp_path / "s")]
     args = ["sweep", "submit", "--app-cmd", "true {n}", "--backend", "slurm", "--param", "n=1,2", *where]

@@ -36,6 +36,11 @@ def test_a_jobs_parameters_are_its_number_and_its_overrides_as_one_shell_line() 
     assert shlex.split(str(point.as_dict()["overrides"])) == ["lr=0.001", "name='a b'"]
 
 
+def test_a_jobs_overrides_past_a_values_length_are_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="job 3's overrides: a value of"):
+        job_point(3, [f"x{i}={'v' * 60}" for i in range(20)])
+
+
 def test_the_sweeps_command_runs_the_job_program_then_the_app_with_the_jobs_parameters() -> None:
     point = job_point(3, ["lr=0.001", "seed=0"])
     command = point_command(app_template(CALL), point, "3")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chain.errors import ConfigError
-from chain.sweep.naming import READABLE_CHARS, RESERVED_NAMES, check_dir_name, point_name
+from chain.sweep.naming import READABLE_CHARS, RESERVED_NAMES, check_dir_name, point_hash, point_name
 from chain.sweep.params import Point, Scalar
 from chain.sweep.store import RECORD_FILE, REPORT_DIR
 
@@ -31,12 +31,14 @@ def test_a_hostile_value_gives_a_safe_name(value: str) -> None:
     assert all(c.isascii() and (c.isalnum() or c in "._+-=") for c in name)
 
 
-def test_a_string_of_more_digits_than_a_number_may_have_is_named_by_its_hash() -> None:
-    """A string of 19 digits (a sweep file's quoted value) would not read back
-    as itself from a flag (it is refused there): its name carries a hash."""
-    text = "1" * 19
+@pytest.mark.parametrize(("digits", "hashed"), [(18, True), (19, True), (30, True), (31, False)])
+def test_a_string_of_digits_is_named_as_it_always_was(digits: int, hashed: bool) -> None:
+    """A point's directory is found again by its name: a quoted string of
+    digits that a flag would read as an integer (up to 30 digits, whatever
+    integers a sweep accepts) carries a hash, a longer one reads as itself."""
+    text = "1" * digits
     name = point_name(Point.of({"x": text}))
-    assert name.startswith("x=" + text + "__") and name != point_name(Point.of({"x": "1" * 18}))
+    assert name == (f"x={text}__{point_hash(Point.of({'x': text}))}" if hashed else f"x={text}")
 
 
 def test_names_never_collide() -> None:

@@ -73,6 +73,7 @@ def test_a_param_flag_has_lists_and_ranges() -> None:
         ("x=" + "9" * 40 + "..1", "more than 18 digits"),
         ("seed=1" + "0" * 18, "an integer of more than 18 digits"),
         ("seed=-" + "9" * 19, "an integer of more than 18 digits"),
+        ("seed=-" + "9" * 19 + "..0", "a range bound of more than 18 digits"),
     ],
 )
 def test_a_bad_param_flag_is_one_line(text: str, message: str) -> None:
@@ -153,3 +154,6 @@ def test_every_integer_a_sweep_takes_reads_back_from_its_own_files() -> None:
         loads_json(json.dumps({"seed": largest * 10 + 9}))
     with pytest.raises(ConfigError, match="more than 18 digits"):
         parse_param_flag(f"seed={largest * 10 + 9}")
+    assert parse_param_flag(f"seed=-{largest}..{-largest + 1}") == ("seed", [-largest, -largest + 1])
+    # a longer run of digits reads as a string, as it always did (point names depend on it)
+    assert parse_param_flag("tag=" + "1" * 31) == ("tag", ["1" * 31])

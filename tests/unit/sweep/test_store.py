@@ -27,6 +27,38 @@ def test_a_record_written_is_read_back(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("params", "message"),
+    [({"x": 10**19}, "a number of 20 digits"), ({"x": "v" * 1001}, "a value of 1001 characters")],
+)
+def test_a_record_that_would_not_read_back_is_not_written(
+    tmp_path: Path, params: dict[str, object], message: str
+) -> None:
+    """Points made without the parameter checks (a Hydra job's overrides
+    were) must not leave a sweep.json every command calls damaged; the
+    record already there stays as it was."""
+    store = SweepDir(tmp_path / "s")
+    store.make()
+    good = SweepRecord.new(Settings(app_cmd="true {x}"), [Point.of({"x": 1})], 5.0)
+    store.write(good)
+    bad = good.with_entries([PointEntry.of(Point(tuple(params.items())))])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=f"could not read back: .*{message}") as caught:
+        store.write(bad)
+    assert "\n" not in str(caught.value) and store.read() == good
+
+
+def test_a_record_past_its_size_cap_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chain.sweep import store as store_module
+
+    monkeypatch.setattr(store_module, "RECORD_CAP", 2000)
+    store = SweepDir(tmp_path / "s")
+    store.make()
+    points = [Point.of({"x": "v" * 500, "i": i}) for i in range(5)]
+    with pytest.raises(ConfigError, match="fewer points or shorter values"):
+        store.write(SweepRecord.new(Settings(app_cmd="true {x}"), points, 5.0))
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(
     ("content", "message"),
     [(None, "no sweep in"), (b"{", "is damaged"), (b"[]", "not a sweep record"), (b"1" * 5000, "is damaged")],
 )
