@@ -29,7 +29,7 @@ from chain.api.status import StatusReport, open_chain, status_report, wait_jobs_
 from chain.api.submission import submit as submit_chain
 from chain.backends.base import Backend
 from chain.core.fields import FIELD_BY_NAME
-from chain.errors import ChainError, ConfigError
+from chain.errors import ChainError, ConfigError, SchedulerError
 from chain.store import ChainDir
 
 
@@ -144,7 +144,9 @@ class Chain:
         """Wait until the chain has ended; its final status. A ``ChainError``
         after ``timeout`` seconds (the chain goes on), or at once when its
         jobs were cancelled outside chain (``scancel``) with none left to
-        end it (``chain cancel`` closes it, ``resume()`` continues it)."""
+        end it (``chain cancel`` closes it, ``resume()`` continues it), or
+        whose jobs Slurm failed before chain started in them
+        (``StatusReport.cannot_start``: a ``SchedulerError``)."""
         give_up = None if timeout is None else clock() + timeout
         while True:
             report = status_report(self.chain_dir, history=0, backend=self._backend, watching=True)
@@ -155,6 +157,12 @@ class Chain:
                 raise ChainError(
                     f"chain {report.chain_id}: {report.cancelled_outside}, and nothing of it runs: "
                     "chain cancel closes it, chain submit --resume continues it"
+                )
+            if report.cannot_start:
+                raise SchedulerError(
+                    f"chain {report.chain_id}: job {', '.join(report.never_started)} failed before chain started "
+                    "in it and nothing of it runs (chain status says more): chain submit --resume continues it "
+                    "once its jobs can start"
                 )
             if give_up is not None and clock() >= give_up:
                 raise ChainError(f"chain {report.chain_id} still {report.state.value} after {timeout:.0f}s")

@@ -98,6 +98,12 @@ class StatusReport:
         return not self.has_submitter and not self.state.ended and self.nothing_driving
 
     @property
+    def cannot_start(self) -> bool:
+        """Nothing of the chain runs and some of its jobs failed before chain
+        started in them (``never_started``): no end will come to wait for."""
+        return bool(self.never_started) and self.nothing_driving
+
+    @property
     def current_runner_number(self) -> int:
         """The live runner's sequence number: its own record's, else one past
         every judged runner (not past the ``--history`` rows shown)."""
@@ -247,20 +253,22 @@ def stranded(status: ChainStatus, slurm: Mapping[str, JobInfo], *, mode: Mode, c
 
 
 def _never_started(chain: ChainDir, status: ChainStatus, slurm: Mapping[str, JobInfo]) -> list[str]:
-    """The chain's jobs the scheduler shows FAILED that left no log: Slurm
-    opens a job's ``--output`` before anything of the job runs, so such a
-    job failed before chain started in it. A log that cannot be looked at
-    (a tampered logs directory) is not taken as missing."""
+    """The chain's jobs the scheduler shows FAILED, with no exit status of
+    their own (a script that ran and exited 1 started), that left no log:
+    Slurm opens a job's ``--output`` before anything of it runs, so such a
+    job failed before chain started in it (0:53: the log could not be
+    opened). A log that cannot be looked at (a tampered logs directory) is
+    not taken as missing."""
     jobs = [(status.submitter_job_id, chain.submitter_output)] + [
         (j, chain.runner_output) for j in status.runner_jobs()
     ]
     found: list[str] = []
     for job, output in jobs:
         info = slurm.get(job) if job else None
-        if info is None or info.state is not JobState.FAILED:
+        if info is None or info.state is not JobState.FAILED or info.exit_code not in (None, 0):
             continue
         try:
-            if output(job).exists() or output(job).is_symlink():
+            if output(job).exists():
                 continue
         except (ChainError, OSError):
             continue

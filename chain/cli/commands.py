@@ -272,6 +272,10 @@ def _watch_until_ended(directory: Path, interval: float, history: int | None) ->
             if not sys.stdout.isatty():
                 print_status(report, history=rows)
             return ChainState.CANCELLED.exit_code
+        if report.cannot_start:  # Slurm failed its jobs before chain started: no end would come either
+            if not sys.stdout.isatty():
+                print_status(report, history=rows)
+            return CliExit.SCHEDULER
         _sleep(interval)
 
 

@@ -233,10 +233,14 @@ def _never_started(report: StatusReport) -> list[Item]:
         if len(report.never_started) == 1
         else (f"jobs {jobs} failed before chain started in them")
     )
+    slurm = (
+        ""
+        if report.backend == "local"
+        else (f"; see sacct -j {jobs.replace(', ', ',')} -o ExitCode (0:53: a log Slurm could not open)")
+    )
     return [
         _line(
-            f"{which} (no log): see sacct -j {jobs.replace(', ', ',')} -o ExitCode; "
-            "0:53 is a log Slurm could not open: is the chain directory writable from the compute nodes?",
+            f"{which} (no log){slurm}: is the chain directory writable where its jobs run?",
             "bold yellow",
         )
     ]

@@ -15,8 +15,9 @@ from chain import Chain, api
 from chain.cli import app
 from chain.core.model import ChainState, JobState
 from chain.core.records import RunnerPhase, RunnerRecord
-from chain.errors import ChainError
+from chain.errors import ChainError, SchedulerError
 from chain.jobs.relay import Relay
+from chain.primitives.codes import CliExit
 from chain.store import ChainDir
 
 
@@ -97,6 +98,34 @@ def test_the_watch_ends_on_a_scancelled_relay_and_chain_cancel_closes_it(
     api.cancel(tmp_path / ".chain", backend=fake, wait=0)
     report = api.status_report(tmp_path / ".chain", backend=fake)
     assert report.state is ChainState.CANCELLED and report.cancelled_outside == ""
+
+
+def test_waiting_stops_on_a_chain_whose_jobs_slurm_failed_before_they_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both jobs of a new relay chain FAILED (0:53) with no log: nothing of it
+    will run, so Chain.wait and chain status --watch stop (exit 4) where they
+    waited for ever; with the runner's log present (it started), they wait."""
+    fake = FakeBackend()
+    _relay_chain(tmp_path, fake)
+    for job in ("101", "102"):
+        fake.set_state(job, JobState.FAILED, 0)
+    report = api.status_report(tmp_path / ".chain", backend=fake)
+    assert report.never_started == ["101", "102"] and report.cannot_start
+    with pytest.raises(SchedulerError, match="job 101, 102 failed before chain started in it.*--resume"):
+        Chain.open(tmp_path, backend=fake).wait(sleep=lambda s: pytest.fail("waited on a chain that cannot start"))
+    monkeypatch.setattr(
+        "chain.api.status._ask_scheduler",
+        lambda status, chain_dir, backend, fresh_for=0.0: (fake.query(status.live_jobs()), "", fake),
+    )
+    result = CliRunner().invoke(app, ["status", "--watch", "--chain-dir", str(tmp_path / ".chain")])
+    assert result.exit_code == CliExit.SCHEDULER, result.output
+    assert "jobs 101, 102 failed before chain started in them" in result.output
+    ChainDir(tmp_path / ".chain").runner_output("101").write_text("started\n")
+    report = api.status_report(tmp_path / ".chain", backend=fake)
+    assert report.never_started == ["102"] and report.cannot_start  # 102 never ran; nothing of it runs
+    fake.set_state("102", JobState.PENDING)
+    assert not api.status_report(tmp_path / ".chain", backend=fake).cannot_start
 
 
 def test_while_chain_cancel_is_at_work_nothing_is_cancelled_outside(tmp_path: Path) -> None:

@@ -281,21 +281,25 @@ def test_status_names_the_jobs_slurm_failed_before_chain_started_in_them(
     status = chain.load_status()
     assert status is not None
     status.submitter_job_id, status.runner_job_id, status.runner_live, status.next_job_id = "20", "21", True, "22"
+    status.backend = "slurm"  # the advice names sacct (not on the local backend)
     chain.save_status(status)
     fake = FakeBackend()
-    for job in ("20", "21"):
-        fake.set_state(job, JobState.FAILED, 1)
+    fake.set_state("20", JobState.FAILED, 0)  # sacct's 0:53
+    fake.set_state("21", JobState.FAILED)  # its exit status not known
     fake.set_state("22", JobState.PENDING)
 
     def make(chain_dir: Path, retry: object = None) -> FakeBackend:
         return fake
 
-    monkeypatch.setitem(BACKENDS, "local", make)
+    monkeypatch.setitem(BACKENDS, "slurm", make)
     data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
     assert data["never_started"] == ["20", "21"]
     result = runner.invoke(app, ["status"], env={"COLUMNS": "300"})
     assert "jobs 20, 21 failed before chain started in them (no log)" in result.stdout, result.stdout
     assert "sacct -j 20,21 -o ExitCode" in result.stdout
+    fake.set_state("21", JobState.FAILED, 1)  # its script ran and exited 1: it started (its log elsewhere)
+    assert json.loads(runner.invoke(app, ["status", "--json"]).stdout)["never_started"] == ["20"]
+    fake.set_state("21", JobState.FAILED)
     chain.runner_output("21").write_text("Traceback ...\n")
     assert json.loads(runner.invoke(app, ["status", "--json"]).stdout)["never_started"] == ["20"]
     chain.submitter_output("20").write_text("")
