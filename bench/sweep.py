@@ -763,12 +763,12 @@ def render(results: dict[str, Any]) -> str:
 
 
 def medians(runs: list[dict[str, Any]]) -> list[str]:
-    """Where a mode and size ran more than once (``--repeat``): each run's
+    """Where a mode and size ran more than once (``--repeat``): each ok run's
     ratio to the slot bound and their median, and beside relay's the ratio
     of its median to the dependency chains' of the same N (Slurm's floor)."""
     ratios: dict[tuple[str, int], list[float]] = {}
     for r in runs:
-        if r["over_slot_bound"] is not None:
+        if r["ok"] and r["over_slot_bound"] is not None:  # a run that lost a chain has no time to compare
             ratios.setdefault((r["mode"], r["n"]), []).append(r["over_slot_bound"])
     if all(len(v) < 2 for v in ratios.values()):
         return []
