@@ -160,9 +160,8 @@ class Chain:
                 )
             if report.cannot_start:
                 raise SchedulerError(
-                    f"chain {report.chain_id}: job {', '.join(report.never_started)} failed before chain started "
-                    "in it and nothing of it runs (chain status says more): chain submit --resume continues it "
-                    "once its jobs can start"
+                    f"chain {report.chain_id}: {report.never_started_text} and nothing of it runs "
+                    "(chain status says more): chain submit --resume continues it once its jobs can start"
                 )
             if give_up is not None and clock() >= give_up:
                 raise ChainError(f"chain {report.chain_id} still {report.state.value} after {timeout:.0f}s")

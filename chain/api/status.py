@@ -104,6 +104,14 @@ class StatusReport:
         return bool(self.never_started) and self.nothing_driving
 
     @property
+    def never_started_text(self) -> str:
+        """``never_started`` as one clause, for ``chain status`` and ``Chain.wait``."""
+        jobs = ", ".join(self.never_started)
+        if len(self.never_started) == 1:
+            return f"job {jobs} failed before chain started in it"
+        return f"jobs {jobs} failed before chain started in them"
+
+    @property
     def current_runner_number(self) -> int:
         """The live runner's sequence number: its own record's, else one past
         every judged runner (not past the ``--history`` rows shown)."""

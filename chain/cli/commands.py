@@ -268,14 +268,13 @@ def _watch_until_ended(directory: Path, interval: float, history: int | None) ->
         if ended:
             api.wait_jobs_gone(directory)  # the directory is the user's once --wait returns
             return report.state.exit_code
-        if report.cancelled_outside:  # nothing of it runs: no end would ever come to watch
+        # nothing of it runs (cancelled outside chain, or its jobs failed before chain started
+        # in them): no end would ever come to watch
+        stuck = ChainState.CANCELLED.exit_code if report.cancelled_outside else CliExit.SCHEDULER
+        if report.cancelled_outside or report.cannot_start:
             if not sys.stdout.isatty():
                 print_status(report, history=rows)
-            return ChainState.CANCELLED.exit_code
-        if report.cannot_start:  # Slurm failed its jobs before chain started: no end would come either
-            if not sys.stdout.isatty():
-                print_status(report, history=rows)
-            return CliExit.SCHEDULER
+            return stuck
         _sleep(interval)
 
 

@@ -227,23 +227,10 @@ def _never_started(report: StatusReport) -> list[Item]:
     """Jobs Slurm failed before chain started in them: why the chain does not move."""
     if not report.never_started:
         return []
-    jobs = ", ".join(report.never_started)
-    which = (
-        f"job {jobs} failed before chain started in it"
-        if len(report.never_started) == 1
-        else (f"jobs {jobs} failed before chain started in them")
-    )
-    slurm = (
-        ""
-        if report.backend == "local"
-        else (f"; see sacct -j {jobs.replace(', ', ',')} -o ExitCode (0:53: a log Slurm could not open)")
-    )
-    return [
-        _line(
-            f"{which} (no log){slurm}: is the chain directory writable where its jobs run?",
-            "bold yellow",
-        )
-    ]
+    ids = ",".join(report.never_started)
+    slurm = "" if report.backend == "local" else f"; see sacct -j {ids} -o ExitCode (0:53: a log Slurm could not open)"
+    line = f"{report.never_started_text} (no log){slurm}: is the chain directory writable where its jobs run?"
+    return [_line(line, "bold yellow")]
 
 
 def _driving_jobs(report: StatusReport) -> list[Item]:

@@ -112,7 +112,9 @@ def test_waiting_stops_on_a_chain_whose_jobs_slurm_failed_before_they_started(
         fake.set_state(job, JobState.FAILED, 0)
     report = api.status_report(tmp_path / ".chain", backend=fake)
     assert report.never_started == ["101", "102"] and report.cannot_start
-    with pytest.raises(SchedulerError, match="job 101, 102 failed before chain started in it.*--resume"):
+    with pytest.raises(
+        SchedulerError, match="jobs 101, 102 failed before chain started in them and nothing of it runs.*--resume"
+    ):
         Chain.open(tmp_path, backend=fake).wait(sleep=lambda s: pytest.fail("waited on a chain that cannot start"))
     monkeypatch.setattr(
         "chain.api.status._ask_scheduler",
