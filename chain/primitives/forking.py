@@ -81,7 +81,7 @@ def fork_main(
         os._exit(code & 0xFF if isinstance(code, int) else 1)
 
 
-def _restore(blocked: set[signal.Signals], collecting: bool) -> None:
+def _restore(blocked: set[int | signal.Signals], collecting: bool) -> None:
     """In the parent after the fork: its signal mask and collector as they were."""
     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     if collecting:
