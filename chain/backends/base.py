@@ -9,6 +9,7 @@ and account for finished jobs (``usage``, for the reports).
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +154,13 @@ class Backend(abc.ABC):
         ended can still show running), so a caller takes only what lag cannot
         make wrong. None: no accounting to ask (this default), or it did not answer."""
         return None
+
+    def accounted_later(self, job_ids: Sequence[str]) -> Callable[[], dict[str, JobInfo] | None]:
+        """``accounted``, asked now and answered when the returned function is
+        called, so that a caller does other work while accounting answers
+        (a runner loads its code meanwhile); this default asks only when
+        called. Each call of the function gives the same answer."""
+        return functools.cache(lambda: self.accounted(job_ids))
 
     def query_scope(self) -> str:
         """Names the scheduler this backend asks, for job states shared

@@ -115,25 +115,33 @@ def submitter_main(chain_dir: str, environ: Mapping[str, str] = os.environ) -> i
 
 
 def runner_main(chain_dir: str, preflight_error: str | None, environ: Mapping[str, str] = os.environ) -> int:
-    """A runner job; its exit code as the job's (``job_exit_code``)."""
-    from chain.core.runner_rules import job_exit_code
-    from chain.jobs import runner
+    """A runner job; its exit code as the job's (``job_exit_code``). The
+    mode's accounting look (``ModeDriver.runner_look``) is started before
+    the runner's code is imported: slurmdbd's answer takes ~0.1 s, most of
+    it waiting, which the imports fill."""
+    from chain.core.names import runner_seq
     from chain.jobs.supervise import die_with_parent
+    from chain.modes import driver
     from chain.primitives.output import keep_job_output
 
     die_with_parent(signal.SIGTERM)  # a killed supervisor stops this runner, and so its app
     keep_job_output()  # a full disk under the job's log must not end the runner
     chain, settings, backend, workdir = job_context(chain_dir)
-    job_id = environ.get("SLURM_JOB_ID", "0")
+    job_id, job_name = environ.get("SLURM_JOB_ID", "0"), environ.get("SLURM_JOB_NAME", "")
+    look = driver(settings.mode).runner_look(chain, backend, job_id, runner_seq(job_name))
+    from chain.core.runner_rules import job_exit_code
+    from chain.jobs import runner
+
     try:
         code = runner.run(
             chain,
             settings,
             backend,
             job_id=job_id,
-            job_name=environ.get("SLURM_JOB_NAME", ""),
+            job_name=job_name,
             workdir=workdir,
             preflight_error=preflight_error,
+            look=look,
         )
     except ProtocolError as exc:
         code = leave_an_ended_chain(chain, f"runner job {job_id}", exc)

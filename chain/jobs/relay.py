@@ -46,7 +46,7 @@ from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner, submit_runner_job
-from chain.errors import ChainError, CheckpointError, SchedulerError
+from chain.errors import CheckpointError, SchedulerError
 from chain.jobs.watch import RunnerWatch, gather_outcome, with_nodes_down
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import (
@@ -68,26 +68,6 @@ class Turn(str, enum.Enum):
     LEAVE = "leave"  # not this runner's turn (superseded, ended chain, predecessor requeued)
     COMPLETE = "complete"  # the counter reached MAX_ITER: hooks, completed
     END = "end"  # the decision ended the chain (failed, stopped, cancelled)
-
-
-def accounted_at_start(chain: ChainDir, backend: Backend, job_id: str, seq: int | None) -> dict[str, JobInfo] | None:
-    """One look at accounting (no slurmctld RPC) for what a relay runner asks
-    before its app: its own start and limit (its end) and the predecessor it
-    is about to judge, which it would otherwise ask in a second look. The
-    predecessor is named by state.json read without the chain's lock: only
-    its id is taken, and its line is used only where the take-over judges
-    that very job (``Relay.known``). None: no accounting answered."""
-    ids = [job_id]
-    try:
-        status = chain.load_status()
-    except ChainError:
-        status = None  # the take-over reads it again, and says what is wrong
-    if status is not None and status.runner_live and status.queued_next(job_id, seq):
-        ids.append(status.runner_job_id)
-    try:
-        return backend.accounted(ids)
-    except ChainError:  # an id sacct must not be given: the take-over refuses it in its own words
-        return None
 
 
 @dataclass
@@ -113,7 +93,7 @@ class Relay:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     job_end: float = float("inf")  # this job's own end: hooks must be done by then
-    # accounting's lines at this job's start (``accounted_at_start``); None: not looked
+    # accounting's lines at this job's start (``RelayMode.runner_look``); None: not looked
     known: Mapping[str, JobInfo] | None = None
 
     def __post_init__(self) -> None:

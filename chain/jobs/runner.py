@@ -28,9 +28,9 @@ from chain.core.runner_rules import (
 from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.app_run import end_record, run_app, say
-from chain.jobs.relay import Relay, Turn, accounted_at_start
+from chain.jobs.relay import Relay, Turn
 from chain.jobs.verify import verify_before_app
-from chain.modes import RunnerJob, driver
+from chain.modes import Look, RunnerJob, driver
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import read_chain_counter
@@ -75,9 +75,11 @@ def run(
     preflight_error: str | None = None,
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    look: Look | None = None,
 ) -> int:
     """Run the app once; returns the runner's exit code (``core.runner_rules``).
-    ``clock``: wall-clock seconds that do not jump (``core.clock``) by default."""
+    ``clock``: wall-clock seconds that do not jump (``core.clock``) by default;
+    ``look``: the mode's accounting look, started already (``ModeDriver.runner_look``)."""
     clock = clock or steady_clock()
     record = RunnerRecord(
         job_id,
@@ -94,7 +96,7 @@ def run(
         # started the next runner, so this copy must not run the app again.
         say(record, "this job already ran (requeued after recording its end); exiting without running the app")
         return 0
-    job = RunnerJob(chain, settings, backend, record, workdir, preflight_error, clock, sleep)
+    job = RunnerJob(chain, settings, backend, record, workdir, preflight_error, clock, sleep, look)
     return driver(settings.mode).run_runner(job)
 
 
@@ -148,7 +150,8 @@ def run_relay(job: RunnerJob) -> int:
     the chain here; after the app, end the chain if this runner's own outcome
     ends it."""
     chain, record, clock, job_id = job.chain, job.record, job.clock, job.record.job_id
-    known = accounted_at_start(chain, job.backend, job_id, record.seq)  # this job and its predecessor, one look
+    look = job.look or driver(job.settings.mode).runner_look(chain, job.backend, job_id, record.seq)
+    known = look() if look is not None else None  # this job and its predecessor, one look
     # asked once (accounting just did not show it: the scheduler): the relay and the app's schedule share it
     slurm_end = scheduled_end(known, job_id)
     if slurm_end is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from chain.core.limits import JobNeeds
 from chain.core.settings import Mode
-from chain.modes.base import ModeDriver, RunnerJob
+from chain.modes.base import Look, ModeDriver, RunnerJob
 from chain.modes.relay import RelayMode
 from chain.modes.submitter import SubmitterMode
 
@@ -22,4 +22,4 @@ def least_needs() -> JobNeeds:
     return min((d.needs(False) for d in DRIVERS.values()), key=lambda needs: (needs.queued, needs.running))
 
 
-__all__ = ["DRIVERS", "ModeDriver", "RunnerJob", "driver", "least_needs"]
+__all__ = ["DRIVERS", "Look", "ModeDriver", "RunnerJob", "driver", "least_needs"]

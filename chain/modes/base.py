@@ -21,6 +21,9 @@ from chain.core.settings import Mode, Settings
 from chain.effects.executor import Executor
 from chain.store import ChainDir, ChainStatus
 
+# accounting's lines, once it answers (``Backend.accounted_later``); None: it did not
+Look = Callable[[], Mapping[str, JobInfo] | None]
+
 
 @dataclass(frozen=True)
 class RunnerJob:
@@ -34,6 +37,8 @@ class RunnerJob:
     preflight_error: str | None
     clock: Callable[[], float]
     sleep: Callable[[float], None]
+    # accounting's answer started before the job's code loaded (``ModeDriver.runner_look``); None: none started
+    look: Look | None = None
 
 
 class ModeDriver(abc.ABC):
@@ -58,6 +63,12 @@ class ModeDriver(abc.ABC):
     @abc.abstractmethod
     def run_runner(self, job: RunnerJob) -> int:
         """A runner job of this mode; its exit code (``core.runner_rules``)."""
+
+    def runner_look(self, chain: ChainDir, backend: Backend, job_id: str, seq: int | None) -> Look | None:
+        """The accounting look a runner job of this mode takes first, started
+        before the job's code loads (``jobs.entry``) and handed to
+        ``run_runner`` (``RunnerJob.look``); None (this default): none."""
+        return None
 
     @abc.abstractmethod
     def stranded(self, status: ChainStatus, jobs: Mapping[str, JobInfo], cancelling: bool) -> str:

@@ -15,10 +15,10 @@ from chain.core.names import runner_job_name
 from chain.core.settings import Mode, Settings
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner_job
-from chain.errors import ChainDirError
-from chain.modes.base import ModeDriver, RunnerJob
+from chain.errors import ChainDirError, ChainError
+from chain.modes.base import Look, ModeDriver, RunnerJob
 from chain.modes.common import FINISHING_WAIT, presubmit_first_runner, refuse_live_submitter
-from chain.store import ChainStatus
+from chain.store import ChainDir, ChainStatus
 
 
 class RelayMode(ModeDriver):
@@ -55,6 +55,25 @@ class RelayMode(ModeDriver):
                 f"chain {status.chain_id} still has a runner job {live[0]} running or queued; nothing to resume"
             )
         refuse_live_submitter(backend, status, wait=FINISHING_WAIT, notify=notify)
+
+    def runner_look(self, chain: ChainDir, backend: Backend, job_id: str, seq: int | None) -> Look:
+        """One look at accounting (no slurmctld RPC) for what a relay runner
+        asks before its app: its own start and limit (its end) and the
+        predecessor it is about to judge, which it would otherwise ask in a
+        second look. The predecessor is named by state.json read without the
+        chain's lock: only its id is taken, and its line is used only where
+        the take-over judges that very job (``jobs.relay.Relay.known``)."""
+        ids = [job_id]
+        try:
+            status = chain.load_status()
+        except ChainError:
+            status = None  # the take-over reads it again, and says what is wrong
+        if status is not None and status.runner_live and status.queued_next(job_id, seq):
+            ids.append(status.runner_job_id)
+        try:
+            return backend.accounted_later(ids)
+        except ChainError:  # an id sacct must not be given: the take-over refuses it in its own words
+            return lambda: None
 
     def run_runner(self, job: RunnerJob) -> int:
         from chain.jobs.runner import run_relay  # the job's code, loaded in the job only

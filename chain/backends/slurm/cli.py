@@ -6,10 +6,12 @@ through one retry policy (``chain.core.retry``); parsing is in ``parse``.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +47,9 @@ from chain.errors import SchedulerError
 SACCT_BATCH = 1000  # job ids per sacct usage call (a long chain's command line stays short)
 
 Run = Callable[[Sequence[str], Mapping[str, str] | None, Path | None], "subprocess.CompletedProcess[str]"]
+# a client started now, its outcome given when the returned function is called
+Start = Callable[[Sequence[str]], Callable[[], "subprocess.CompletedProcess[str]"]]
+CLIENT_TIMEOUT = 120.0  # seconds a client may take before it counts as timed out (transient)
 
 # Variables a job inherits from its own allocation that must not leak into a
 # job it submits (sbatch/srun read some of them as defaults).
@@ -77,9 +82,28 @@ def _default_run(
         text=True,
         env=dict(env) if env is not None else None,
         cwd=cwd,
-        timeout=120,
+        timeout=CLIENT_TIMEOUT,
         check=False,
     )
+
+
+def _default_start(argv: Sequence[str]) -> Callable[[], subprocess.CompletedProcess[str]]:
+    """``_default_run`` in two steps: the client runs from now on, its outcome
+    (the same, a timeout included) is waited for when asked."""
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + CLIENT_TIMEOUT
+
+    @functools.cache
+    def outcome() -> subprocess.CompletedProcess[str]:
+        try:
+            out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    return outcome
 
 
 class SlurmCliBackend(Backend):
@@ -88,9 +112,16 @@ class SlurmCliBackend(Backend):
     name = "slurm"
     usage_source = "sacct"
 
-    def __init__(self, retry: RetryPolicy | None = None, run: Run | None = None) -> None:
+    def __init__(self, retry: RetryPolicy | None = None, run: Run | None = None, start: Start | None = None) -> None:
+        """``run``: how a client is run (tests give canned clients); ``start``:
+        how one is started to be answered later (``accounted_later``; by
+        default the real clients, or ``run`` when it is given, called when
+        the answer is wanted)."""
         self.retry = retry or RetryPolicy()
         self._run = run or _default_run
+        if start is None and run is not None:
+            start = _deferred(run)
+        self._start = start or _default_start
 
     # --- plumbing ------------------------------------------------------------
     def _once(
@@ -102,8 +133,17 @@ class SlurmCliBackend(Backend):
         ok_errors: tuple[str, ...] = (),
     ) -> str:
         """Run one client once; TransientError on a retryable failure."""
+        return self._outcome(argv, lambda: self._run(argv, env, cwd), ok_errors)
+
+    def _outcome(
+        self,
+        argv: Sequence[str],
+        run: Callable[[], subprocess.CompletedProcess[str]],
+        ok_errors: tuple[str, ...] = (),
+    ) -> str:
+        """A client's output once ``run`` gives its outcome (``_once``)."""
         try:
-            proc = self._run(argv, env, cwd)
+            proc = run()
         except FileNotFoundError:
             raise SchedulerError(f"{argv[0]} not found on PATH: is Slurm installed here?") from None
         except subprocess.TimeoutExpired:
@@ -275,6 +315,28 @@ class SlurmCliBackend(Backend):
         except SchedulerError:
             return None
 
+    def accounted_later(self, job_ids: Sequence[str]) -> Callable[[], dict[str, JobInfo] | None]:
+        """``accounted``'s sacct started now (slurmdbd answers in ~0.1 s, most
+        of it waiting), its answer parsed when asked. A bad id is refused now
+        (``SchedulerError``), as ``accounted`` refuses it."""
+        ids = _checked([j for j in job_ids if j])
+        if not ids:
+            return dict
+        argv = _sacct_states(ids)
+        try:
+            started = self._start(argv)
+        except OSError:  # not on PATH, or no process to be had: no accounting to ask
+            return lambda: None
+
+        @functools.cache
+        def answer() -> dict[str, JobInfo] | None:
+            try:
+                return parse_sacct(self._outcome(argv, started))
+            except SchedulerError:
+                return None
+
+        return answer
+
     def usage(self, job_ids: Sequence[str]) -> dict[str, JobUsage]:
         """sacct's accounting, SACCT_BATCH ids per call (one call for a chain
         of up to that many jobs), each under the retry policy."""
@@ -301,6 +363,15 @@ class SlurmCliBackend(Backend):
         except SchedulerError:
             return False
         return True
+
+
+def _deferred(run: Run) -> Start:
+    """A ``Start`` that runs the client with ``run`` when its outcome is asked."""
+
+    def start(argv: Sequence[str]) -> Callable[[], subprocess.CompletedProcess[str]]:
+        return functools.cache(lambda: run(argv, None, None))
+
+    return start
 
 
 def _sacct_states(ids: Sequence[str]) -> list[str]:

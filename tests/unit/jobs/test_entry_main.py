@@ -81,3 +81,47 @@ def test_python_m_chain_runs_the_job_command_without_typer(tmp_path: Path) -> No
     )
     assert done.stdout.split() == ["2", "False"], done.stderr
     assert done.stderr.startswith("chain: error: ")
+
+
+LOOK_PROBE = """
+import sys
+import chain.backends
+import chain.modes.relay
+
+
+class Looked(Exception):
+    pass
+
+
+def runner_look(self, chain, backend, job_id, seq):
+    raise Looked("chain.jobs.runner" in sys.modules, job_id, seq)
+
+
+chain.modes.relay.RelayMode.runner_look = runner_look
+chain.backends.make_backend = lambda name, path, retry=None: object()
+from chain.jobs.entry import runner_main
+
+try:
+    runner_main(sys.argv[1], None, {"SLURM_JOB_ID": "102", "SLURM_JOB_NAME": sys.argv[2]})
+except Looked as looked:
+    print(*looked.args)
+"""
+
+
+def test_a_relay_runner_starts_its_accounting_look_before_loading_the_runner(tmp_path: Path) -> None:
+    """slurmdbd's answer comes while the runner's code loads (``ModeDriver.runner_look``)."""
+    from fakes import FakeBackend
+
+    from chain.core.names import runner_job_name
+    from unit.jobs.test_relay import _relay_chain
+
+    _, status = _relay_chain(tmp_path, FakeBackend())
+    done = subprocess.run(
+        [sys.executable, "-c", LOOK_PROBE, str(tmp_path / ".chain"), runner_job_name(status.chain_id, 2)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.split() == ["False", "102", "2"], done.stderr

@@ -11,7 +11,8 @@ from fakes import FakeBackend
 
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
-from chain.jobs.relay import Relay, Turn, accounted_at_start
+from chain.jobs.relay import Relay, Turn
+from chain.modes.relay import RelayMode
 from unit.jobs.test_relay import _ended, _relay, _relay_chain, _run_runner_one
 
 
@@ -120,7 +121,7 @@ def _starting(tmp_path: Path, fake: Accounting) -> Relay:
     (tmp_path / "state_iter.txt").write_text("4\n")
     _ended(chain, "101", 1, 99, 0, 4)
     fake.set_state("101", JobState.COMPLETED, 0)
-    known = accounted_at_start(chain, fake, "102", 2)
+    known = RelayMode().runner_look(chain, fake, "102", 2)()
     relay = _relay(tmp_path, chain, fake, "102", 2)
     relay.known = known
     return relay
@@ -160,11 +161,11 @@ def test_the_first_look_names_only_this_job_when_it_judges_no_predecessor(tmp_pa
     and a job that is not the queued next runner."""
     fake = Accounting()
     chain, _ = _relay_chain(tmp_path, fake)
-    assert accounted_at_start(chain, fake, "101", 1) == {}
-    assert accounted_at_start(chain, fake, "999", 7) == {}
+    assert RelayMode().runner_look(chain, fake, "101", 1)() == {}
+    assert RelayMode().runner_look(chain, fake, "999", 7)() == {}
     assert fake.accounted_ids == [["101"], ["999"]]
     (chain.root / "state.json").write_text("{not json")
-    assert accounted_at_start(chain, fake, "101", 1) == {} and fake.accounted_ids[-1] == ["101"]
+    assert RelayMode().runner_look(chain, fake, "101", 1)() == {} and fake.accounted_ids[-1] == ["101"]
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,14 @@ the configured limit)."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from chain.backends.slurm.cli import SlurmCliBackend
+from chain.backends.slurm.parse import SACCT_FIELDS, parse_slurm_timestamp
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy
 from chain.errors import SchedulerError
@@ -143,6 +145,69 @@ def test_accounted_is_one_sacct_try_and_none_without_accounting() -> None:
     fake = Fake({"sacct": (1, "", "Slurm accounting storage is disabled")})
     assert backend(fake).accounted(["43"]) is None
     assert fake.calls == ["sacct"]
+
+
+def test_accounted_later_runs_sacct_when_the_answer_is_asked_with_a_given_run() -> None:
+    fake = Fake({"sacct": (0, "43|CANCELLED by 0|0:0|chain-x.r2|None|2026-01-01T00:00:20\n", "")})
+    answer = backend(fake).accounted_later(["43"])
+    assert fake.calls == []
+    first = answer()
+    assert first is not None and first["43"].state is JobState.CANCELLED
+    assert answer() is first and fake.calls == ["sacct"]  # asked once
+    assert backend(fake).accounted_later([])() == {}
+    fake = Fake({"sacct": (1, "", DBD_DOWN)})
+    assert backend(fake).accounted_later(["43"])() is None
+    with pytest.raises(SchedulerError, match="not a Slurm job id"):
+        backend(fake).accounted_later(["43", "-S"])
+
+
+def _sacct_on_path(tmp_path: Path, body: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``sacct`` on PATH that notes its arguments in ``started`` and runs ``body``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sacct = bin_dir / "sacct"
+    sacct.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/started\n{body}\n')
+    sacct.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return tmp_path / "started"
+
+
+def test_accounted_later_starts_sacct_at_once_and_waits_for_it_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real client: started by the call (its answer comes while the
+    caller works), the same request as ``accounted``'s, read when asked."""
+    release = tmp_path / "release"
+    started = _sacct_on_path(
+        tmp_path,
+        f"while [ ! -e {release} ]; do sleep 0.01; done\n"
+        "echo '42|RUNNING|0:0|chain-x.r1|2026-01-01T00:00:00|Unknown|15'",
+        monkeypatch,
+    )
+    answer = SlurmCliBackend().accounted_later(["42", "41"])
+    for _ in range(500):  # the client runs before anyone asks for its answer
+        if started.exists() and started.read_text():
+            break
+        time.sleep(0.01)
+    assert started.read_text().split() == ["-X", "-n", "-P", "-j", "42,41", "-o", SACCT_FIELDS]
+    release.touch()
+    known = answer()
+    start = parse_slurm_timestamp("2026-01-01T00:00:00")
+    assert known is not None and known["42"].state is JobState.RUNNING and start is not None
+    assert known["42"].end == start + 900 and answer() is known
+
+
+@pytest.mark.parametrize("body", ["echo 'sacct: error: Problem talking to the database' >&2; exit 1", "exit 0"])
+def test_accounted_later_gives_none_or_nothing_as_accounted_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    _sacct_on_path(tmp_path, body, monkeypatch)
+    assert SlurmCliBackend().accounted_later(["42"])() == (None if "exit 1" in body else {})
+
+
+def test_accounted_later_without_sacct_on_path_is_no_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert SlurmCliBackend().accounted_later(["42"])() is None
 
 
 def test_the_submitter_rides_out_an_outage_until_its_own_end() -> None:
