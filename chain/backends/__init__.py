@@ -8,7 +8,6 @@ only when called: a chain on one backend never loads another's code.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +62,8 @@ def slurm_installed() -> list[str]:
     """Slurm's clients found on this machine: ``sbatch`` on PATH, ``pyslurm``
     installed. pyslurm is looked up, never imported: importing it where
     libslurm finds no configuration ends the process (``pyslurm_load``)."""
+    import shutil  # here: shutil loads compression modules no job needs
+
     found = ["sbatch on PATH"] if shutil.which("sbatch") else []
     try:
         if importlib.util.find_spec("pyslurm") is not None:

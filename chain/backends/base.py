@@ -13,11 +13,14 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from chain.core.limits import JobLimits
 from chain.core.model import JobInfo, JobState
 from chain.core.retry import RetryPolicy, TransientError
 from chain.errors import SchedulerError
+
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobLimits
 
 __all__ = ["AccountingUnavailable", "Backend", "JobInfo", "JobState", "JobUsage", "resubmission", "submit_idempotently"]
 

@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from chain.core.counterspec import CounterSpec, parse_counter_spec
+from chain.core.counterspec import CounterKind, CounterSpec, parse_counter_spec
 from chain.core.timefmt import parse_slurm_time
 from chain.errors import ConfigError
 from chain.primitives.signals import signal_named
@@ -123,6 +123,12 @@ class Settings:
     def counter_spec(self) -> CounterSpec:
         """Where the chain reads its counter (validated when the settings were made)."""
         return parse_counter_spec(self.counter_cmd)
+
+    @property
+    def verifies(self) -> bool:
+        """Whether a runner checks the checkpoints before its app
+        (``jobs.verify``): a ``--verify-cmd``, or ``glob:`` checkpoints."""
+        return bool(self.verify_cmd) or self.counter_spec.kind is CounterKind.GLOB
 
     @property
     def module_list(self) -> list[str]:

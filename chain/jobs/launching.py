@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,6 +58,8 @@ def gather_site(job_id: str, environ: Mapping[str, str], *, srun: bool, rendezvo
 
 def fresh_ranks_dir(chain: ChainDir, job_id: str) -> Path:
     """An empty folder for this runner's rank records; earlier runners' are removed."""
+    import shutil  # here: it loads compression modules a runner without a launcher does not need
+
     root = chain.root / RANKS
     with contextlib.suppress(FileNotFoundError):
         if root.is_symlink() or not root.is_dir():

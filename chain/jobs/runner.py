@@ -29,7 +29,6 @@ from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.app_run import end_record, run_app, say
 from chain.jobs.relay import Relay, Turn
-from chain.jobs.verify import verify_before_app
 from chain.modes import Look, RunnerJob, driver
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
@@ -194,12 +193,21 @@ def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None
     if job.preflight_error:
         record.iter_after = record.iter_before
         return end_record(chain, record, RunnerExit.PREFLIGHT, clock(), job.preflight_error)
-    refused = verify_before_app(chain, settings, record, job.workdir, lambda line: say(record, line))
+    refused = _verify(chain, settings, record, job.workdir)
     if refused:  # a checkpoint failed verification and none to fall back to, or one could not be set aside
         record.iter_after = record.iter_before
         return end_record(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), refused)
     plan = plan_schedule(clock(), settings.runner_seconds, _margin(settings, status), slurm_end)
     return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep)
+
+
+def _verify(chain: ChainDir, settings: Settings, record: RunnerRecord, workdir: Path) -> str:
+    """``jobs.verify.verify_before_app``, loaded only where there is something to verify."""
+    if not settings.verifies:
+        return ""
+    from chain.jobs.verify import verify_before_app
+
+    return verify_before_app(chain, settings, record, workdir, lambda line: say(record, line))
 
 
 def _job_end(settings: Settings, slurm_end: float | None, start: float) -> float:

@@ -74,7 +74,7 @@ def verify_before_app(
     (``record.iter_resumed``: the counter chain recorded, ``iter_before``,
     is never lowered; the difference is work redone) and returns the one-line
     error that refuses the start ("" to go on)."""
-    if not settings.verify_cmd and settings.counter_spec.kind is not CounterKind.GLOB:
+    if not settings.verifies:
         return ""  # nothing chain can verify
     try:
         lock = AppLock(str(chain.root / "app.lock"))

@@ -3,11 +3,15 @@ registered here once: a new mode is one new module and one line below."""
 
 from __future__ import annotations
 
-from chain.core.limits import JobNeeds
+from typing import TYPE_CHECKING
+
 from chain.core.settings import Mode
 from chain.modes.base import Look, ModeDriver, RunnerJob
 from chain.modes.relay import RelayMode
 from chain.modes.submitter import SubmitterMode
+
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobNeeds
 
 DRIVERS: dict[Mode, ModeDriver] = {d.mode: d for d in (SubmitterMode(), RelayMode())}
 

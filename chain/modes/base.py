@@ -12,14 +12,16 @@ import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from chain.backends.base import Backend, JobInfo
-from chain.core.limits import JobNeeds
 from chain.core.records import RunnerRecord
 from chain.core.settings import Mode, Settings
 from chain.effects.executor import Executor
 from chain.store import ChainDir, ChainStatus
+
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobNeeds
 
 # accounting's lines, once it answers (``Backend.accounted_later``); None: it did not
 Look = Callable[[], Mapping[str, JobInfo] | None]

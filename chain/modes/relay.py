@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.decision import cancelled_outside
 from chain.core.events import RelayStarted, SuccessorQueued
-from chain.core.limits import JobNeeds
 from chain.core.names import runner_job_name
 from chain.core.settings import Mode, Settings
 from chain.effects.executor import Executor
@@ -20,12 +20,17 @@ from chain.modes.base import Look, ModeDriver, RunnerJob
 from chain.modes.common import FINISHING_WAIT, presubmit_first_runner, refuse_live_submitter
 from chain.store import ChainDir, ChainStatus
 
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobNeeds
+
 
 class RelayMode(ModeDriver):
     mode = Mode.RELAY
     has_submitter = False
 
     def needs(self, lookahead: bool) -> JobNeeds:
+        from chain.core.limits import JobNeeds
+
         # the running runner and its queued successor: relay always queues one ahead
         return JobNeeds(self.mode, 2, "a runner and its successor", 1, lookahead)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chain.backends.base import Backend, JobInfo
 from chain.core.events import SubmitterQueued
-from chain.core.limits import JobNeeds
 from chain.core.names import SUBMITTER_SCRIPT, submitter_job_name
 from chain.core.settings import Mode, Settings
 from chain.effects.executor import Executor
@@ -17,12 +17,17 @@ from chain.modes.base import ModeDriver, RunnerJob
 from chain.modes.common import FINISHING_WAIT, presubmit_first_runner, refuse_live_submitter
 from chain.store import ChainStatus
 
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobNeeds
+
 
 class SubmitterMode(ModeDriver):
     mode = Mode.SUBMITTER
     has_submitter = True
 
     def needs(self, lookahead: bool) -> JobNeeds:
+        from chain.core.limits import JobNeeds
+
         # submitter, runner and, at a handover, the successor submitter; the runner queued ahead with lookahead
         return JobNeeds(self.mode, 3 + int(lookahead), "at a handover (submitter, runner, successor)", 2, lookahead)
 

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -259,6 +258,8 @@ def publish_dir(final: Path, meta: Mapping[str, Any] | None = None) -> Iterator[
     and ``final`` is untouched.  An existing ``final`` is replaced: it is
     moved aside first and deleted only after the new one is in place.
     """
+    import shutil  # here: it loads compression modules an app's counter write does not need
+
     scratch = tmp_name(final)
     if scratch.exists():
         shutil.rmtree(scratch)

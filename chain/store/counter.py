@@ -30,7 +30,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chain.core.counterspec import (
     CounterKind,
@@ -42,12 +42,14 @@ from chain.core.counterspec import (
 )
 from chain.core.decision import COUNTER_CMD_LABEL
 from chain.core.settings import Settings
-from chain.core.verify import DONE_MARKER, Candidate, Marks, candidates, newest_complete, required_marker
 from chain.errors import CheckpointError
 from chain.primitives import bounded, safeio
 from chain.primitives.atomic import CounterFormatError, parse_counter
 from chain.primitives.codes import NO_CHECKPOINT_EXIT
 from chain.store.jsonio import read_counter
+
+if TYPE_CHECKING:  # the verification of ``glob:`` checkpoints: loaded where one is read, not in every job
+    from chain.core.verify import Candidate, Marks
 
 JSON_COUNTER_CAP = 64 << 20  # bytes of a json: counter file read at most (a trainer state, not a data set)
 
@@ -169,6 +171,8 @@ def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
 def glob_candidates(spec: CounterSpec, workdir: Path) -> list[Candidate]:
     """The names a ``glob:`` spec matches that carry a number, newest first
     (``core.verify.candidates``: set-aside ones left out)."""
+    from chain.core.verify import candidates
+
     return candidates(glob.glob(os.path.join(workdir, spec.path)))
 
 
@@ -180,6 +184,8 @@ def glob_marks(spec: CounterSpec, workdir: Path) -> list[Marks]:
 
 
 def _marks(found: Candidate) -> Marks:
+    from chain.core.verify import DONE_MARKER, Marks, required_marker
+
     path = Path(found.path)
     mode = path_mode(path)
     is_dir = mode is not None and stat.S_ISDIR(mode)
@@ -214,6 +220,8 @@ def _read_glob(spec: CounterSpec, workdir: Path) -> CounterReading:
     """The newest complete checkpoint's number (``core.verify.newest_complete``):
     a save cut short (its marker missing) is passed over, so the counter never
     runs ahead of a checkpoint."""
+    from chain.core.verify import newest_complete
+
     newest = newest_complete(glob_marks(spec, workdir))
     if newest is None:
         return CounterReading(0, False, None)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 import getpass
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chain.backends.base import (
     AccountingUnavailable,
@@ -24,7 +24,6 @@ from chain.backends.base import (
     JobUsage,
     submit_idempotently,
 )
-from chain.backends.slurm.limits import site_limits
 from chain.backends.slurm.parse import (
     NODE_NAME,
     SACCT_FIELDS,
@@ -39,10 +38,12 @@ from chain.backends.slurm.parse import (
     preempting,
     sacct_error_reason,
 )
-from chain.core.limits import JobLimits
 from chain.core.names import JOB_ID
 from chain.core.retry import RetryPolicy, TransientError, is_transient
 from chain.errors import SchedulerError
+
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobLimits
 
 SACCT_BATCH = 1000  # job ids per sacct usage call (a long chain's command line stays short)
 
@@ -287,6 +288,8 @@ class SlurmCliBackend(Backend):
 
     def job_limits(self, *, account: str = "", qos: str = "", partition: str = "") -> JobLimits | None:
         """``limits.site_limits``: sacctmgr (slurmdbd), then slurmctld once if a limit is set; one try each."""
+        from chain.backends.slurm.limits import site_limits
+
         return site_limits(
             lambda argv: self._once(argv), getpass.getuser(), account=account, qos=qos, partition=partition
         )
@@ -355,6 +358,8 @@ class SlurmCliBackend(Backend):
         return found
 
     def available(self) -> bool:
+        import shutil
+
         if shutil.which("sbatch") is None or shutil.which("squeue") is None:
             return False
         try:

@@ -54,3 +54,18 @@ def test_the_help_names_every_spelling_and_the_no_checkpoint_exit() -> None:
         assert word in text
     assert FIELD_BY_NAME["counter_cmd"].env == "CHAIN_COUNTER_CMD"
     assert FIELD_BY_NAME["progress_pattern"].env == "CHAIN_PROGRESS_PATTERN"
+
+
+@pytest.mark.parametrize(
+    ("flags", "verifies"),
+    [
+        ({}, False),
+        ({"counter_cmd": "json:out/state.json:step"}, False),
+        ({"counter_cmd": "glob:out/checkpoint-*"}, True),
+        ({"verify_cmd": "python3 check.py"}, True),
+    ],
+)
+def test_a_runner_verifies_checkpoints_with_a_verify_cmd_or_glob_checkpoints(
+    flags: dict[str, str], verifies: bool
+) -> None:
+    assert resolve({**APP, **flags}, {}, {}).verifies is verifies

@@ -32,6 +32,27 @@ def test_the_status_path_imports_no_submission_templates_or_jobs() -> None:
     assert not heavy & loaded, sorted(heavy & loaded)
 
 
+def test_a_runner_job_loads_nothing_only_a_submission_or_a_verification_needs() -> None:
+    """A runner's start is paid in CPU on a sweep's busy nodes, 16 runners
+    starting at once on 2 CPUs in bench/sweep.py: what its code imports
+    (the job entry, the runner, the modes, the Slurm CLI backend, the chain
+    directory) leaves out the site's limits, checkpoint verification, and
+    shutil's compression modules."""
+    loaded = _modules_after(
+        "import chain.jobs.entry, chain.jobs.runner, chain.modes, chain.backends.slurm.cli, chain.store.view"
+    )
+    only_elsewhere = {
+        "chain.core.limits",
+        "chain.backends.slurm.limits",
+        "chain.core.verify",
+        "chain.jobs.verify",
+        "shutil",
+        "typer",
+        "jinja2",
+    }
+    assert not only_elsewhere & loaded, sorted(only_elsewhere & loaded)
+
+
 def test_every_public_name_resolves_to_its_module() -> None:
     """Also once every module is loaded: importing a submodule sets the
     package's attribute of its name, which would shadow a lazy name."""
