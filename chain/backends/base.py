@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from chain.core.model import JobInfo, JobState
 from chain.core.retry import RetryPolicy, TransientError
-from chain.errors import SchedulerError
+from chain.errors import ChainError, SchedulerError
 
 if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
     from chain.core.limits import JobLimits
@@ -162,8 +162,17 @@ class Backend(abc.ABC):
         """``accounted``, asked now and answered when the returned function is
         called, so that a caller does other work while accounting answers
         (a runner loads its code meanwhile); this default asks only when
-        called. Each call of the function gives the same answer."""
-        return functools.cache(lambda: self.accounted(job_ids))
+        called. Each call of the function gives the same answer; an error
+        of ``accounted`` is no answer (None), as where it is asked at once."""
+
+        @functools.cache
+        def answer() -> dict[str, JobInfo] | None:
+            try:
+                return self.accounted(job_ids)
+            except ChainError:
+                return None
+
+        return answer
 
     def query_scope(self) -> str:
         """Names the scheduler this backend asks, for job states shared

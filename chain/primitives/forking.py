@@ -52,9 +52,9 @@ def fork_main(
     # over descriptors it reuses. Disabled before the fork, so that no
     # collection runs in the child before its first instruction either (a
     # gc.collect() here instead cost each fork ~5 ms of CPU).
-    collecting = gc.isenabled()
-    gc.disable()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_SIGNALS + ignore)
+    collecting = gc.isenabled()
+    gc.disable()  # after the block: no handler of this process runs while the collector is off
     try:
         pid = os.fork()
     except OSError:
@@ -82,10 +82,11 @@ def fork_main(
 
 
 def _restore(blocked: set[int | signal.Signals], collecting: bool) -> None:
-    """In the parent after the fork: its signal mask and collector as they were."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    """In the parent after the fork: its collector and signal mask as they
+    were, the collector first (a handler run at the unblock may raise)."""
     if collecting:
         gc.enable()
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _child_setup(

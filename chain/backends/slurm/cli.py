@@ -98,9 +98,9 @@ def _default_start(argv: Sequence[str]) -> Callable[[], subprocess.CompletedProc
     def outcome() -> subprocess.CompletedProcess[str]:
         try:
             out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        except BaseException:  # a timeout, or an interrupt while waiting: the client goes too, as under run()
             proc.kill()
-            proc.communicate()
+            proc.wait()
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 

@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chain.backends.base import (
     AccountingUnavailable,
@@ -42,11 +42,13 @@ from chain.backends.base import (
 from chain.backends.slurm.parse import preempting
 from chain.backends.slurm.pyslurm_load import load_pyslurm
 from chain.backends.slurm.pyslurm_options import ATTRS, sbatch_directives
-from chain.core.limits import JobLimits
 from chain.core.model import JobState
 from chain.core.retry import RetryPolicy, TransientError, is_transient
 from chain.errors import SchedulerError
 from chain.primitives.signals import signal_named
+
+if TYPE_CHECKING:  # what only a submission asks: loaded there, not in every job
+    from chain.core.limits import JobLimits
 
 T = TypeVar("T")
 

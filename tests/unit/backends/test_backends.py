@@ -146,3 +146,32 @@ def test_new_beside_a_silent_controller_leaves_the_ended_chain_in_place(
     status = ended.load_status()
     assert status is not None and status.chain_id == "chain-old001"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".chain")) == [".chain"]
+
+
+def test_a_later_accounting_answer_is_asked_when_wanted_and_an_error_is_no_answer() -> None:
+    """``Backend.accounted_later``'s default: ``accounted`` asked once, when
+    the answer is wanted; its error is None, as for an answer asked at once
+    (a relay runner's first look must not end the runner)."""
+    from fakes import FakeBackend
+
+    from chain.core.model import JobInfo, JobState
+    from chain.errors import SchedulerError
+
+    class Accounting(FakeBackend):
+        def __init__(self, answer: dict[str, JobInfo] | Exception) -> None:
+            super().__init__()
+            self.answer, self.asked = answer, 0
+
+        def accounted(self, job_ids: Sequence[str]) -> dict[str, JobInfo] | None:
+            self.asked += 1
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    known = {"7": JobInfo("7", JobState.RUNNING)}
+    backend = Accounting(known)
+    later = backend.accounted_later(["7"])
+    assert backend.asked == 0
+    assert later() == known and later() == known and backend.asked == 1
+    failing = Accounting(SchedulerError("refusing job id '-S': not a Slurm job id"))
+    assert failing.accounted_later(["-S"])() is None

@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,6 +204,28 @@ def test_accounted_later_gives_none_or_nothing_as_accounted_does(
 ) -> None:
     _sacct_on_path(tmp_path, body, monkeypatch)
     assert SlurmCliBackend().accounted_later(["42"])() == (None if "exit 1" in body else {})
+
+
+def test_a_wait_for_a_started_client_that_is_interrupted_takes_the_client_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``subprocess.run`` does: no sacct left running behind a ^C."""
+    _sacct_on_path(tmp_path, "sleep 30", monkeypatch)
+    started: list[subprocess.Popen[str]] = []
+
+    class Interrupted(subprocess.Popen[str]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+        def communicate(self, *args: Any, **kwargs: Any) -> tuple[str, str]:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", Interrupted)
+    answer = SlurmCliBackend().accounted_later(["42"])
+    with pytest.raises(KeyboardInterrupt):
+        answer()
+    assert len(started) == 1 and started[0].returncode is not None  # killed and reaped
 
 
 def test_accounted_later_without_sacct_on_path_is_no_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
