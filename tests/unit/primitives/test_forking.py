@@ -13,6 +13,14 @@ import pytest
 from chain.primitives.forking import fork_main
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under pytest-xdist a worker has execnet's threads beside the test,
+    and ``fork_main`` refuses to fork beside another thread; these children
+    run only the tests' own code, never touching those threads' locks."""
+    monkeypatch.setattr("chain.primitives.forking.threading.active_count", lambda: 1)
+
+
 def _reap(pid: int | None) -> int:
     assert pid is not None
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
