@@ -55,9 +55,12 @@ def point_hash(point: Point) -> str:
 
 def _faithful(value: object) -> bool:
     """The value's text alone says which value it is, in safe characters."""
-    if isinstance(value, str):
-        return bool(_PLAIN.fullmatch(value)) and parse_scalar(value) == value and isinstance(parse_scalar(value), str)
-    return True
+    if not isinstance(value, str):
+        return True
+    if not _PLAIN.fullmatch(value):
+        return False
+    read = parse_scalar(value)
+    return isinstance(read, str) and read == value
 
 
 def check_dir_name(name: object, where: str) -> str:

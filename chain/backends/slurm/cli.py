@@ -113,16 +113,13 @@ class SlurmCliBackend(Backend):
     name = "slurm"
     usage_source = "sacct"
 
-    def __init__(self, retry: RetryPolicy | None = None, run: Run | None = None, start: Start | None = None) -> None:
-        """``run``: how a client is run (tests give canned clients); ``start``:
-        how one is started to be answered later (``accounted_later``; by
-        default the real clients, or ``run`` when it is given, called when
-        the answer is wanted)."""
+    def __init__(self, retry: RetryPolicy | None = None, run: Run | None = None) -> None:
+        """``run``: how a client is run (tests give canned clients); a client
+        started to be answered later (``accounted_later``) is a real one
+        started at once, or with a given ``run``, run when its answer is wanted."""
         self.retry = retry or RetryPolicy()
         self._run = run or _default_run
-        if start is None and run is not None:
-            start = _deferred(run)
-        self._start = start or _default_start
+        self._start: Start = _default_start if run is None else _deferred(run)
 
     # --- plumbing ------------------------------------------------------------
     def _once(
