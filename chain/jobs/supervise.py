@@ -14,6 +14,7 @@ from types import FrameType
 
 from chain.core.runner_rules import Schedule
 from chain.core.stall import StallWatch
+from chain.primitives.exitwait import ExitWait
 
 _SIGNALS = {int(s) for s in signal.Signals}
 
@@ -74,18 +75,20 @@ def supervise(
     the runner is signalled, or when ``watch`` finds it stalled) and killing
     it at ``plan.kill_at`` (a stalled app: the same grace after its signal)."""
     run = _Supervision(plan, stop_signal, deliver, signals, say, watch, kill_at=plan.kill_at)
-    while True:
-        run.step(clock())
-        deadline = plan.stop_at if run.stop_sent is None else run.kill_at
-        try:
-            proc.wait(timeout=max(0.05, min(0.5, deadline - clock())))
-        except subprocess.TimeoutExpired:
-            continue
-        if run.external is None and signals.received:
-            # Slurm signals every process of the job (preemption, scancel): the app may
-            # have saved and exited on its own copy before this loop passed ours on
-            run.external = signal.Signals(signals.received[0]).name
-        return AppEnd(proc.returncode, clock(), run.stop_sent, run.external, run.killed, run.stalled)
+    exited = ExitWait(proc)  # asleep until the app exits or a look is due: no polling
+    try:
+        while True:
+            run.step(clock())
+            deadline = plan.stop_at if run.stop_sent is None else run.kill_at
+            if exited.wait(max(0.05, min(0.5, deadline - clock()))):
+                break
+    finally:
+        exited.close()
+    if run.external is None and signals.received:
+        # Slurm signals every process of the job (preemption, scancel): the app may
+        # have saved and exited on its own copy before this loop passed ours on
+        run.external = signal.Signals(signals.received[0]).name
+    return AppEnd(proc.returncode, clock(), run.stop_sent, run.external, run.killed, run.stalled)
 
 
 @dataclass
