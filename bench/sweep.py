@@ -51,9 +51,13 @@ writes bench/results/sweep-<date>.json (raw) and .md (the table), with the
 machine, the git commit measured and the load around every run.
 
 Not part of the test suite. Needs the dev cluster and root (``sdiag -r``);
-run it with the Python that has chain installed:
+run it with a Python that has this checkout installed as a user installs
+chain, a wheel (the developers' editable install costs every Python start,
+a runner's and its app's, ~12 ms more CPU; the results say which chain the
+jobs ran, and the bench refuses an installed one that is not this checkout's):
     bash scripts/dev-cluster up; eval "$(bash scripts/dev-cluster env)"
-    flock /tmp/chain-cluster.lock .venv/bin/python bench/sweep.py
+    python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install -q .
+    flock /tmp/chain-cluster.lock /tmp/bench-venv/bin/python bench/sweep.py
 """
 
 from __future__ import annotations
@@ -694,7 +698,7 @@ def render(results: dict[str, Any]) -> str:
             f"{results['args']['poll']:g}, check={results['args']['check']:g})`."
         ),
         "",
-        f"Bytecode: {results.get('bytecode', 'not recorded (chain/ compiled by whatever ran it before)')}.",
+        f"Chain and its bytecode: {results.get('bytecode', 'not recorded (chain/ compiled by whatever ran it before)')}.",
         "",
         f"The app started with: `{w.get('app_python', 'python3')}`.",
         "",
@@ -888,16 +892,49 @@ def main() -> int:
 
 
 def compile_chain() -> str:
-    """Compile chain's modules before the runs, as ``pip install`` does for a
-    user: a job that inherits ``PYTHONDONTWRITEBYTECODE`` (this machine sets
-    it) never writes bytecode, and every runner and app would compile chain
-    from source again (~70 ms of CPU a runner, 16 at once on 2 CPUs)."""
-    done = subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "chain")], check=False)
-    flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
-    return (
-        f"chain/ compiled before the runs (compileall: {'ok' if done.returncode == 0 else 'failed'}), "
-        f"as pip compiles an installed wheel; PYTHONDONTWRITEBYTECODE={flag or 'unset'} in the jobs' environment"
+    """Which chain the jobs run, as the results say it: they start
+    ``sys.executable -m chain`` in this environment, so the one that Python
+    imports from outside the checkout (this process imports the checkout's,
+    ``bench/status.py``). An installed copy (``pip install .`` into a throw-away
+    venv, as a user installs a wheel) must be this checkout's, file for file,
+    or the figures would name the wrong commit; pip compiled it. A checkout
+    on ``PYTHONPATH`` is compiled here, as pip compiles an installed wheel: a
+    job that inherits ``PYTHONDONTWRITEBYTECODE`` (this machine sets it)
+    never writes bytecode, and every runner and app would compile chain from
+    source again (~70 ms of CPU a runner). An editable install's import hook
+    is named: it costs every Python start, the runner's and the app's, ~12 ms
+    more CPU than a wheel's (measured here)."""
+    probe = (
+        "import chain, sys; print(chain.__file__); "
+        "print(any('__editable__' in str(getattr(f, '__module__', '')) for f in sys.meta_path))"
     )
+    found = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        raise SystemExit(
+            f"bench: {sys.executable} cannot import chain outside the checkout: install it (pip install .)"
+        )
+    where, hook = found.stdout.split()
+    package = Path(where).resolve().parent
+    flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    note = "; an editable install's import hook is active (each Python start pays it)" if hook == "True" else ""
+    if package == (ROOT / "chain").resolve():
+        done = subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=False)
+        return (
+            f"chain/ of this checkout, compiled before the runs (compileall: {'ok' if done.returncode == 0 else 'failed'}), "
+            f"as pip compiles an installed wheel; PYTHONDONTWRITEBYTECODE={flag or 'unset'} in the jobs' environment{note}"
+        )
+    differ = [
+        str(src.relative_to(ROOT))
+        for src in sorted((ROOT / "chain").rglob("*.py"))
+        if not (package / src.relative_to(ROOT / "chain")).is_file()
+        or (package / src.relative_to(ROOT / "chain")).read_bytes() != src.read_bytes()
+    ]
+    if differ:
+        raise SystemExit(
+            f"bench: the chain the jobs would import ({package}) is not this checkout's "
+            f"({len(differ)} files differ, {differ[0]} first): pip install . into {sys.prefix} again"
+        )
+    return f"chain installed from this checkout (pip install ., a wheel, compiled by pip) at {package}{note}"
 
 
 def rerender(path: Path) -> int:
