@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chain.core.decision import Verdict
-from chain.core.legacy import legacy_kind
 from chain.core.model import JobState
 from chain.core.reasons import ReasonKind
 from chain.primitives.bounded import loads_json
@@ -173,6 +172,8 @@ class JudgedRunner:
             data = dict(data, job_id=str(data["job_id"]))
         judged = decode(cls, data, lenient=True)
         if "kind" not in data:  # written before kinds: its kind is read once, here, from its words
+            from chain.core.legacy import legacy_kind  # only for 0.1.0's files: not in every job's start
+
             judged.kind = legacy_kind(judged.reason)
         return judged
 

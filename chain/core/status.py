@@ -9,7 +9,6 @@ from typing import Any
 
 from chain.core import names
 from chain.core.events import Event
-from chain.core.legacy import legacy_kind
 from chain.core.model import ChainState
 from chain.core.reasons import ReasonKind
 from chain.errors import ChainDirError
@@ -100,6 +99,8 @@ class ChainStatus:
         except RecordError as exc:
             raise ChainDirError(f"state file {path} is corrupt: {exc}") from None
         if "reason_kind" not in data and status.reason:  # written before kinds: read once from its words
+            from chain.core.legacy import legacy_kind  # only for 0.1.0's files: not in every job's start
+
             status.reason_kind = legacy_kind(status.reason)
         if not status.chain_id:
             raise ChainDirError(f"state file {path} is corrupt: no chain_id")

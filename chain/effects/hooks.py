@@ -7,7 +7,6 @@ restarts); a failing hook is logged and reported, never fatal.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from chain.core.model import ChainState
 from chain.core.settings import Settings
 from chain.effects.appenv import app_environ, app_umask
 from chain.primitives.codes import HOOK_CANNOT_START, HOOK_TIMED_OUT
+from chain.primitives.exitwait import readable
 from chain.primitives.forking import flush_quietly, fork_main
 from chain.store import ChainDir, ChainStatus
 
@@ -193,16 +193,8 @@ class _Forked:
 
     def wait(self, timeout: float | None = None) -> int:
         if self._code is None:
-            if timeout is not None and not _readable(self._pidfd, timeout):
+            if timeout is not None and not readable(self._pidfd, timeout):
                 raise subprocess.TimeoutExpired(f"hook in process {self.pid}", timeout)
             self._code = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
             os.close(self._pidfd)
         return self._code
-
-
-def _readable(fd: int, timeout: float) -> bool:
-    """``fd`` is readable within ``timeout`` seconds (poll: any descriptor number)."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    longest = 2**31 - 1  # poll's limit, in ms (about 25 days)
-    return bool(poller.poll(longest if timeout * 1000 >= longest else max(0, int(timeout * 1000))))

@@ -24,32 +24,28 @@ class ExitWait:
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
-        self._poll: select.poll | None = None
         self._fd: int | None = None
         if proc.returncode is None:
             try:
                 self._fd = os.pidfd_open(proc.pid)
             except (AttributeError, OSError):  # no pidfd here: Popen's own polling
                 self._fd = None
-        if self._fd is not None:
-            self._poll = select.poll()
-            self._poll.register(self._fd, select.POLLIN)
 
     @property
     def polls(self) -> bool:
         """Whether this wait falls back to ``Popen.wait``'s polling."""
-        return self._poll is None
+        return self._fd is None
 
     def wait(self, timeout: float) -> bool:
         if self.proc.returncode is not None:
             return True
-        if self._poll is None:
+        if self._fd is None:
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 return False
             return True
-        if not self._poll.poll(max(0, round(timeout * 1000))):
+        if not readable(self._fd, timeout):
             return False
         self.proc.wait()  # exited: reaps at once
         return True
@@ -57,4 +53,14 @@ class ExitWait:
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-            self._fd, self._poll = None, None
+            self._fd = None
+
+
+def readable(fd: int, timeout: float) -> bool:
+    """``fd`` is readable within ``timeout`` seconds (``poll``: any descriptor
+    number, where ``select`` stops at 1024; a pidfd is readable once its
+    process has exited)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    longest = 2**31 - 1  # poll's limit, in ms (about 25 days)
+    return bool(poller.poll(longest if timeout * 1000 >= longest else max(0, int(timeout * 1000))))

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
@@ -73,6 +72,8 @@ def fork_main(
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, exit 1)
             code = 1
+            import traceback  # only here: a runner forks its guard at every start
+
             traceback.print_exc()
         finally:
             flush_quietly(sys.stdout)

@@ -20,7 +20,6 @@ that runs no program.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import signal
@@ -171,6 +170,8 @@ def _read_json(spec: CounterSpec, path: Path) -> CounterReading:
 def glob_candidates(spec: CounterSpec, workdir: Path) -> list[Candidate]:
     """The names a ``glob:`` spec matches that carry a number, newest first
     (``core.verify.candidates``: set-aside ones left out)."""
+    import glob  # only for a glob: counter, not in every runner's start
+
     from chain.core.verify import candidates
 
     return candidates(glob.glob(os.path.join(workdir, spec.path)))

@@ -36,8 +36,9 @@ def test_a_runner_job_loads_nothing_only_a_submission_or_a_verification_needs() 
     """A runner's start is paid in CPU on a sweep's busy nodes, 16 runners
     starting at once on 2 CPUs in bench/sweep.py: what its code imports
     (the job entry, the runner, the modes, the Slurm CLI backend, the chain
-    directory) leaves out the site's limits, checkpoint verification, and
-    shutil's compression modules."""
+    directory) leaves out the site's limits, checkpoint verification,
+    shutil's compression modules, the reading of 0.1.0's reasons, glob (a
+    ``glob:`` counter's) and traceback (a forked child's on a fault)."""
     loaded = _modules_after(
         "import chain.jobs.entry, chain.jobs.runner, chain.modes, chain.backends.slurm.cli, chain.store.view"
     )
@@ -47,6 +48,10 @@ def test_a_runner_job_loads_nothing_only_a_submission_or_a_verification_needs() 
         "chain.core.verify",
         "chain.jobs.verify",
         "shutil",
+        "chain.core.legacy",
+        "glob",
+        "traceback",
+        "textwrap",
         "typer",
         "jinja2",
     }
