@@ -913,7 +913,7 @@ def compile_chain() -> str:
         raise SystemExit(
             f"bench: {sys.executable} cannot import chain outside the checkout: install it (pip install .)"
         )
-    where, hook = found.stdout.split()
+    where, hook = found.stdout.splitlines()[-2:]
     package = Path(where).resolve().parent
     flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
     note = "; an editable install's import hook is active (each Python start pays it)" if hook == "True" else ""
@@ -923,11 +923,13 @@ def compile_chain() -> str:
             f"chain/ of this checkout, compiled before the runs (compileall: {'ok' if done.returncode == 0 else 'failed'}), "
             f"as pip compiles an installed wheel; PYTHONDONTWRITEBYTECODE={flag or 'unset'} in the jobs' environment{note}"
         )
+    # the package's files as the wheel ships them: its modules and shell helpers, and templates/ as chain/templates
+    shipped = [(src, src.relative_to(ROOT / "chain")) for src in (ROOT / "chain").rglob("*") if _shipped(src)]
+    shipped += [(src, Path("templates", src.name)) for src in (ROOT / "templates").glob("*.j2")]
     differ = [
         str(src.relative_to(ROOT))
-        for src in sorted((ROOT / "chain").rglob("*.py"))
-        if not (package / src.relative_to(ROOT / "chain")).is_file()
-        or (package / src.relative_to(ROOT / "chain")).read_bytes() != src.read_bytes()
+        for src, rel in sorted(shipped)
+        if not (package / rel).is_file() or (package / rel).read_bytes() != src.read_bytes()
     ]
     if differ:
         raise SystemExit(
@@ -935,6 +937,11 @@ def compile_chain() -> str:
             f"({len(differ)} files differ, {differ[0]} first): pip install . into {sys.prefix} again"
         )
     return f"chain installed from this checkout (pip install ., a wheel, compiled by pip) at {package}{note}"
+
+
+def _shipped(path: Path) -> bool:
+    """A file of chain/ that an install holds too (not bytecode)."""
+    return path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
 def rerender(path: Path) -> int:

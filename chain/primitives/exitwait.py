@@ -1,19 +1,24 @@
 """Waiting for a child's exit without polling.
 
-``Popen.wait(timeout=...)`` polls: it sleeps at most 50 ms between looks, so
-a runner supervising its app woke ~20 times a second for the app's whole run
-(~3 ms of CPU a second, measured here: 4 min a day per runner, and the
-sweep's runners share their nodes' CPUs). A pidfd (Linux 5.3, Python 3.9)
-is marked readable by the kernel when the process exits: the wait sleeps in
-``poll`` until then or its timeout. Where there is none (another kernel, a
-seccomp filter refusing the call) it falls back to ``Popen.wait``.
+``Popen.wait(timeout=...)`` polls: it sleeps at most 50 ms between looks
+(starting again at 1 ms at each call), so a runner supervising its app
+looked about 30 times a second for the app's whole run (~3 ms of CPU a
+second, measured here: 4 min a day per runner, and the sweep's runners
+share their nodes' CPUs). A pidfd (Linux 5.3, Python 3.9) is marked
+readable by the kernel when the process exits: the wait sleeps in ``poll``
+until then or its timeout. Where there is none (another kernel, a seccomp
+filter refusing the call) it falls back to ``Popen.wait``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import select
 import subprocess
+
+_LONGEST_MS = 2**31 - 1  # poll's limit (about 25 days)
 
 
 class ExitWait:
@@ -37,30 +42,36 @@ class ExitWait:
         return self._fd is None
 
     def wait(self, timeout: float) -> bool:
-        if self.proc.returncode is not None:
-            return True
-        if self._fd is None:
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+        if self.proc.returncode is None and self._fd is not None:
+            events = poll_events(self._fd, timeout)
+            if not events:
                 return False
-            return True
-        if not readable(self._fd, timeout):
+            if not events & select.POLLIN:  # the pidfd broke (closed behind us): Popen's polling from now on
+                self.close()
+        try:
+            self.proc.wait(timeout=timeout)  # at once after the pidfd's word: the child has exited
+        except subprocess.TimeoutExpired:
             return False
-        self.proc.wait()  # exited: reaps at once
         return True
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):  # closed behind our back already (poll said so)
+                os.close(fd)
+
+
+def poll_events(fd: int, timeout: float) -> int:
+    """``fd``'s poll events within ``timeout`` seconds (0: none by then), the
+    wait rounded up to whole milliseconds (``poll``: any descriptor number,
+    where ``select`` stops at 1024)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    ms = timeout * 1000
+    found = poller.poll(_LONGEST_MS if ms >= _LONGEST_MS else max(0, math.ceil(ms)))
+    return found[0][1] if found else 0
 
 
 def readable(fd: int, timeout: float) -> bool:
-    """``fd`` is readable within ``timeout`` seconds (``poll``: any descriptor
-    number, where ``select`` stops at 1024; a pidfd is readable once its
-    process has exited)."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    longest = 2**31 - 1  # poll's limit, in ms (about 25 days)
-    return bool(poller.poll(longest if timeout * 1000 >= longest else max(0, int(timeout * 1000))))
+    """``fd`` is readable within ``timeout`` seconds (a pidfd: its process has exited)."""
+    return bool(poll_events(fd, timeout) & select.POLLIN)

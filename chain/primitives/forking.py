@@ -72,9 +72,7 @@ def fork_main(
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, exit 1)
             code = 1
-            import traceback  # only here: a runner forks its guard at every start
-
-            traceback.print_exc()
+            sys.__excepthook__(*sys.exc_info())  # Python's own print of it, no import in the child
         finally:
             flush_quietly(sys.stdout)
             flush_quietly(sys.stderr)

@@ -1,7 +1,18 @@
 """The app's lock (``chain.jobs.supervise.AppLock``): one app at a time in a
-working directory, whichever runner started it."""
+working directory, whichever runner started it; ``supervise`` asleep while
+the app runs."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
+
+from chain.core.runner_rules import Schedule
+from chain.jobs.supervise import Signals, supervise
 
 
 def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> None:
@@ -26,3 +37,37 @@ def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> 
         app.wait()
     assert second.acquire(until=0, clock=lambda: 0.0, sleep=lambda s: None)  # the app is gone: free
     second.close()
+
+
+def test_supervision_sleeps_while_the_app_runs_and_leaves_no_descriptor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner asks after its app's exit when the kernel says it exited, not
+    every 50 ms (Popen.wait with a timeout looked ~30 times a second); the
+    pidfd it waits on is closed when the app has ended."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        pytest.skip("no pidfd on this host: supervise waits as Popen.wait does")
+    looks: list[int] = []
+    real = os.waitpid
+
+    def counted(pid: int, options: int) -> tuple[int, int]:
+        looks.append(pid)
+        return real(pid, options)
+
+    fds = sorted(os.listdir("/proc/self/fd"))
+    app = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2); raise SystemExit(99)"])
+    monkeypatch.setattr(os, "waitpid", counted)
+    now = time.time()
+    end = supervise(
+        app,
+        Schedule(now, now + 60, now + 50, now + 55),
+        stop_signal=signal.SIGTERM,
+        deliver=lambda sig: None,
+        signals=Signals(),
+        clock=time.time,
+        say=lambda line: None,
+    )
+    monkeypatch.undo()
+    assert end.returncode == 99 and end.stop_sent is None and not end.killed
+    assert len(looks) <= 3, f"{len(looks)} looks at the app in 1.2 s"
+    assert sorted(os.listdir("/proc/self/fd")) == fds

@@ -15,8 +15,18 @@ import pytest
 from chain.primitives.exitwait import ExitWait
 
 
+def _has_pidfd() -> bool:
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
 @pytest.fixture(params=["pidfd", "polling"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "pidfd" and not _has_pidfd():
+        pytest.skip("no pidfd on this host: the polling case covers it")
     if request.param == "polling":
 
         def refused(pid: int, flags: int = 0) -> int:
@@ -91,3 +101,31 @@ def test_a_reaped_child_has_exited_and_close_releases_the_pidfd(mode: str) -> No
             os.fstat(fd)
     proc.wait()
     assert ExitWait(proc).wait(0.0)  # made after the reaping: exited, no pidfd needed
+
+
+def test_any_timeout_is_taken(mode: str, sleeper: subprocess.Popen[bytes]) -> None:
+    """A negative one is no wait, an endless one (past poll's 25 days) waits for the exit."""
+    exited = ExitWait(sleeper)
+    started = time.monotonic()
+    assert not exited.wait(-1.0)
+    assert time.monotonic() - started < 5.0
+    sleeper.kill()
+    assert exited.wait(float("inf"))
+    exited.close()
+
+
+def test_a_pidfd_closed_behind_its_back_falls_back_to_popens_wait(sleeper: subprocess.Popen[bytes]) -> None:
+    """poll's word on a descriptor that is no longer open is not an exit: the
+    wait neither returns at once for good nor blocks past its timeout."""
+    if not _has_pidfd():
+        pytest.skip("no pidfd on this host")
+    exited = ExitWait(sleeper)
+    assert exited._fd is not None
+    os.close(exited._fd)
+    started = time.monotonic()
+    assert not exited.wait(0.2)
+    assert 0.19 <= time.monotonic() - started < 5.0
+    assert exited.polls
+    sleeper.kill()
+    assert exited.wait(30.0) and sleeper.returncode == -9
+    exited.close()
