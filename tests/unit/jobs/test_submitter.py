@@ -150,38 +150,6 @@ def test_scontrol_preempt_time_and_the_submitter_cycle_are_parsed() -> None:
     assert submitter_cycle("c-1.s3") == 3 and submitter_cycle("c-1.r3") is None and submitter_cycle("x") is None
 
 
-def test_a_signal_the_app_outran_is_still_the_runners_outside_signal() -> None:
-    """Slurm sends SIGTERM to every process of a preempted job: the app saved and exited on its own
-    copy before the runner's loop passed the runner's on. The runner still records it (and then asks
-    whether it was preemption), or the chain cannot tell a preemption from a voluntary exit 99."""
-    import subprocess
-    import time
-
-    from chain.core.runner_rules import Schedule
-    from chain.jobs.supervise import Signals, supervise
-
-    signals = Signals()
-
-    class Outran(subprocess.Popen[bytes]):
-        def wait(self, timeout: float | None = None) -> int:
-            code = super().wait(timeout)
-            signals.received.append(signal.SIGTERM)  # the runner's copy, while it waited on the app
-            return code
-
-    proc = Outran(["sh", "-c", "exit 99"])
-    now = time.time()
-    end = supervise(
-        proc,
-        Schedule(now, now + 60, now + 50, now + 55),
-        stop_signal=signal.SIGTERM,
-        deliver=lambda sig: None,
-        signals=signals,
-        clock=time.time,
-        say=lambda line: None,
-    )
-    assert end.returncode == 99 and end.external == "SIGTERM"
-
-
 def test_a_requeued_copy_of_an_earlier_cycle_does_not_block_a_resume() -> None:
     """The fault suite's node-down: Slurm requeued the submitter (Restarts one up), which handed over;
     its copy waits PENDING (BeginTime) to leave at its start. Someone then scancels the successor:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chain.core.runner_rules import Schedule
-from chain.jobs.supervise import Signals, supervise
+from chain.jobs.supervise import AppEnd, Signals, supervise
 
 
 def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> None:
@@ -39,6 +39,36 @@ def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> 
     second.close()
 
 
+def _supervised(app: "subprocess.Popen[bytes]", signals: Signals) -> AppEnd:
+    """The app supervised with its stop a minute away: it ends on its own."""
+    now = time.time()
+    return supervise(
+        app,
+        Schedule(now, now + 60, now + 50, now + 55),
+        stop_signal=signal.SIGTERM,
+        deliver=lambda sig: None,
+        signals=signals,
+        clock=time.time,
+        say=lambda line: None,
+    )
+
+
+def test_a_signal_the_app_outran_is_still_the_runners_outside_signal() -> None:
+    """Slurm sends SIGTERM to every process of a preempted job: the app saved and exited on its own
+    copy before the runner's loop passed the runner's on. The runner still records it (and then asks
+    whether it was preemption), or the chain cannot tell a preemption from a voluntary exit 99."""
+    signals = Signals()
+
+    class Outran(subprocess.Popen[bytes]):
+        def wait(self, timeout: float | None = None) -> int:
+            code = super().wait(timeout)
+            signals.received.append(signal.SIGTERM)  # the runner's copy, while it waited on the app
+            return code
+
+    end = _supervised(Outran(["sh", "-c", "exit 99"]), signals)
+    assert end.returncode == 99 and end.external == "SIGTERM"
+
+
 def test_supervision_sleeps_while_the_app_runs_and_leaves_no_descriptor(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner asks after its app's exit when the kernel says it exited, not
     every 50 ms (Popen.wait with a timeout looked ~30 times a second); the
@@ -57,16 +87,7 @@ def test_supervision_sleeps_while_the_app_runs_and_leaves_no_descriptor(monkeypa
     fds = sorted(os.listdir("/proc/self/fd"))
     app = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2); raise SystemExit(99)"])
     monkeypatch.setattr(os, "waitpid", counted)
-    now = time.time()
-    end = supervise(
-        app,
-        Schedule(now, now + 60, now + 50, now + 55),
-        stop_signal=signal.SIGTERM,
-        deliver=lambda sig: None,
-        signals=Signals(),
-        clock=time.time,
-        say=lambda line: None,
-    )
+    end = _supervised(app, Signals())
     monkeypatch.undo()
     assert end.returncode == 99 and end.stop_sent is None and not end.killed
     assert len(looks) <= 3, f"{len(looks)} looks at the app in 1.2 s"
