@@ -12,6 +12,7 @@ the next runner (see ``job_exit_code``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from chain.core.model import CONTINUE_CODES
@@ -54,6 +55,39 @@ def promotion_give_up(now: float, patience: float, job_end: float, margin: float
     time anyway; and killed by its limit while waiting, it would leave no
     record and be judged a runner that timed out."""
     return min(now + patience, job_end - margin)
+
+
+SURE_SHARE = 0.5  # a relay runner defers its successor when the chain's rest fits in this share of its app time
+
+
+def app_pace(
+    iter_before: int | None, iter_after: int | None, app_start: float | None, end: float | None
+) -> float | None:
+    """Pure: the iterations a second a runner's app made (the counter's
+    advance from its start to the runner's end, the app's start-up and
+    checkpoint included); None when its record does not tell (no advance,
+    a time that is not a positive finite number, numbers past a float)."""
+    if iter_before is None or iter_after is None or app_start is None or end is None:
+        return None
+    try:
+        advance, seconds = float(iter_after - iter_before), float(end) - float(app_start)
+    except OverflowError:
+        return None
+    if not (advance > 0 and math.isfinite(advance) and 0 < seconds < math.inf):
+        return None
+    return advance / seconds
+
+
+def completes_here(counter: int, max_iter: int, pace: float | None, app_seconds: float) -> bool:
+    """Pure: whether a relay runner starting its app at ``counter`` is sure
+    enough to bring the chain to ``max_iter`` that it queues no successor
+    before its app (``jobs.relay.Relay.take_over``): at its predecessor's
+    ``pace`` the rest takes at most ``SURE_SHARE`` of its ``app_seconds``.
+    A wrong guess costs nothing but the successor's sbatch after the app."""
+    if pace is None or not (0 < app_seconds < math.inf) or not (0 < pace < math.inf):
+        return False
+    within = pace * app_seconds * SURE_SHARE
+    return math.isfinite(within) and max_iter - counter <= within
 
 
 def classify_exit(app_rc: int, we_stopped: bool, advanced: bool, *, reached_max: bool = False) -> int:

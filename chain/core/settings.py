@@ -130,6 +130,11 @@ class Settings:
         (``jobs.verify``): a ``--verify-cmd``, or ``glob:`` checkpoints."""
         return bool(self.verify_cmd) or self.counter_spec.kind is CounterKind.GLOB
 
+    def stop_margin(self, learned: int) -> int:
+        """The margin a runner stops its app with: the one ``learned`` by the
+        chain (``ChainStatus.margin``), if larger and the margin adapts."""
+        return max(self.runner_margin, learned) if self.adaptive_margin else self.runner_margin
+
     @property
     def module_list(self) -> list[str]:
         return self.modules.replace(",", " ").split()

@@ -4,7 +4,9 @@ predecessor with the submitter's decision core (``core.decision`` through
 successor behind itself (``--dependency=afterany``) before it runs the app,
 or ends the chain (hooks included) without running the app. A runner whose
 own outcome ends the chain (MAX_ITER reached, a failure of the app) ends it
-itself and cancels its queued successor.
+itself and cancels its queued successor. A runner its predecessor's pace
+shows completing the chain queues none before its app, and one after it
+only if the chain goes on (``Relay._sure_to_complete``).
 
 Only the judgment and the take-over hold the chain directory's lock (so
 ``chain cancel``, ``chain status`` and ``submit --resume`` see a consistent
@@ -42,11 +44,12 @@ from chain.core.names import runner_job_name
 from chain.core.protocol import is_current_runner
 from chain.core.reasons import ReasonKind
 from chain.core.records import RunnerRecord
+from chain.core.runner_rules import app_pace, completes_here
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner, submit_runner_job
-from chain.errors import CheckpointError, SchedulerError
+from chain.errors import ChainError, CheckpointError, SchedulerError
 from chain.jobs.watch import RunnerWatch, gather_outcome, with_nodes_down
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import (
@@ -59,6 +62,7 @@ from chain.store.counter import (
 # states after which Slurm may requeue a job (preemption, a node's failure): asked of slurmctld, not accounting
 QUERY_PATIENCE = 300.0  # seconds a runner rides out a scheduler outage to judge its predecessor
 SUBMIT_PATIENCE = 300.0  # seconds it keeps trying to queue its successor
+AFTER_APP_RESERVE = 3.0  # seconds before its end a runner stops trying to queue a successor after its app
 
 
 class Turn(str, enum.Enum):
@@ -110,17 +114,22 @@ class Relay:
                 return TakeOver(Turn.LEAVE, status, "the chain has ended")
             if self.chain.cancel_requested():
                 return TakeOver(Turn.LEAVE, status, "the chain is being cancelled")
+            sure = ""
             if status.queued_next(self.job_id, self.seq):
+                predecessor = status.runner_job_id
                 verdict = self._judge_predecessor(status)
                 if verdict is not None:
                     return verdict
                 verdict = self._become_current(status)
                 if verdict is not None:
                     return verdict
+                sure = self._sure_to_complete(status, predecessor)
             elif not is_current_runner(status, self.job_id, self.seq):
                 return TakeOver(Turn.LEAVE, status, "not the chain's current runner")
             self.executor.apply(status, RelayTookOver(self.job_id, self.seq))
-            if not status.next_job_id:
+            if sure:
+                self.chain.log(sure)
+            elif not status.next_job_id:
                 self.queue_successor(status)
             return TakeOver(Turn.RUN, status)
 
@@ -169,6 +178,33 @@ class Relay:
         submit_runner(self.executor, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
         return None
 
+    def _sure_to_complete(self, status: ChainStatus, predecessor: str) -> str:
+        """Why this runner queues no successor before its app, or "": its
+        predecessor's pace shows it bringing the chain to MAX_ITER with time
+        to spare (``core.runner_rules.completes_here``). Should it not, it
+        queues one after its app (``after_app``), or when a signal from
+        outside ends it; only a runner killed outright (SIGKILL, a node lost
+        where Slurm does not requeue) leaves the chain with nothing queued,
+        which ``chain status`` tells and ``chain submit --resume`` mends."""
+        if not predecessor or status.next_job_id:
+            return ""
+        try:
+            record = self.chain.runner_record(predecessor)
+        except ChainError:  # unreadable: the successor is queued as always
+            return ""
+        if record is None:
+            return ""
+        pace = app_pace(record.iter_before, record.iter_after, record.app_start, record.end)
+        margin = self.settings.stop_margin(status.margin)
+        app_seconds = self.job_end - margin - self.clock()
+        if not completes_here(status.iteration, self.settings.max_iter, pace, app_seconds):
+            return ""
+        return (
+            f"relay: runner {status.runner_seq + 1} not queued: at runner job {predecessor}'s pace "
+            f"({pace:.3g} iterations/s) this one reaches {self.settings.max_iter} from {status.iteration} "
+            f"within half its {app_seconds:.0f} s; queued after its app if the chain goes on"
+        )
+
     def _read_counter(self) -> CounterReading:
         return read_counter_state(self.settings, self.workdir)
 
@@ -186,12 +222,12 @@ class Relay:
             Tally(status.no_progress, status.retries_used),
         )
 
-    def _give_up(self, patience: float) -> float:
-        """When a take-over retry stops: after ``patience``, and before this
-        job's own end less its margin, so that a short runner slowed by an
-        outage still records its end and runs its app instead of being killed
-        by its limit with no record (judged as a timeout then)."""
-        return min(self.clock() + patience, self.job_end - self.settings.runner_margin)
+    def _give_up(self, patience: float, reserve: float) -> float:
+        """When a retry stops: after ``patience``, and ``reserve`` (before
+        the app: the margin) before this job's own end, so that a short runner
+        slowed by an outage still records its end and runs its app instead
+        of being killed by its limit with no record (judged as a timeout then)."""
+        return min(self.clock() + patience, self.job_end - reserve)
 
     def _predecessor_state(self, job: str, record: RunnerRecord | None) -> JobInfo | None:
         """The predecessor's state for its judgment. When it recorded its own
@@ -215,18 +251,20 @@ class Relay:
             return self.executor.retry(
                 f"relay: query of job {job}",
                 lambda: self.backend.query([job], exit_codes=exit_codes).get(job),
-                self._give_up(QUERY_PATIENCE),
+                self._give_up(QUERY_PATIENCE, self.settings.runner_margin),
             )
         except SchedulerError as exc:
             # judged from its record alone (no record: its state is unknown)
             self.chain.log(f"relay: could not ask the scheduler about job {job}: {exc}")
             return None
 
-    def queue_successor(self, status: ChainStatus) -> None:
+    def queue_successor(self, status: ChainStatus, *, after_app: bool = False) -> None:
         """Queue the next runner behind this one. Retried and looked up by its
         unique name (never queued twice); a final failure is recorded
         (``relay_broken``: the chain is stalled, ``chain status`` says so)
-        and the app runs regardless: its work is not lost."""
+        and the app runs regardless: its work is not lost. Before the app
+        the retries stop at its stop time, ``after_app`` shortly before
+        this job's end."""
         name = runner_job_name(status.chain_id, status.runner_seq + 1)
         submit = resubmission(
             self.backend,
@@ -236,10 +274,9 @@ class Relay:
             ),
         )
 
+        give_up = self._give_up(SUBMIT_PATIENCE, AFTER_APP_RESERVE if after_app else self.settings.runner_margin)
         try:
-            job_id = self.executor.retry(
-                f"relay: queueing runner {status.runner_seq + 1}", submit, self._give_up(SUBMIT_PATIENCE)
-            )
+            job_id = self.executor.retry(f"relay: queueing runner {status.runner_seq + 1}", submit, give_up)
         except SchedulerError as exc:
             self.executor.apply(status, RelayBroken(f"could not queue runner {status.runner_seq + 1}: {exc}"))
             return
@@ -262,6 +299,9 @@ class Relay:
             if status is None or not is_current_runner(status, self.job_id, self.seq):
                 return TakeOver(Turn.LEAVE, status)
             if record.external_signal:
+                if not status.next_job_id and not self.chain.cancel_requested():
+                    # deferred (``_sure_to_complete``) or broken: the successor judges this runner
+                    self.queue_successor(status, after_app=True)
                 if record.preempted and status.next_job_id:
                     self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
@@ -276,8 +316,8 @@ class Relay:
             )
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
-                if not status.next_job_id:  # the relay broke at the start: try once more
-                    self.queue_successor(status)
+                if not status.next_job_id:  # deferred at the start, or the relay broke there
+                    self.queue_successor(status, after_app=True)
                 elif not self.chain.cancel_requested() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled

@@ -122,7 +122,7 @@ def _await_promotion(
 
     def give_up_at(status: ChainStatus) -> float:
         end = _job_end(settings, _slurm_end(backend, job_id), record.start or clock())
-        return promotion_give_up(clock(), PROMOTION_PATIENCE, end, _margin(settings, status))
+        return promotion_give_up(clock(), PROMOTION_PATIENCE, end, settings.stop_margin(status.margin))
 
     status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep, give_up_at=give_up_at)
     if status is not None and is_current_runner(status, job_id, record.seq):
@@ -197,7 +197,7 @@ def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None
     if refused:  # a checkpoint failed verification and none to fall back to, or one could not be set aside
         record.iter_after = record.iter_before
         return end_record(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), refused)
-    plan = plan_schedule(clock(), settings.runner_seconds, _margin(settings, status), slurm_end)
+    plan = plan_schedule(clock(), settings.runner_seconds, settings.stop_margin(status.margin), slurm_end)
     return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep)
 
 
@@ -224,11 +224,6 @@ def _slurm_end(backend: Backend, job_id: str, *, scheduler_only: bool = False) -
         return backend.scheduler_end(job_id) if scheduler_only else backend.end_time(job_id)
     except ChainError:
         return None
-
-
-def _margin(settings: Settings, status: ChainStatus) -> int:
-    """The margin this runner stops the app with: the learned one, if larger."""
-    return max(settings.runner_margin, status.margin) if settings.adaptive_margin else settings.runner_margin
 
 
 def _job_nodes(environ: Mapping[str, str]) -> list[str]:

@@ -1,6 +1,7 @@
 """Relay mode: no submitter job. Each runner judges its predecessor, takes
-over, queues its successor (``afterany`` on itself) and, when its own
-outcome ends the chain, ends it (``chain.jobs.relay``)."""
+over, queues its successor (``afterany`` on itself; after its app, when its
+predecessor's pace shows it completing the chain) and, when its own outcome
+ends the chain, ends it (``chain.jobs.relay``)."""
 
 from __future__ import annotations
 

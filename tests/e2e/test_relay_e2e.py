@@ -142,6 +142,32 @@ def test_relay_app_failure_ends_the_chain_in_that_runner(backend: str, tmp_path:
     assert states.get(f"{chain_id}.r2") in (None, "CANCELLED"), states
 
 
+def test_relay_last_runner_queues_no_successor_its_predecessors_pace_shows_it_needs_none(
+    backend: str, tmp_path: Path
+) -> None:
+    """Runner 1 hands over after ~20 s of app at ~2.5 iterations a second
+    (at most 50 of 52); runner 2, with a few left for its 20 s, queues no
+    runner 3: the chain's jobs are its two runners, neither cancelled, and
+    every iteration ran once beyond checkpoints."""
+    copy_example("python", tmp_path)
+    chain_id = _submit(tmp_path, backend, "python3 app.py", "--checkpoint-every", "5", max_iter="52")
+    report = wait_ended(tmp_path, timeout=180)
+    log = (tmp_path / ".chain" / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert [r["verdict"] for r in report["runners"]] == ["continue", "complete"], report["runners"]
+    assert "relay: runner 3 not queued" in log, log
+    states = wait_until(
+        lambda: _settled(backend, tmp_path / ".chain", chain_id),
+        60,
+        interval=0.5,
+        what="the chain's jobs ended",
+        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
+    )
+    assert sorted(states) == [f"{chain_id}.r1", f"{chain_id}.r2"], states
+    assert "CANCELLED" not in states.values(), states
+    IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(52)
+
+
 def test_relay_no_progress_and_retries_use_the_same_decision(backend: str, tmp_path: Path) -> None:
     """Two runners in a row without advance stop the chain, judged by the
     successors as the submitter would."""

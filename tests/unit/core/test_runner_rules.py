@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from chain.core.runner_rules import classify_exit, plan_schedule
+from chain.core.runner_rules import SURE_SHARE, app_pace, classify_exit, completes_here, plan_schedule
 
 
 def test_schedule_uses_the_earlier_end() -> None:
@@ -103,3 +103,60 @@ def test_describe_exit_of_an_app_that_stopped_on_the_signal() -> None:
         describe_exit("app exited 0", 9.0, "USR1", True, "SIGTERM", False, exit_code=0)
         == "app exited 0 after SIGUSR1 (runner got SIGTERM)"
     )
+
+
+def test_app_pace_is_the_counters_advance_over_the_apps_time() -> None:
+    assert app_pace(4, 10, 100.0, 112.0) == 0.5
+
+
+@pytest.mark.parametrize(
+    "before, after, app_start, end",
+    [
+        (None, 10, 100.0, 112.0),  # a record that does not tell
+        (4, None, 100.0, 112.0),
+        (4, 10, None, 112.0),
+        (4, 10, 100.0, None),
+        (4, 4, 100.0, 112.0),  # no advance
+        (10, 4, 100.0, 112.0),  # the counter went back
+        (4, 10, 112.0, 100.0),  # ended before its app started
+        (4, 10, 100.0, 100.0),
+        (4, 10, 100.0, float("nan")),
+        (4, 10, float("-inf"), 100.0),
+        (0, 10**400, 100.0, 112.0),  # numbers past a float
+        (-(10**400), 10**400, 100.0, 112.0),
+    ],
+)
+def test_app_pace_of_a_record_that_does_not_tell_is_none(
+    before: int | None, after: int | None, app_start: float | None, end: float | None
+) -> None:
+    assert app_pace(before, after, app_start, end) is None
+
+
+def test_a_runner_completes_here_when_the_rest_fits_in_its_share_of_the_time() -> None:
+    assert SURE_SHARE == 0.5
+    assert completes_here(6, 10, 0.5, 16.0)  # 4 left: 8 s of 16
+    assert not completes_here(6, 10, 0.5, 15.9)
+    assert completes_here(10, 10, 0.5, 1.0)  # nothing left
+
+
+@pytest.mark.parametrize(
+    "pace, seconds",
+    [
+        (None, 100.0),
+        (0.0, 100.0),
+        (-1.0, 100.0),
+        (float("inf"), 100.0),
+        (float("nan"), 100.0),
+        (1.0, 0.0),
+        (1.0, -5.0),
+        (1.0, float("inf")),
+        (1.0, float("nan")),
+    ],
+)
+def test_a_runner_is_never_sure_without_a_pace_or_a_finite_time(pace: float | None, seconds: float) -> None:
+    assert not completes_here(0, 1, pace, seconds)
+
+
+def test_completes_here_takes_counters_past_a_float() -> None:
+    assert not completes_here(0, 10**400, 1e300, 1e300)
+    assert completes_here(10**400 - 1, 10**400, 1.0, 2.0)

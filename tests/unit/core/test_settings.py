@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -5,7 +6,7 @@ import pytest
 
 from chain.api.config import read_config_file
 from chain.core.resolution import resolve
-from chain.core.settings import BackendName, LaunchMode
+from chain.core.settings import BackendName, LaunchMode, Settings
 from chain.errors import ConfigError
 
 APP = {"app_cmd": "python3 app.py"}
@@ -162,3 +163,10 @@ def test_render_refuses_a_bad_memory_size_in_one_line(tmp_path: Path, monkeypatc
     ok = CliRunner().invoke(app, ["render", "--app-cmd", "true", "--runner-mem", "2G"], env={"CHAIN_BACKEND": "local"})
     assert ok.exit_code == 0, (ok.stdout, ok.stderr)
     assert "#SBATCH --mem=2G" in ok.stdout, ok.stdout
+
+
+def test_the_stop_margin_is_the_learned_one_when_larger_and_the_margin_adapts() -> None:
+    settings = Settings(runner_margin=60)
+    assert (settings.stop_margin(0), settings.stop_margin(90), settings.stop_margin(30)) == (60, 90, 60)
+    fixed = dataclasses.replace(settings, adaptive_margin=False)
+    assert fixed.stop_margin(90) == 60

@@ -1,0 +1,193 @@
+"""A relay runner that its predecessor's pace shows completing the chain
+queues no successor before its app (``Relay._sure_to_complete``): none to
+cancel when it completes, one queued after the app when it does not, or
+when a signal from outside ends it. On the fake scheduler; end to end:
+tests/e2e/test_relay_e2e.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeBackend
+
+from chain import api
+from chain.api.status import status_report
+from chain.core.model import ChainState, JobState
+from chain.core.names import runner_job_name
+from chain.core.records import RunnerPhase, RunnerRecord
+from chain.errors import SchedulerError
+from chain.jobs.relay import AFTER_APP_RESERVE, Relay, Turn
+from chain.store import ChainDir
+
+NOW = 10_000.0
+
+
+def _chain(tmp_path: Path, fake: FakeBackend) -> ChainDir:
+    settings = {"app_cmd": "true", "max_iter": 10, "mode": "relay", "runner_margin": 5}
+    api.submit(settings, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, backend=fake)
+    return ChainDir(tmp_path / ".chain")
+
+
+def _record(chain: ChainDir, job_id: str, seq: int, code: int, before: int, after: int, **extra: Any) -> RunnerRecord:
+    fields: dict[str, Any] = {
+        "start": NOW - 100,
+        "app_start": NOW - 90,
+        "end": NOW - 80,
+        "iter_before": before,
+        "iter_after": after,
+        **extra,
+    }
+    record = RunnerRecord(job_id, f"x.r{seq}", seq=seq, status=RunnerPhase.ENDED, exit_code=code, **fields)
+    chain.write_runner_record(record)
+    return record
+
+
+def _runner_two(
+    tmp_path: Path, fake: FakeBackend, *, counter: int = 6, job_seconds: float = 60.0, **pred: Any
+) -> tuple[ChainDir, Relay]:
+    """Runner 1 handed over at ``counter`` after 10 s of app (pace ``counter``/10 s
+    unless ``pred`` says otherwise); runner 2, with ``job_seconds`` left, at its start."""
+    chain = _chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text(f"{counter}\n")
+    _record(chain, "101", 1, 99, 0, counter, **pred)
+    fake.set_state("101", JobState.COMPLETED, 0)
+    relay = Relay(chain, api.stored_settings(chain), fake, tmp_path, "102", 2, clock=lambda: NOW, sleep=lambda s: None)
+    relay.job_end = NOW + job_seconds
+    return chain, relay
+
+
+def test_a_runner_its_predecessors_pace_shows_completing_queues_no_successor(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)  # 4 left at 0.6/s: ~7 s of its 55 s
+    take = relay.take_over()
+    assert take.step is Turn.RUN
+    assert len(fake.submitted) == 2  # runner 1 and 2 at submit; none at this take-over
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "" and status.runner_job_id == "102"
+    assert not status.relay_broken
+    assert "runner 3 not queued" in chain.log_file.read_text()
+    # it completes: nothing to cancel
+    done = relay.after_app(_record(chain, "102", 2, 0, 6, 10))
+    assert done.step is Turn.COMPLETE
+    relay.finish(done)
+    assert fake.cancelled == []
+    ended = chain.load_status()
+    assert ended is not None and ended.state is ChainState.COMPLETED
+
+
+def test_a_deferring_runner_that_stops_short_queues_its_successor_after_its_app(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    take = relay.after_app(_record(chain, "102", 2, 99, 6, 8))  # slower than its predecessor
+    assert take.step is Turn.LEAVE
+    status = chain.load_status()
+    assert status is not None
+    assert fake.submitted[-1] == (runner_job_name(status.chain_id, 3), "afterany:102")
+    assert status.next_job_id == "103" and status.runner_live  # runner 3 judges it
+    assert list(chain.iter_runners())[-1].job_id == "101"  # runner 2 not judged here
+
+
+@pytest.mark.parametrize(
+    ("counter", "job_seconds", "pred"),
+    [
+        (2, 60.0, {}),  # 8 left at 0.2/s: 40 s of its 55 s, more than half
+        (6, 12.0, {}),  # 4 left at 0.6/s: 7 s of its 7 s
+        (6, 60.0, {"app_start": None}),  # the predecessor's record does not tell its pace
+        (6, 60.0, {"end": NOW - 95}),  # ended before its app started: no pace
+        (6, float("inf"), {}),  # its own end unknown
+    ],
+)
+def test_a_runner_not_sure_to_complete_queues_its_successor_at_its_start(
+    tmp_path: Path, counter: int, job_seconds: float, pred: dict[str, Any]
+) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake, counter=counter, job_seconds=job_seconds, **pred)
+    assert relay.take_over().step is Turn.RUN
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "103"
+    assert fake.submitted[-1][1] == "afterany:102"
+
+
+def test_runner_one_of_a_new_chain_keeps_the_successor_queued_at_submit(tmp_path: Path) -> None:
+    """No predecessor, no pace: runner 2 stays queued (chain submit queued it)."""
+    fake = FakeBackend()
+    chain = _chain(tmp_path, fake)
+    relay = Relay(chain, api.stored_settings(chain), fake, tmp_path, "101", 1, clock=lambda: NOW)
+    relay.job_end = NOW + 3600
+    assert relay.take_over().step is Turn.RUN
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "102" and len(fake.submitted) == 2
+
+
+@pytest.mark.parametrize("preempted", [False, True])
+def test_a_signal_from_outside_queues_the_deferred_successor_to_judge_it(tmp_path: Path, preempted: bool) -> None:
+    """A time limit, scancel or preemption: the successor judges this runner
+    from Slurm's final state, as when it was queued at the start; preempted,
+    it is released from its dependency (the requeued copy would hold it)."""
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    take = relay.after_app(_record(chain, "102", 2, 124, 6, 8, external_signal="TERM", preempted=preempted))
+    assert take.step is Turn.LEAVE
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "103" and status.runner_live
+    assert fake.released == (["103"] if preempted else [])
+
+
+def test_chain_cancel_leaves_the_deferred_successor_unqueued(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    chain.cancel_file.write_text("1\n")
+    relay.after_app(_record(chain, "102", 2, 124, 6, 8, external_signal="TERM"))
+    assert len(fake.submitted) == 2
+
+
+class Refusing(FakeBackend):
+    """Refuses every sbatch once ``refuse`` is set (chain submit's go through)."""
+
+    refuse = False
+    submit_calls = 0
+
+    def submit(self, script: Path, **kwargs: Any) -> str:
+        self.submit_calls += 1
+        if self.refuse:
+            raise SchedulerError("sbatch: error: Slurm temporarily unable to accept job")
+        return super().submit(script, **kwargs)
+
+
+def test_a_successor_that_cannot_be_queued_after_the_app_shows_the_chain_stalled(tmp_path: Path) -> None:
+    """Retried until shortly before the job's end (not only up to its
+    margin, which the app has used); then the relay is broken, and
+    ``chain status`` says the chain is stalled."""
+    fake = Refusing()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    fake.refuse, fake.submit_calls = True, 0
+    now = [relay.job_end - 4.5]  # the app stopped at its margin and saved
+    relay.clock = lambda: now[0]
+    relay.sleep = lambda s: now.__setitem__(0, now[0] + s)
+    assert relay.after_app(_record(chain, "102", 2, 99, 6, 8)).step is Turn.LEAVE
+    status = chain.load_status()
+    assert status is not None and "could not queue runner 3" in status.relay_broken
+    assert fake.submit_calls >= 1 and now[0] <= relay.job_end - AFTER_APP_RESERVE
+    fake.set_state("102", JobState.COMPLETED, 0)
+    assert status_report(tmp_path / ".chain", backend=fake).stalled
+
+
+def test_a_deferring_runner_killed_outright_leaves_a_chain_status_calls_stranded(tmp_path: Path) -> None:
+    """The one case the deferral gives up: killed with no signal first (SIGKILL,
+    a node lost where Slurm does not requeue), it queued nothing; ``chain
+    status`` tells, and a resume goes on from the checkpoint."""
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    fake.set_state("102", JobState.NODE_FAIL)
+    report = status_report(tmp_path / ".chain", backend=fake)
+    assert report.stalled and report.state is ChainState.RUNNING
+    api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True, backend=fake)
+    resumed = chain.load_status()
+    assert resumed is not None and resumed.runner_live and resumed.next_job_id == str(fake.next_id - 1)
