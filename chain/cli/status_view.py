@@ -253,11 +253,12 @@ def _driving_jobs(report: StatusReport) -> list[Item]:
 
 def _relay_jobs(report: StatusReport) -> list[Item]:
     """A chain its runners drive: the queued next one, and what broke the relay."""
-    queued = (
-        f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "")
-        if report.next_job_id
-        else "none"
-    )
+    if report.next_job_id:
+        queued = f"job {report.next_job_id}" + (f" ({report.next_state})" if report.next_state else "")
+    elif report.runner_state == "RUNNING" and not report.relay_broken:
+        queued = "none yet (the running one is expected to complete the chain; queued if it does not)"
+    else:
+        queued = "none"
     items: list[Item] = [_line(f"mode: {report.mode.value} (no submitter job); next runner: {queued}")]
     if report.relay_broken:
         items.append(_line(f"relay broken: {report.relay_broken}", "bold yellow"))

@@ -83,7 +83,8 @@ def completes_here(counter: int, max_iter: int, pace: float | None, app_seconds:
     enough to bring the chain to ``max_iter`` that it queues no successor
     before its app (``jobs.relay.Relay.take_over``): at its predecessor's
     ``pace`` the rest takes at most ``SURE_SHARE`` of its ``app_seconds``.
-    A wrong guess costs nothing but the successor's sbatch after the app."""
+    A wrong guess costs the successor the queue wait it would have had
+    meanwhile (the runner queues it at half its time, ``jobs.relay``)."""
     if pace is None or not (0 < app_seconds < math.inf) or not (0 < pace < math.inf):
         return False
     within = pace * app_seconds * SURE_SHARE

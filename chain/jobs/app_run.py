@@ -29,7 +29,7 @@ from chain.jobs.guard import Guard, start_guard
 from chain.jobs.launching import fresh_ranks_dir, gather_site, read_rank_ends
 from chain.jobs.progress import iterations_printed, log_offset, progress_marks
 from chain.jobs.sigterm import restart_count
-from chain.jobs.supervise import AppEnd, AppLock, Deliver, Signals, die_with_parent, group_sender, supervise
+from chain.jobs.supervise import AppEnd, AppLock, Deliver, Due, Signals, die_with_parent, group_sender, supervise
 from chain.primitives.codes import RunnerExit
 from chain.primitives.paths import shell_helpers_dir
 from chain.primitives.signals import signal_name
@@ -47,9 +47,11 @@ def run_app(
     workdir: Path,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
+    *,
+    due: Due | None = None,
 ) -> int:
     """Start the app (never beside an earlier one of the chain), supervise
-    it, record how it ended."""
+    it (``due``: ``supervise``'s), record how it ended."""
     lock = AppLock(str(chain.root / "app.lock"))
     if not lock.acquire(until=plan.stop_at, clock=clock, sleep=sleep):
         lock.close()
@@ -110,6 +112,7 @@ def run_app(
         clock=clock,
         say=lambda line: say(record, line),
         watch=_stall_watch(chain, settings, workdir),
+        due=due,
     )
     if guard is not None:
         guard.release()  # the app has ended: its guard finds nothing to stop

@@ -5,8 +5,8 @@ successor behind itself (``--dependency=afterany``) before it runs the app,
 or ends the chain (hooks included) without running the app. A runner whose
 own outcome ends the chain (MAX_ITER reached, a failure of the app) ends it
 itself and cancels its queued successor. A runner its predecessor's pace
-shows completing the chain queues none before its app, and one after it
-only if the chain goes on (``Relay._sure_to_complete``).
+shows completing the chain queues none at its start, and one later only if
+that guess proves wrong (``Relay._defer_until``).
 
 Only the judgment and the take-over hold the chain directory's lock (so
 ``chain cancel``, ``chain status`` and ``submit --resume`` see a consistent
@@ -44,7 +44,7 @@ from chain.core.names import runner_job_name
 from chain.core.protocol import is_current_runner
 from chain.core.reasons import ReasonKind
 from chain.core.records import RunnerRecord
-from chain.core.runner_rules import app_pace, completes_here
+from chain.core.runner_rules import SURE_SHARE, app_pace, completes_here
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
@@ -81,6 +81,8 @@ class TakeOver:
     why: str = ""
     state: ChainState = ChainState.RUNNING
     kind: ReasonKind | None = None  # what ``why`` says, where one names it
+    # RUN with no successor queued (``Relay._defer_until``): when to queue it if the app still runs
+    deferred_until: float | None = None
 
 
 @dataclass
@@ -97,6 +99,7 @@ class Relay:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     job_end: float = float("inf")  # this job's own end: hooks must be done by then
+    limit_end: float = float("inf")  # its start and configured limit: the app stops by the earlier of the two
     # accounting's lines at this job's start (``RelayMode.runner_look``); None: not looked
     known: Mapping[str, JobInfo] | None = None
 
@@ -114,7 +117,7 @@ class Relay:
                 return TakeOver(Turn.LEAVE, status, "the chain has ended")
             if self.chain.cancel_requested():
                 return TakeOver(Turn.LEAVE, status, "the chain is being cancelled")
-            sure = ""
+            deferred_until = None
             if status.queued_next(self.job_id, self.seq):
                 predecessor = status.runner_job_id
                 verdict = self._judge_predecessor(status)
@@ -123,15 +126,13 @@ class Relay:
                 verdict = self._become_current(status)
                 if verdict is not None:
                     return verdict
-                sure = self._sure_to_complete(status, predecessor)
+                deferred_until = self._defer_until(status, predecessor)
             elif not is_current_runner(status, self.job_id, self.seq):
                 return TakeOver(Turn.LEAVE, status, "not the chain's current runner")
             self.executor.apply(status, RelayTookOver(self.job_id, self.seq))
-            if sure:
-                self.chain.log(sure)
-            elif not status.next_job_id:
+            if deferred_until is None and not status.next_job_id:
                 self.queue_successor(status)
-            return TakeOver(Turn.RUN, status)
+            return TakeOver(Turn.RUN, status, deferred_until=deferred_until)
 
     def _judge_predecessor(self, status: ChainStatus) -> TakeOver | None:
         """The predecessor's outcome, decided as the submitter would; a
@@ -178,32 +179,55 @@ class Relay:
         submit_runner(self.executor, status, counter, self.settings.max_iter, self.clock(), lambda _name: self.job_id)
         return None
 
-    def _sure_to_complete(self, status: ChainStatus, predecessor: str) -> str:
-        """Why this runner queues no successor before its app, or "": its
-        predecessor's pace shows it bringing the chain to MAX_ITER with time
-        to spare (``core.runner_rules.completes_here``). Should it not, it
-        queues one after its app (``after_app``), or when a signal from
-        outside ends it; only a runner killed outright (SIGKILL, a node lost
-        where Slurm does not requeue) leaves the chain with nothing queued,
-        which ``chain status`` tells and ``chain submit --resume`` mends."""
+    def _defer_until(self, status: ChainStatus, predecessor: str) -> float | None:
+        """When this runner queues its successor if its app still runs then
+        (its predecessor's pace shows the app bringing the chain to MAX_ITER
+        by that time, half its app's; ``core.runner_rules.completes_here``),
+        logged; None: queued now, as always. Queued also when the app ends
+        short of MAX_ITER (``after_app``), a signal from outside ends it, or
+        the runner fails, or is requeued after its end (``RelayMode.rerun_after_end``)."""
         if not predecessor or status.next_job_id:
-            return ""
+            return None
         try:
             record = self.chain.runner_record(predecessor)
         except ChainError:  # unreadable: the successor is queued as always
-            return ""
+            return None
         if record is None:
-            return ""
+            return None
         pace = app_pace(record.iter_before, record.iter_after, record.app_start, record.end)
-        margin = self.settings.stop_margin(status.margin)
-        app_seconds = self.job_end - margin - self.clock()
+        now = self.clock()
+        app_seconds = min(self.job_end, self.limit_end) - self.settings.stop_margin(status.margin) - now
         if not completes_here(status.iteration, self.settings.max_iter, pace, app_seconds):
-            return ""
-        return (
+            return None
+        self.chain.log(
             f"relay: runner {status.runner_seq + 1} not queued: at runner job {predecessor}'s pace "
             f"({pace:.3g} iterations/s) this one reaches {self.settings.max_iter} from {status.iteration} "
-            f"within half its {app_seconds:.0f} s; queued after its app if the chain goes on"
+            f"within half its {app_seconds:.0f} s; queued if its app runs longer or the chain goes on"
         )
+        return now + app_seconds * SURE_SHARE
+
+    def queue_deferred(self) -> None:
+        """Queue the successor this runner deferred (``_defer_until``), if the
+        chain still needs one from it: it is the current runner, nothing is
+        queued behind it and no ``chain cancel`` is at work. Never raises: it
+        runs beside the app and on a runner's way out (a chain it cannot lock
+        within seconds is left to ``after_app``, or to ``chain status``)."""
+        try:
+            with self.chain.locked(wait=10.0):
+                status = self.chain.load_status()
+                if (
+                    status is None
+                    or not is_current_runner(status, self.job_id, self.seq)
+                    or status.next_job_id
+                    or self.chain.cancel_requested()
+                ):
+                    return
+                self.chain.log(
+                    f"relay: queueing runner {status.runner_seq + 1}, deferred at runner job {self.job_id}'s start"
+                )
+                self.queue_successor(status)
+        except ChainError as exc:
+            self.chain.log(f"relay: could not queue the deferred runner: {exc}")
 
     def _read_counter(self) -> CounterReading:
         return read_counter_state(self.settings, self.workdir)
@@ -299,9 +323,7 @@ class Relay:
             if status is None or not is_current_runner(status, self.job_id, self.seq):
                 return TakeOver(Turn.LEAVE, status)
             if record.external_signal:
-                if not status.next_job_id and not self.chain.cancel_requested():
-                    # deferred (``_sure_to_complete``) or broken: the successor judges this runner
-                    self.queue_successor(status, after_app=True)
+                self._leave_to_successor(status)
                 if record.preempted and status.next_job_id:
                     self._release(status.next_job_id)
                 return TakeOver(Turn.LEAVE, status)
@@ -316,8 +338,8 @@ class Relay:
             )
             decision = self._decide(outcome, status)
             if decision.verdict is Verdict.CONTINUE and outcome.iter_after < self.settings.max_iter:
-                if not status.next_job_id:  # deferred at the start, or the relay broke there
-                    self.queue_successor(status, after_app=True)
+                if not status.next_job_id:
+                    self._leave_to_successor(status)
                 elif not self.chain.cancel_requested() and self._successor_cancelled(status.next_job_id):
                     # the user's scancel of the queued successor: no job of the chain would judge
                     # this runner, and `chain status` only reads; the chain ends here, cancelled
@@ -334,6 +356,13 @@ class Relay:
             if decision.verdict is Verdict.STOP:
                 return TakeOver(Turn.END, status, decision.reason, decision.state, decision.kind)
             return TakeOver(Turn.COMPLETE, status)
+
+    def _leave_to_successor(self, status: ChainStatus) -> None:
+        """A runner whose outcome its successor judges, with none queued
+        (deferred at its start, ``_defer_until``, or the relay broke there):
+        queue one now, unless ``chain cancel`` is at work."""
+        if not status.next_job_id and not self.chain.cancel_requested():
+            self.queue_successor(status, after_app=True)
 
     def _judge_own(self, status: ChainStatus, outcome: Outcome, record: RunnerRecord) -> Decision:
         """Judge this runner for good, the nodes' states asked when the rule needs them."""

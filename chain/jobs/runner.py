@@ -29,6 +29,7 @@ from chain.core.settings import Settings
 from chain.errors import ChainError, CheckpointError
 from chain.jobs.app_run import end_record, run_app, say
 from chain.jobs.relay import Relay, Turn
+from chain.jobs.supervise import Due
 from chain.modes import Look, RunnerJob, driver
 from chain.primitives.codes import RunnerExit
 from chain.store import ChainDir, ChainStatus
@@ -88,14 +89,15 @@ def run(
         host=os.uname().nodename,
         nodes=_job_nodes(os.environ),
     )
+    job = RunnerJob(chain, settings, backend, record, workdir, preflight_error, clock, sleep, look)
     previous = chain.runner_record(job_id)
     if previous is not None and previous.ended:
         # Slurm requeued this job (node failure) after it had already run and
         # recorded its outcome: the submitter judges that record and may have
         # started the next runner, so this copy must not run the app again.
         say(record, "this job already ran (requeued after recording its end); exiting without running the app")
+        driver(settings.mode).rerun_after_end(job)
         return 0
-    job = RunnerJob(chain, settings, backend, record, workdir, preflight_error, clock, sleep, look)
     return driver(settings.mode).run_runner(job)
 
 
@@ -165,6 +167,7 @@ def run_relay(job: RunnerJob) -> int:
         clock,
         job.sleep,
         job_end=_job_end(job.settings, slurm_end, record.start or clock()),
+        limit_end=(record.start or clock()) + job.settings.runner_seconds,
         known=known,
     )
     take = relay.take_over()
@@ -176,15 +179,22 @@ def run_relay(job: RunnerJob) -> int:
         return 0
     if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
         slurm_end = _slurm_end(job.backend, job_id)
-    code = _run_current(job, take.status, slurm_end=slurm_end)
-    relay.finish(relay.after_app(chain.runner_record(job_id) or record))
+    due = None if take.deferred_until is None else Due(take.deferred_until, relay.queue_deferred)
+    try:
+        code = _run_current(job, take.status, slurm_end=slurm_end, due=due)
+        relay.finish(relay.after_app(chain.runner_record(job_id) or record))
+    except BaseException:
+        if due is not None:  # a fault or an interrupt: the chain is not left with nothing queued
+            relay.queue_deferred()
+        raise
     return code
 
 
-def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None) -> int:
+def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None, due: Due | None = None) -> int:
     """The chain's current runner: read the counter, run the app, record the
     end. ``slurm_end``: this job's end as the scheduler gave it (None: it
-    could not say; the configured limit bounds the schedule)."""
+    could not say; the configured limit bounds the schedule); ``due``: the
+    supervision's (``jobs.supervise.supervise``)."""
     chain, settings, record, clock = job.chain, job.settings, job.record, job.clock
     try:
         record.iter_before = read_chain_counter(settings, job.workdir)
@@ -198,7 +208,7 @@ def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None
         record.iter_after = record.iter_before
         return end_record(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), refused)
     plan = plan_schedule(clock(), settings.runner_seconds, settings.stop_margin(status.margin), slurm_end)
-    return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep)
+    return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep, due=due)
 
 
 def _verify(chain: ChainDir, settings: Settings, record: RunnerRecord, workdir: Path) -> str:

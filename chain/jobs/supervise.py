@@ -60,6 +60,16 @@ class Signals:
 Deliver = Callable[[int], None]
 
 
+@dataclass(frozen=True)
+class Due:
+    """What the supervision does once at ``at`` if the app still runs and
+    has not been signalled (a relay runner that deferred its successor
+    queues it: ``jobs.relay.Relay.queue_deferred``)."""
+
+    at: float
+    act: Callable[[], None]
+
+
 def supervise(
     proc: subprocess.Popen[bytes],
     plan: Schedule,
@@ -70,15 +80,22 @@ def supervise(
     clock: Callable[[], float],
     say: Callable[[str], None],
     watch: StallWatch | None = None,
+    due: Due | None = None,
 ) -> AppEnd:
     """Wait for the app, signalling it at ``plan.stop_at`` (or at once when
     the runner is signalled, or when ``watch`` finds it stalled) and killing
-    it at ``plan.kill_at`` (a stalled app: the same grace after its signal)."""
+    it at ``plan.kill_at`` (a stalled app: the same grace after its signal);
+    ``due``: acted on once, at its time, while the app runs unsignalled."""
     run = _Supervision(plan, stop_signal, deliver, signals, say, watch, kill_at=plan.kill_at)
     exited = ExitWait(proc)  # asleep until the app exits or a look is due: no polling
     try:
         while True:
-            run.step(clock())
+            now = clock()
+            run.step(now)
+            if due is not None and (run.stop_sent is not None or now >= due.at):
+                if run.stop_sent is None:
+                    due.act()
+                due = None  # once; a signalled app's runner decides after its end
             deadline = plan.stop_at if run.stop_sent is None else run.kill_at
             if exited.wait(max(0.05, min(0.5, deadline - clock()))):
                 break

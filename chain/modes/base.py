@@ -66,6 +66,11 @@ class ModeDriver(abc.ABC):
     def run_runner(self, job: RunnerJob) -> int:
         """A runner job of this mode; its exit code (``core.runner_rules``)."""
 
+    def rerun_after_end(self, job: RunnerJob) -> None:
+        """A runner job Slurm requeued after it recorded its end, before it
+        leaves (it runs no app): what the mode still owes the chain. Nothing
+        by default (the submitter judges the record)."""
+
     def runner_look(self, chain: ChainDir, backend: Backend, job_id: str, seq: int | None) -> Look | None:
         """The accounting look a runner job of this mode takes first, started
         before the job's code loads (``jobs.entry``) and handed to

@@ -1,7 +1,7 @@
 """Relay mode: no submitter job. Each runner judges its predecessor, takes
-over, queues its successor (``afterany`` on itself; after its app, when its
-predecessor's pace shows it completing the chain) and, when its own outcome
-ends the chain, ends it (``chain.jobs.relay``)."""
+over, queues its successor (``afterany`` on itself; later, if needed at
+all, when its predecessor's pace shows it completing the chain) and, when
+its own outcome ends the chain, ends it (``chain.jobs.relay``)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,16 @@ class RelayMode(ModeDriver):
             return backend.accounted_later(ids)
         except ChainError:  # an id sacct must not be given: the take-over refuses it in its own words
             return lambda: None
+
+    def rerun_after_end(self, job: RunnerJob) -> None:
+        """Killed after recording its end and before queueing the successor
+        it had deferred (a preemption's requeue): queued now, to judge it."""
+        from chain.jobs.relay import Relay
+
+        record = job.record
+        Relay(
+            job.chain, job.settings, job.backend, job.workdir, record.job_id, record.seq, job.clock, job.sleep
+        ).queue_deferred()
 
     def run_runner(self, job: RunnerJob) -> int:
         from chain.jobs.runner import run_relay  # the job's code, loaded in the job only

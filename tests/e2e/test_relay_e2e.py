@@ -168,6 +168,49 @@ def test_relay_last_runner_queues_no_successor_its_predecessors_pace_shows_it_ne
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(52)
 
 
+SLOW_LATE_APP = """
+import os, signal, sys, time
+
+path = os.environ.get("CKPT_PATH", "state_iter.txt")
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+i = int(open(path).read()) if os.path.exists(path) else 0
+while i < 40 and not stop:
+    time.sleep(0.4 if i < 30 else 5.0)  # from iteration 30 on, much slower
+    i += 1
+    with open(path + ".tmp", "w") as f:
+        f.write(f"{i}\\n")
+    os.replace(path + ".tmp", path)
+sys.exit(0 if i >= 40 else 99)
+"""
+
+
+def test_relay_runner_that_outlives_its_predecessors_pace_queues_its_successor_at_half_time(
+    backend: str, tmp_path: Path
+) -> None:
+    """An app (as a user writes one: its own counter file, saved every
+    iteration) that takes 5 s an iteration from iteration 30 on: runner 2,
+    which runner 1's pace showed finishing, still runs at half its time and
+    queues runner 3 then, which runs; the chain completes."""
+    (tmp_path / "slow_late.py").write_text(SLOW_LATE_APP)
+    chain_id = _submit(tmp_path, backend, "python3 slow_late.py", max_iter="40")
+    report = wait_ended(tmp_path, timeout=300)
+    log = (tmp_path / ".chain" / "chain.log").read_text()
+    assert report["state"] == "completed", log
+    assert "relay: runner 3 not queued" in log and "queueing runner 3, deferred at runner job" in log, log
+    runners = report["runners"]
+    assert len(runners) >= 3 and runners[-1]["verdict"] == "complete", runners
+    assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
+    states = wait_until(
+        lambda: _settled(backend, tmp_path / ".chain", chain_id),
+        60,
+        interval=0.5,
+        what="the chain's jobs ended",
+        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
+    )
+    assert states[f"{chain_id}.r3"] == "COMPLETED", states
+
+
 def test_relay_no_progress_and_retries_use_the_same_decision(backend: str, tmp_path: Path) -> None:
     """Two runners in a row without advance stop the chain, judged by the
     successors as the submitter would."""

@@ -1,11 +1,13 @@
 """A relay runner that its predecessor's pace shows completing the chain
-queues no successor before its app (``Relay._sure_to_complete``): none to
-cancel when it completes, one queued after the app when it does not, or
-when a signal from outside ends it. On the fake scheduler; end to end:
+queues no successor at its start (``Relay._defer_until``): none to cancel
+when it completes; one queued as soon as the guess proves wrong (its app
+running at half its time, ending short, a signal from outside, a fault, a
+requeue after its end). On the fake scheduler; end to end:
 tests/e2e/test_relay_e2e.py."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,7 @@ def test_a_runner_its_predecessors_pace_shows_completing_queues_no_successor(tmp
     fake = FakeBackend()
     chain, relay = _runner_two(tmp_path, fake)  # 4 left at 0.6/s: ~7 s of its 55 s
     take = relay.take_over()
-    assert take.step is Turn.RUN
+    assert take.step is Turn.RUN and take.deferred_until == NOW + 27.5  # half of its 55 s of app
     assert len(fake.submitted) == 2  # runner 1 and 2 at submit; none at this take-over
     status = chain.load_status()
     assert status is not None and status.next_job_id == "" and status.runner_job_id == "102"
@@ -81,7 +83,8 @@ def test_a_deferring_runner_that_stops_short_queues_its_successor_after_its_app(
     fake = FakeBackend()
     chain, relay = _runner_two(tmp_path, fake)
     relay.take_over()
-    take = relay.after_app(_record(chain, "102", 2, 99, 6, 8))  # slower than its predecessor
+    assert len(fake.submitted) == 2
+    take = relay.after_app(_record(chain, "102", 2, 99, 6, 8))  # it ended early, short of MAX_ITER
     assert take.step is Turn.LEAVE
     status = chain.load_status()
     assert status is not None
@@ -130,6 +133,7 @@ def test_a_signal_from_outside_queues_the_deferred_successor_to_judge_it(tmp_pat
     fake = FakeBackend()
     chain, relay = _runner_two(tmp_path, fake)
     relay.take_over()
+    assert len(fake.submitted) == 2
     take = relay.after_app(_record(chain, "102", 2, 124, 6, 8, external_signal="TERM", preempted=preempted))
     assert take.step is Turn.LEAVE
     status = chain.load_status()
@@ -137,12 +141,60 @@ def test_a_signal_from_outside_queues_the_deferred_successor_to_judge_it(tmp_pat
     assert fake.released == (["103"] if preempted else [])
 
 
-def test_chain_cancel_leaves_the_deferred_successor_unqueued(tmp_path: Path) -> None:
+@pytest.mark.parametrize("external", ["TERM", None])
+def test_chain_cancel_leaves_the_deferred_successor_unqueued(tmp_path: Path, external: str | None) -> None:
+    """Its scancel, or an app that ended on its own as the cancel came."""
     fake = FakeBackend()
     chain, relay = _runner_two(tmp_path, fake)
     relay.take_over()
     chain.cancel_file.write_text("1\n")
-    relay.after_app(_record(chain, "102", 2, 124, 6, 8, external_signal="TERM"))
+    relay.after_app(_record(chain, "102", 2, 124 if external else 99, 6, 8, external_signal=external))
+    relay.queue_deferred()
+    assert len(fake.submitted) == 2
+
+
+def test_a_learned_margin_leaves_the_runner_less_time_to_be_sure_in(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    status = chain.load_status()
+    assert status is not None
+    status.margin = 50  # 10 s of app: 4 left at 0.6/s take 6.7 s, more than half
+    chain.save_status(status)
+    assert relay.take_over().deferred_until is None and len(fake.submitted) == 3
+
+
+def test_the_configured_limit_bounds_the_time_when_slurms_end_is_later(tmp_path: Path) -> None:
+    """Slurm counts limits in minutes: a 0:30 runner's job ends 60 s after its
+    start, its app stops by its 30 s (``plan_schedule``): so does the guess."""
+    fake = FakeBackend()
+    _, relay = _runner_two(tmp_path, fake)
+    relay.limit_end = NOW + 12  # 7 s of app: 4 left at 0.6/s take 6.7 s, more than half
+    assert relay.take_over().deferred_until is None and len(fake.submitted) == 3
+
+
+def test_the_deferred_successor_is_queued_once_when_the_app_outlives_its_pace(tmp_path: Path) -> None:
+    """``queue_deferred``, as the supervision calls it at ``deferred_until``: the
+    retries have until the app's stop time; a second call queues nothing."""
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    relay.queue_deferred()
+    relay.queue_deferred()
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "103"
+    assert fake.submitted[2:] == [(runner_job_name(status.chain_id, 3), "afterany:102")]
+    assert "queueing runner 3, deferred at runner job 102's start" in chain.log_file.read_text()
+    # the app then stops short: nothing more is queued after it
+    assert relay.after_app(_record(chain, "102", 2, 124, 6, 9)).step is Turn.LEAVE
+    assert len(fake.submitted) == 3
+
+
+def test_a_runner_no_longer_current_queues_nothing(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    other = Relay(chain, relay.settings, fake, tmp_path, "555", 7, clock=lambda: NOW)
+    other.queue_deferred()
     assert len(fake.submitted) == 2
 
 
@@ -160,8 +212,8 @@ class Refusing(FakeBackend):
 
 
 def test_a_successor_that_cannot_be_queued_after_the_app_shows_the_chain_stalled(tmp_path: Path) -> None:
-    """Retried until shortly before the job's end (not only up to its
-    margin, which the app has used); then the relay is broken, and
+    """Tried until shortly before the job's end (not only up to its margin,
+    which the app has used: here one attempt); then the relay is broken, and
     ``chain status`` says the chain is stalled."""
     fake = Refusing()
     chain, relay = _runner_two(tmp_path, fake)
@@ -191,3 +243,75 @@ def test_a_deferring_runner_killed_outright_leaves_a_chain_status_calls_stranded
     api.submit({}, {}, config=None, chain_dir=tmp_path / ".chain", workdir=tmp_path, resume=True, backend=fake)
     resumed = chain.load_status()
     assert resumed is not None and resumed.runner_live and resumed.next_job_id == str(fake.next_id - 1)
+
+
+def _runner_two_job(tmp_path: Path, fake: FakeBackend) -> tuple[ChainDir, str]:
+    """A chain whose runner 1 handed over at 6 of 10 at 0.6/s, as runner 2's job
+    finds it (real time: ``jobs.runner.run`` keeps its own clock); its runner 2's name."""
+    now = time.time()
+    chain = _chain(tmp_path, fake)
+    (tmp_path / "state_iter.txt").write_text("6\n")
+    _record(chain, "101", 1, 99, 0, 6, start=now - 20, app_start=now - 15, end=now - 5)
+    fake.set_state("101", JobState.COMPLETED, 0)
+    fake.job_end = now + 120
+    status = chain.load_status()
+    assert status is not None
+    return chain, runner_job_name(status.chain_id, 2)
+
+
+def test_a_deferring_runner_that_fails_leaves_its_successor_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault between the take-over and the app's judgment (storage, the app's
+    lock): the successor is queued on the way out, to judge this runner."""
+    from chain.jobs import runner
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    fake = FakeBackend()
+    chain, name = _runner_two_job(tmp_path, fake)
+    monkeypatch.setattr(runner, "_run_current", broken)
+    with pytest.raises(OSError, match="No space"):
+        runner.run(chain, api.stored_settings(chain), fake, job_id="102", job_name=name, workdir=tmp_path)
+    assert "runner 3 not queued" in chain.log_file.read_text()  # it had deferred
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "103" and fake.submitted[-1][1] == "afterany:102"
+
+
+def test_a_deferring_runner_requeued_after_its_end_queues_its_successor(tmp_path: Path) -> None:
+    """Preempted (PreemptMode=REQUEUE) after it recorded its end and before it
+    queued its successor: its requeued copy runs no app and queues it."""
+    from chain.jobs import runner
+
+    fake = FakeBackend()
+    chain, name = _runner_two_job(tmp_path, fake)
+    assert fake.job_end is not None
+    relay = Relay(chain, api.stored_settings(chain), fake, tmp_path, "102", 2, job_end=fake.job_end)
+    assert relay.take_over().deferred_until is not None and len(fake.submitted) == 2
+    _record(chain, "102", 2, 124, 6, 8, external_signal="TERM", preempted=True)
+    code = runner.run(chain, api.stored_settings(chain), fake, job_id="102", job_name=name, workdir=tmp_path)
+    assert code == 0
+    status = chain.load_status()
+    assert status is not None and status.next_job_id == "103" and fake.submitted[-1][1] == "afterany:102"
+
+
+def test_chain_status_says_why_nothing_is_queued_behind_a_deferring_runner(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from chain.cli.status_view import print_status
+
+    def shown() -> str:
+        out = io.StringIO()
+        print_status(status_report(tmp_path / ".chain", backend=fake), console=Console(file=out, width=300))
+        return out.getvalue()
+
+    fake = FakeBackend()
+    _, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    fake.set_state("102", JobState.RUNNING)
+    assert "next runner: none yet (the running one is expected to complete the chain" in shown()
+    fake.set_state("102", JobState.NODE_FAIL)  # killed outright: nothing runs, nothing is queued
+    assert "next runner: none;" not in shown() and "next runner: none\n" in shown()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chain.core.runner_rules import Schedule
-from chain.jobs.supervise import AppEnd, Signals, supervise
+from chain.jobs.supervise import AppEnd, Due, Signals, supervise
 
 
 def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_the_app_lock_waits_for_an_earlier_app_then_gives_up(tmp_path: Path) -> 
     second.close()
 
 
-def _supervised(app: "subprocess.Popen[bytes]", signals: Signals) -> AppEnd:
+def _supervised(app: "subprocess.Popen[bytes]", signals: Signals, due: Due | None = None) -> AppEnd:
     """The app supervised with its stop a minute away: it ends on its own."""
     now = time.time()
     return supervise(
@@ -50,6 +50,7 @@ def _supervised(app: "subprocess.Popen[bytes]", signals: Signals) -> AppEnd:
         signals=signals,
         clock=time.time,
         say=lambda line: None,
+        due=due,
     )
 
 
@@ -92,3 +93,25 @@ def test_supervision_sleeps_while_the_app_runs_and_leaves_no_descriptor(monkeypa
     assert end.returncode == 99 and end.stop_sent is None and not end.killed
     assert len(looks) <= 3, f"{len(looks)} looks at the app in 1.2 s"
     assert sorted(os.listdir("/proc/self/fd")) == fds
+
+
+def test_what_is_due_is_done_once_while_the_app_runs() -> None:
+    """A relay runner's deferred successor: queued once, while the app runs, at its time."""
+    done: list[float] = []
+    start = time.time()
+    end = _supervised(subprocess.Popen(["sleep", "1.2"]), Signals(), Due(start + 0.3, lambda: done.append(time.time())))
+    assert end.returncode == 0 and len(done) == 1
+    assert 0.3 <= done[0] - start < 1.0
+
+
+@pytest.mark.parametrize("signalled", [False, True])
+def test_nothing_is_due_for_an_app_that_ended_or_was_signalled_first(signalled: bool) -> None:
+    """An app that ended before the time (it completed the chain), or that the
+    runner signalled first (an outside signal: the runner decides after its end)."""
+    done: list[float] = []
+    signals = Signals()
+    if signalled:
+        signals.received.append(signal.SIGTERM)
+    app = subprocess.Popen(["sleep", "0.8" if signalled else "0.1"])
+    end = _supervised(app, signals, Due(time.time() + 0.4, lambda: done.append(time.time())))
+    assert done == [] and (end.external == "SIGTERM") is signalled
