@@ -206,14 +206,18 @@ class Relay:
         )
         return now + app_seconds * SURE_SHARE
 
-    def queue_deferred(self) -> None:
-        """Queue the successor this runner deferred (``_defer_until``), if the
-        chain still needs one from it: it is the current runner, nothing is
-        queued behind it and no ``chain cancel`` is at work. Never raises: it
-        runs beside the app and on a runner's way out (a chain it cannot lock
-        within seconds is left to ``after_app``, or to ``chain status``)."""
+    def queue_deferred(self, until: float | None = None) -> None:
+        """Queue a successor for this runner if the chain still needs one
+        from it (it deferred it, ``_defer_until``, or the relay broke): it is
+        the current runner, nothing is queued behind it and no ``chain
+        cancel`` is at work. Tries until ``until`` (beside the app: its stop
+        time, so the stop signal is not held up), else shortly before this
+        job's end. Never raises: it runs beside the app and on a runner's
+        way out (what it could not do is logged; ``after_app`` tries again,
+        ``chain status`` tells a chain left with nothing queued)."""
+        give_up = self._give_up(SUBMIT_PATIENCE, AFTER_APP_RESERVE) if until is None else until
         try:
-            with self.chain.locked(wait=10.0):
+            with self.chain.locked(wait=max(0.0, min(10.0, give_up - self.clock()))):
                 status = self.chain.load_status()
                 if (
                     status is None
@@ -222,12 +226,10 @@ class Relay:
                     or self.chain.cancel_requested()
                 ):
                     return
-                self.chain.log(
-                    f"relay: queueing runner {status.runner_seq + 1}, deferred at runner job {self.job_id}'s start"
-                )
-                self.queue_successor(status)
-        except ChainError as exc:
-            self.chain.log(f"relay: could not queue the deferred runner: {exc}")
+                self.chain.log(f"relay: queueing runner {status.runner_seq + 1}: runner job {self.job_id} has none")
+                self.queue_successor(status, give_up=give_up)
+        except Exception as exc:  # noqa: BLE001 - beside the app or on the way out: logged, never raised
+            self.chain.log(f"relay: could not queue a runner behind job {self.job_id}: {exc}")
 
     def _read_counter(self) -> CounterReading:
         return read_counter_state(self.settings, self.workdir)
@@ -282,13 +284,12 @@ class Relay:
             self.chain.log(f"relay: could not ask the scheduler about job {job}: {exc}")
             return None
 
-    def queue_successor(self, status: ChainStatus, *, after_app: bool = False) -> None:
+    def queue_successor(self, status: ChainStatus, *, give_up: float | None = None) -> None:
         """Queue the next runner behind this one. Retried and looked up by its
         unique name (never queued twice); a final failure is recorded
         (``relay_broken``: the chain is stalled, ``chain status`` says so)
-        and the app runs regardless: its work is not lost. Before the app
-        the retries stop at its stop time, ``after_app`` shortly before
-        this job's end."""
+        and the app runs regardless: its work is not lost. The retries stop
+        at ``give_up``; by default at the app's stop time (before the app)."""
         name = runner_job_name(status.chain_id, status.runner_seq + 1)
         submit = resubmission(
             self.backend,
@@ -298,7 +299,8 @@ class Relay:
             ),
         )
 
-        give_up = self._give_up(SUBMIT_PATIENCE, AFTER_APP_RESERVE if after_app else self.settings.runner_margin)
+        if give_up is None:
+            give_up = self._give_up(SUBMIT_PATIENCE, self.settings.runner_margin)
         try:
             job_id = self.executor.retry(f"relay: queueing runner {status.runner_seq + 1}", submit, give_up)
         except SchedulerError as exc:
@@ -362,7 +364,7 @@ class Relay:
         (deferred at its start, ``_defer_until``, or the relay broke there):
         queue one now, unless ``chain cancel`` is at work."""
         if not status.next_job_id and not self.chain.cancel_requested():
-            self.queue_successor(status, after_app=True)
+            self.queue_successor(status, give_up=self._give_up(SUBMIT_PATIENCE, AFTER_APP_RESERVE))
 
     def _judge_own(self, status: ChainStatus, outcome: Outcome, record: RunnerRecord) -> Decision:
         """Judge this runner for good, the nodes' states asked when the rule needs them."""

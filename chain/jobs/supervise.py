@@ -63,11 +63,11 @@ Deliver = Callable[[int], None]
 @dataclass(frozen=True)
 class Due:
     """What the supervision does once at ``at`` if the app still runs and
-    has not been signalled (a relay runner that deferred its successor
-    queues it: ``jobs.relay.Relay.queue_deferred``)."""
+    has not been signalled, given the stop time to be done by (a relay
+    runner that deferred its successor queues it: ``jobs.relay.Relay.queue_deferred``)."""
 
     at: float
-    act: Callable[[], None]
+    act: Callable[[float], None]
 
 
 def supervise(
@@ -94,7 +94,7 @@ def supervise(
             run.step(now)
             if due is not None and (run.stop_sent is not None or now >= due.at):
                 if run.stop_sent is None:
-                    due.act()
+                    _act(due, plan.stop_at, say)
                 due = None  # once; a signalled app's runner decides after its end
             deadline = plan.stop_at if run.stop_sent is None else run.kill_at
             if exited.wait(max(0.05, min(0.5, deadline - clock()))):
@@ -106,6 +106,14 @@ def supervise(
         # have saved and exited on its own copy before this loop passed ours on
         run.external = signal.Signals(signals.received[0]).name
     return AppEnd(proc.returncode, clock(), run.stop_sent, run.external, run.killed, run.stalled)
+
+
+def _act(due: Due, until: float, say: Callable[[str], None]) -> None:
+    """``due.act(until)``; a fault of it is told, and the app supervised on."""
+    try:
+        due.act(until)
+    except Exception as exc:  # noqa: BLE001 - the app's supervision must go on
+        say(f"could not do what was due while the app ran: {exc}")
 
 
 @dataclass

@@ -83,13 +83,16 @@ class RelayMode(ModeDriver):
 
     def rerun_after_end(self, job: RunnerJob) -> None:
         """Killed after recording its end and before queueing the successor
-        it had deferred (a preemption's requeue): queued now, to judge it."""
+        it had deferred (a preemption's requeue), or its relay broken: a
+        successor queued now, to judge it (nothing when one is queued)."""
         from chain.jobs.relay import Relay
 
-        record = job.record
-        Relay(
-            job.chain, job.settings, job.backend, job.workdir, record.job_id, record.seq, job.clock, job.sleep
-        ).queue_deferred()
+        record, settings = job.record, job.settings
+        end = (record.start or job.clock()) + settings.runner_seconds  # the copy's own end: it gives up before
+        relay = Relay(
+            job.chain, settings, job.backend, job.workdir, record.job_id, record.seq, job.clock, job.sleep, end
+        )
+        relay.queue_deferred()
 
     def run_runner(self, job: RunnerJob) -> int:
         from chain.jobs.runner import run_relay  # the job's code, loaded in the job only

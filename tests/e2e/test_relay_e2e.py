@@ -197,9 +197,12 @@ def test_relay_runner_that_outlives_its_predecessors_pace_queues_its_successor_a
     report = wait_ended(tmp_path, timeout=300)
     log = (tmp_path / ".chain" / "chain.log").read_text()
     assert report["state"] == "completed", log
-    assert "relay: runner 3 not queued" in log and "queueing runner 3, deferred at runner job" in log, log
+    assert "relay: runner 3 not queued" in log and "queueing runner 3: runner job" in log, log
     runners = report["runners"]
     assert len(runners) >= 3 and runners[-1]["verdict"] == "complete", runners
+    # queued while runner 2's app ran (at half its time), not after its end
+    [queued_at] = [line[1:20] for line in log.splitlines() if "queueing runner 3: runner job" in line]
+    assert time.mktime(time.strptime(queued_at, "%Y-%m-%dT%H:%M:%S")) < runners[1]["end"] - 1, (queued_at, runners)
     assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
     states = wait_until(
         lambda: _settled(backend, tmp_path / ".chain", chain_id),

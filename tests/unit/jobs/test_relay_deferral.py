@@ -173,17 +173,17 @@ def test_the_configured_limit_bounds_the_time_when_slurms_end_is_later(tmp_path:
 
 
 def test_the_deferred_successor_is_queued_once_when_the_app_outlives_its_pace(tmp_path: Path) -> None:
-    """``queue_deferred``, as the supervision calls it at ``deferred_until``: the
-    retries have until the app's stop time; a second call queues nothing."""
+    """``queue_deferred``, as the supervision calls it at ``deferred_until``;
+    a second call queues nothing."""
     fake = FakeBackend()
     chain, relay = _runner_two(tmp_path, fake)
     relay.take_over()
-    relay.queue_deferred()
-    relay.queue_deferred()
+    relay.queue_deferred(NOW + 55)
+    relay.queue_deferred(NOW + 55)
     status = chain.load_status()
     assert status is not None and status.next_job_id == "103"
     assert fake.submitted[2:] == [(runner_job_name(status.chain_id, 3), "afterany:102")]
-    assert "queueing runner 3, deferred at runner job 102's start" in chain.log_file.read_text()
+    assert "queueing runner 3: runner job 102 has none" in chain.log_file.read_text()
     # the app then stops short: nothing more is queued after it
     assert relay.after_app(_record(chain, "102", 2, 124, 6, 9)).step is Turn.LEAVE
     assert len(fake.submitted) == 3
@@ -315,3 +315,31 @@ def test_chain_status_says_why_nothing_is_queued_behind_a_deferring_runner(tmp_p
     assert "next runner: none yet (the running one is expected to complete the chain" in shown()
     fake.set_state("102", JobState.NODE_FAIL)  # killed outright: nothing runs, nothing is queued
     assert "next runner: none;" not in shown() and "next runner: none\n" in shown()
+
+
+def test_beside_the_app_the_deferred_successor_is_tried_until_the_stop_time_only(tmp_path: Path) -> None:
+    """The supervision waits for it: its retries end at the stop time it is given."""
+    fake = Refusing()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+    fake.refuse = True
+    now = [NOW + 27.5]
+    relay.clock = lambda: now[0]
+    relay.sleep = lambda s: now.__setitem__(0, now[0] + s)
+    relay.queue_deferred(until=NOW + 55)
+    assert now[0] <= NOW + 55 and fake.submit_calls >= 1
+    status = chain.load_status()
+    assert status is not None and "could not queue runner 3" in status.relay_broken
+
+
+def test_queueing_the_deferred_successor_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeBackend()
+    chain, relay = _runner_two(tmp_path, fake)
+    relay.take_over()
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ChainDir, "load_status", full)
+    relay.queue_deferred()
+    assert "could not queue a runner behind job 102: [Errno 28] No space left" in chain.log_file.read_text()

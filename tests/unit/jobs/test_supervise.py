@@ -99,9 +99,11 @@ def test_what_is_due_is_done_once_while_the_app_runs() -> None:
     """A relay runner's deferred successor: queued once, while the app runs, at its time."""
     done: list[float] = []
     start = time.time()
-    end = _supervised(subprocess.Popen(["sleep", "1.2"]), Signals(), Due(start + 0.3, lambda: done.append(time.time())))
+    end = _supervised(
+        subprocess.Popen(["sleep", "1.2"]), Signals(), Due(start + 0.3, lambda until: done.append(time.time()))
+    )
     assert end.returncode == 0 and len(done) == 1
-    assert 0.3 <= done[0] - start < 1.0
+    assert 0.3 <= done[0] - start < 1.3
 
 
 @pytest.mark.parametrize("signalled", [False, True])
@@ -113,5 +115,28 @@ def test_nothing_is_due_for_an_app_that_ended_or_was_signalled_first(signalled: 
     if signalled:
         signals.received.append(signal.SIGTERM)
     app = subprocess.Popen(["sleep", "0.8" if signalled else "0.1"])
-    end = _supervised(app, signals, Due(time.time() + 0.4, lambda: done.append(time.time())))
+    end = _supervised(app, signals, Due(time.time() + 0.4, lambda until: done.append(time.time())))
     assert done == [] and (end.external == "SIGTERM") is signalled
+
+
+def test_what_is_due_is_given_the_stop_time_and_its_fault_does_not_stop_the_supervision() -> None:
+    said: list[str] = []
+    until: list[float] = []
+
+    def broken(by: float) -> None:
+        until.append(by)
+        raise OSError(28, "No space left on device")
+
+    now = time.time()
+    end = supervise(
+        subprocess.Popen(["sleep", "0.6"]),
+        Schedule(now, now + 60, now + 50, now + 55),
+        stop_signal=signal.SIGTERM,
+        deliver=lambda sig: None,
+        signals=Signals(),
+        clock=time.time,
+        say=said.append,
+        due=Due(now + 0.1, broken),
+    )
+    assert end.returncode == 0 and until == [now + 50]
+    assert any("No space left" in line for line in said), said
