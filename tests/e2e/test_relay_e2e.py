@@ -40,6 +40,17 @@ def _settled(backend: str, chain_dir: Path, chain_id: str) -> dict[str, str] | N
     return None if live else dict(jobs) or {"(none)": ""}
 
 
+def _jobs_ended(backend: str, workdir: Path, chain_id: str) -> dict[str, str]:
+    """The chain's jobs by name and final state, once all have ended."""
+    return wait_until(
+        lambda: _settled(backend, workdir / ".chain", chain_id),
+        60,
+        interval=0.5,
+        what="the chain's jobs ended",
+        describe=lambda: _jobs(backend, workdir / ".chain", chain_id),
+    )
+
+
 def _submit(tmp_path: Path, backend: str, app_cmd: str, *extra: str, max_iter: str = "50") -> str:
     out = chain_cmd(
         "submit",
@@ -132,13 +143,7 @@ def test_relay_app_failure_ends_the_chain_in_that_runner(backend: str, tmp_path:
     assert "exit code 3" in report["reason"]
     assert len(report["runners"]) == 1
     assert [h["name"] for h in report["hooks"]] == ["report"]
-    states = wait_until(
-        lambda: _settled(backend, tmp_path / ".chain", chain_id),
-        60,
-        interval=0.5,
-        what="the chain's jobs ended",
-        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
-    )
+    states = _jobs_ended(backend, tmp_path, chain_id)
     assert states.get(f"{chain_id}.r2") in (None, "CANCELLED"), states
 
 
@@ -156,13 +161,7 @@ def test_relay_last_runner_queues_no_successor_its_predecessors_pace_shows_it_ne
     assert report["state"] == "completed", log
     assert [r["verdict"] for r in report["runners"]] == ["continue", "complete"], report["runners"]
     assert "relay: runner 3 not queued" in log, log
-    states = wait_until(
-        lambda: _settled(backend, tmp_path / ".chain", chain_id),
-        60,
-        interval=0.5,
-        what="the chain's jobs ended",
-        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
-    )
+    states = _jobs_ended(backend, tmp_path, chain_id)
     assert sorted(states) == [f"{chain_id}.r1", f"{chain_id}.r2"], states
     assert "CANCELLED" not in states.values(), states
     IterLog.read(tmp_path / "iterations.log").check_exactly_once_beyond_checkpoints(52)
@@ -204,13 +203,7 @@ def test_relay_runner_that_outlives_its_predecessors_pace_queues_its_successor_a
     [queued_at] = [line[1:20] for line in log.splitlines() if "queueing runner 3: runner job" in line]
     assert time.mktime(time.strptime(queued_at, "%Y-%m-%dT%H:%M:%S")) < runners[1]["end"] - 1, (queued_at, runners)
     assert [r["iter_before"] for r in runners[1:]] == [r["iter_after"] for r in runners[:-1]]
-    states = wait_until(
-        lambda: _settled(backend, tmp_path / ".chain", chain_id),
-        60,
-        interval=0.5,
-        what="the chain's jobs ended",
-        describe=lambda: _jobs(backend, tmp_path / ".chain", chain_id),
-    )
+    states = _jobs_ended(backend, tmp_path, chain_id)
     assert states[f"{chain_id}.r3"] == "COMPLETED", states
 
 
