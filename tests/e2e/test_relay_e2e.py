@@ -154,7 +154,10 @@ def test_relay_last_runner_queues_no_successor_its_predecessors_pace_shows_it_ne
     """Runner 1 hands over after ~20 s of app at ~2.5 iterations a second
     (at most 50 of 52); runner 2, with a few left for its 20 s, queues no
     runner 3: the chain's jobs are its two runners, neither cancelled, and
-    every iteration ran once beyond checkpoints."""
+    every iteration ran once beyond checkpoints. On Slurm only: the guess is
+    the runner's own, the same on the local backend (CI time)."""
+    if backend == "local":
+        pytest.skip("the runner's own guess, run on Slurm (CI time)")
     copy_example("python", tmp_path)
     chain_id = _submit(tmp_path, backend, "python3 app.py", "--checkpoint-every", "5", max_iter="52")
     report = wait_ended(tmp_path, timeout=180)
