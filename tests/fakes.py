@@ -12,6 +12,7 @@ import dataclasses
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from chain.backends.base import Backend, JobInfo, JobState
 from chain.core.events import Event
 from chain.core.limits import JobLimits
 from chain.effects.executor import Executor
+from chain.errors import SchedulerError
 from chain.store import ChainStatus
 
 
@@ -114,6 +116,22 @@ class FakeBackend(Backend):
 
     def preempting(self, job_id: str, *, restarts: int = 0) -> bool:
         return job_id in self.preempted
+
+
+class FailingSubmits(FakeBackend):
+    """Refuses every sbatch once ``refuse`` is set (what came before, e.g.
+    ``chain submit``'s, goes through); counts the attempts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = False
+        self.submit_calls = 0
+
+    def submit(self, script: Path, **kwargs: Any) -> str:
+        self.submit_calls += 1
+        if self.refuse:
+            raise SchedulerError("sbatch: error: Batch job submission failed: QOSMaxSubmitJobPerUserLimit")
+        return super().submit(script, **kwargs)
 
 
 def sigint_default() -> None:

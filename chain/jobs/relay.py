@@ -219,15 +219,8 @@ class Relay:
         try:
             with self.chain.locked(wait=max(0.0, min(10.0, give_up - self.clock()))):
                 status = self.chain.load_status()
-                if (
-                    status is None
-                    or not is_current_runner(status, self.job_id, self.seq)
-                    or status.next_job_id
-                    or self.chain.cancel_requested()
-                ):
-                    return
-                self.chain.log(f"relay: queueing runner {status.runner_seq + 1}: runner job {self.job_id} has none")
-                self.queue_successor(status, give_up=give_up)
+                if status is not None and is_current_runner(status, self.job_id, self.seq):
+                    self._leave_to_successor(status, give_up)
         except Exception as exc:  # noqa: BLE001 - beside the app or on the way out: logged, never raised
             self.chain.log(f"relay: could not queue a runner behind job {self.job_id}: {exc}")
 
@@ -359,12 +352,17 @@ class Relay:
                 return TakeOver(Turn.END, status, decision.reason, decision.state, decision.kind)
             return TakeOver(Turn.COMPLETE, status)
 
-    def _leave_to_successor(self, status: ChainStatus) -> None:
-        """A runner whose outcome its successor judges, with none queued
-        (deferred at its start, ``_defer_until``, or the relay broke there):
-        queue one now, unless ``chain cancel`` is at work."""
-        if not status.next_job_id and not self.chain.cancel_requested():
-            self.queue_successor(status, give_up=self._give_up(SUBMIT_PATIENCE, AFTER_APP_RESERVE))
+    def _leave_to_successor(self, status: ChainStatus, give_up: float | None = None) -> None:
+        """The current runner, whose outcome its successor judges, with none
+        queued (deferred at its start, ``_defer_until``, or the relay broke
+        there): queue one now, trying until ``give_up`` (by default shortly
+        before this job's end), unless ``chain cancel`` is at work."""
+        if status.next_job_id or self.chain.cancel_requested():
+            return
+        self.chain.log(f"relay: queueing runner {status.runner_seq + 1}: runner job {self.job_id} has none")
+        if give_up is None:
+            give_up = self._give_up(SUBMIT_PATIENCE, AFTER_APP_RESERVE)
+        self.queue_successor(status, give_up=give_up)
 
     def _judge_own(self, status: ChainStatus, outcome: Outcome, record: RunnerRecord) -> Decision:
         """Judge this runner for good, the nodes' states asked when the rule needs them."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeBackend, spy_on_executors
+from fakes import FailingSubmits, FakeBackend, spy_on_executors
 
 from chain import api
 from chain.api.status import status_report
@@ -119,19 +119,6 @@ def test_a_job_that_is_not_the_relay_leaves(tmp_path: Path) -> None:
     chain, _ = _relay_chain(tmp_path, fake)
     assert _relay(tmp_path, chain, fake, "555", 2).take_over().step is Turn.LEAVE
     assert _relay(tmp_path, chain, fake, "102", 7).take_over().step is Turn.LEAVE
-
-
-class FailingSubmits(FakeBackend):
-    def __init__(self) -> None:
-        super().__init__()
-        self.refuse = False
-        self.submit_calls = 0
-
-    def submit(self, script: Path, **kwargs: Any) -> str:
-        self.submit_calls += 1
-        if self.refuse:
-            raise SchedulerError("sbatch: error: Batch job submission failed: QOSMaxSubmitJobPerUserLimit")
-        return super().submit(script, **kwargs)
 
 
 def test_a_successor_that_cannot_be_queued_still_runs_the_app_and_the_chain_shows_stalled(tmp_path: Path) -> None:

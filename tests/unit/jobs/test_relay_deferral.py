@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeBackend
+from fakes import FailingSubmits, FakeBackend
 
 from chain import api
 from chain.api.status import status_report
 from chain.core.model import ChainState, JobState
 from chain.core.names import runner_job_name
 from chain.core.records import RunnerPhase, RunnerRecord
-from chain.errors import SchedulerError
 from chain.jobs.relay import AFTER_APP_RESERVE, Relay, Turn
 from chain.store import ChainDir
 
@@ -198,24 +197,11 @@ def test_a_runner_no_longer_current_queues_nothing(tmp_path: Path) -> None:
     assert len(fake.submitted) == 2
 
 
-class Refusing(FakeBackend):
-    """Refuses every sbatch once ``refuse`` is set (chain submit's go through)."""
-
-    refuse = False
-    submit_calls = 0
-
-    def submit(self, script: Path, **kwargs: Any) -> str:
-        self.submit_calls += 1
-        if self.refuse:
-            raise SchedulerError("sbatch: error: Slurm temporarily unable to accept job")
-        return super().submit(script, **kwargs)
-
-
 def test_a_successor_that_cannot_be_queued_after_the_app_shows_the_chain_stalled(tmp_path: Path) -> None:
     """Tried until shortly before the job's end (not only up to its margin,
     which the app has used: here one attempt); then the relay is broken, and
     ``chain status`` says the chain is stalled."""
-    fake = Refusing()
+    fake = FailingSubmits()
     chain, relay = _runner_two(tmp_path, fake)
     relay.take_over()
     fake.refuse, fake.submit_calls = True, 0
@@ -319,7 +305,7 @@ def test_chain_status_says_why_nothing_is_queued_behind_a_deferring_runner(tmp_p
 
 def test_beside_the_app_the_deferred_successor_is_tried_until_the_stop_time_only(tmp_path: Path) -> None:
     """The supervision waits for it: its retries end at the stop time it is given."""
-    fake = Refusing()
+    fake = FailingSubmits()
     chain, relay = _runner_two(tmp_path, fake)
     relay.take_over()
     fake.refuse = True
