@@ -153,3 +153,23 @@ def describe_exit(
     if external:  # a signal name as Python spells it: SIGTERM
         text += f" (runner got {external})"
     return text + (" (killed after the grace period)" if killed else "")
+
+
+LOOK_AHEAD = 5.0  # seconds before its stop signal a relay runner asks about its queued successor
+LOOK_FRESH = 10.0  # seconds that answer stands for the check after the app
+
+
+def successor_look_at(stop_at: float) -> float:
+    """Pure: when a relay runner asks accounting whether its queued successor
+    was cancelled outside chain: ``LOOK_AHEAD`` seconds before its app's stop
+    signal. An app that stops on the signal, or a little before it as one
+    that saves ahead of its deadline does, has exited by the time the answer
+    is needed, and the job does not hold its slot waiting for slurmdbd."""
+    return stop_at - LOOK_AHEAD
+
+
+def look_fresh(asked: float, now: float) -> bool:
+    """Pure: an answer asked at ``asked`` still stands at ``now`` for that
+    check: it is at most ``LOOK_FRESH`` seconds old (the same race as a
+    cancel just after a look at the app's end; an older one is asked again)."""
+    return 0.0 <= now - asked <= LOOK_FRESH

@@ -44,12 +44,13 @@ from chain.core.names import runner_job_name
 from chain.core.protocol import is_current_runner
 from chain.core.reasons import ReasonKind
 from chain.core.records import RunnerRecord
-from chain.core.runner_rules import SURE_SHARE, app_pace, completes_here
+from chain.core.runner_rules import SURE_SHARE, app_pace, completes_here, look_fresh, successor_look_at
 from chain.core.settings import Settings
 from chain.effects.ending import complete_chain, end_chain, record_judgment
 from chain.effects.executor import Executor
 from chain.effects.runners import submit_runner, submit_runner_job
 from chain.errors import ChainError, CheckpointError, SchedulerError
+from chain.jobs.supervise import Due
 from chain.jobs.watch import RunnerWatch, gather_outcome, with_nodes_down
 from chain.store import ChainDir, ChainStatus
 from chain.store.counter import (
@@ -85,6 +86,16 @@ class TakeOver:
     deferred_until: float | None = None
 
 
+@dataclass(frozen=True)
+class SuccessorLook:
+    """Accounting asked about the queued successor ``job`` at ``asked``
+    while the app ran (``Relay.look_at_successor``); its answer when called."""
+
+    job: str
+    asked: float
+    answer: Callable[[], Mapping[str, JobInfo] | None]
+
+
 @dataclass
 class Relay:
     """One runner's part in a relay chain (``run`` in ``jobs.runner`` calls
@@ -102,6 +113,7 @@ class Relay:
     limit_end: float = float("inf")  # its start and configured limit: the app stops by the earlier of the two
     # accounting's lines at this job's start (``RelayMode.runner_look``); None: not looked
     known: Mapping[str, JobInfo] | None = None
+    successor_look: SuccessorLook | None = None  # asked beside the app, for the check after it
 
     def __post_init__(self) -> None:
         self.executor = Executor(self.chain, self.backend, self.clock, self.sleep)
@@ -205,6 +217,26 @@ class Relay:
             f"within half its {app_seconds:.0f} s; queued if its app runs longer or the chain goes on"
         )
         return now + app_seconds * SURE_SHARE
+
+    # --- beside the app ------------------------------------------------------------
+    def due_beside_app(self, take: TakeOver, stop_at: float) -> Due | None:
+        """What the supervision does once while the app runs unsignalled
+        (``jobs.supervise.Due``): queue the successor this runner deferred, at
+        half time; else ask accounting about the queued one shortly before the
+        stop signal (``core.runner_rules.successor_look_at``), so that the
+        check after the app (``after_app``) does not wait for slurmdbd."""
+        if take.deferred_until is not None:
+            return Due(take.deferred_until, self.queue_deferred)
+        job = take.status.next_job_id if take.status is not None else ""
+        return Due(successor_look_at(stop_at), lambda _until: self.look_at_successor(job)) if job else None
+
+    def look_at_successor(self, job: str) -> None:
+        """Start accounting's look at the queued successor ``job``; its answer
+        is taken after the app while fresh (``core.runner_rules.look_fresh``)."""
+        try:
+            self.successor_look = SuccessorLook(job, self.clock(), self.backend.accounted_later([job]))
+        except ChainError:  # an id accounting must not be given: refused again, in its words, after the app
+            self.successor_look = None
 
     def queue_deferred(self, until: float | None = None) -> None:
         """Queue a successor for this runner if the chain still needs one
@@ -392,7 +424,9 @@ class Relay:
         the same race as a cancel just after this look: ``chain status`` then
         tells the chain has nothing queued), else one query; a scheduler
         that does not answer leaves the handoff as it is."""
-        known = self.backend.accounted([job])
+        look = self.successor_look
+        fresh = look is not None and look.job == job and look_fresh(look.asked, self.clock())
+        known = look.answer() if look is not None and fresh else self.backend.accounted([job])
         if known is not None and job in known:
             return known[job].state is JobState.CANCELLED
         try:

@@ -10,6 +10,7 @@ is in ``core.runner_rules``.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -179,22 +180,27 @@ def run_relay(job: RunnerJob) -> int:
         return 0
     if slurm_end is None:  # not answered at the start (an outage the take-over may have ridden out): again
         slurm_end = _slurm_end(job.backend, job_id)
-    due = None if take.deferred_until is None else Due(take.deferred_until, relay.queue_deferred)
     try:
-        code = _run_current(job, take.status, slurm_end=slurm_end, due=due)
+        code = _run_current(job, take.status, slurm_end=slurm_end, due=functools.partial(relay.due_beside_app, take))
         relay.finish(relay.after_app(chain.runner_record(job_id) or record))
     except BaseException:
-        if due is not None:  # a fault or an interrupt: the chain is not left with nothing queued
+        if take.deferred_until is not None:  # a fault or an interrupt: the chain is not left with nothing queued
             relay.queue_deferred()
         raise
     return code
 
 
-def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None, due: Due | None = None) -> int:
+def _run_current(
+    job: RunnerJob,
+    status: ChainStatus,
+    *,
+    slurm_end: float | None,
+    due: Callable[[float], Due | None] | None = None,
+) -> int:
     """The chain's current runner: read the counter, run the app, record the
     end. ``slurm_end``: this job's end as the scheduler gave it (None: it
     could not say; the configured limit bounds the schedule); ``due``: the
-    supervision's (``jobs.supervise.supervise``)."""
+    supervision's (``jobs.supervise.supervise``), given the stop time."""
     chain, settings, record, clock = job.chain, job.settings, job.record, job.clock
     try:
         record.iter_before = read_chain_counter(settings, job.workdir)
@@ -208,7 +214,8 @@ def _run_current(job: RunnerJob, status: ChainStatus, *, slurm_end: float | None
         record.iter_after = record.iter_before
         return end_record(chain, record, RunnerExit.BAD_CHECKPOINT, clock(), refused)
     plan = plan_schedule(clock(), settings.runner_seconds, settings.stop_margin(status.margin), slurm_end)
-    return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep, due=due)
+    beside = due(plan.stop_at) if due is not None else None
+    return run_app(chain, settings, job.backend, record, plan, status, job.workdir, clock, job.sleep, due=beside)
 
 
 def _verify(chain: ChainDir, settings: Settings, record: RunnerRecord, workdir: Path) -> str:

@@ -1,11 +1,22 @@
 """The runner's pure rules (``chain.core.runner_rules``): its schedule, the
 exit contract, the job's exit code and the words for an app's exit."""
 
+import math
 from typing import Any
 
 import pytest
 
-from chain.core.runner_rules import SURE_SHARE, app_pace, classify_exit, completes_here, plan_schedule
+from chain.core.runner_rules import (
+    LOOK_AHEAD,
+    LOOK_FRESH,
+    SURE_SHARE,
+    app_pace,
+    classify_exit,
+    completes_here,
+    look_fresh,
+    plan_schedule,
+    successor_look_at,
+)
 
 
 def test_schedule_uses_the_earlier_end() -> None:
@@ -160,3 +171,23 @@ def test_a_runner_is_never_sure_without_a_pace_or_a_finite_time(pace: float | No
 def test_completes_here_takes_counters_past_a_float() -> None:
     assert not completes_here(0, 10**400, 1e300, 1e300)
     assert completes_here(10**400 - 1, 10**400, 1.0, 2.0)
+
+
+def test_the_successor_is_asked_about_shortly_before_the_stop_signal() -> None:
+    assert successor_look_at(1000.0) == 1000.0 - LOOK_AHEAD
+
+
+@pytest.mark.parametrize(
+    ("asked", "now", "fresh"),
+    [
+        (100.0, 100.0, True),
+        (100.0, 100.0 + LOOK_FRESH, True),
+        (100.0, 100.0 + LOOK_FRESH + 0.001, False),
+        (100.0, 99.0, False),  # asked "after" now: a clock that went back, never trusted
+        (math.nan, 100.0, False),
+        (100.0, math.inf, False),
+        (-math.inf, 100.0, False),
+    ],
+)
+def test_an_answer_stands_only_while_fresh(asked: float, now: float, fresh: bool) -> None:
+    assert look_fresh(asked, now) is fresh

@@ -3,7 +3,8 @@ first where its lag cannot mislead (no slurmctld RPC), slurmctld where it can.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ from fakes import FakeBackend
 
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
-from chain.jobs.relay import Relay, Turn
+from chain.core.runner_rules import LOOK_AHEAD, LOOK_FRESH
+from chain.errors import SchedulerError
+from chain.jobs.relay import Relay, TakeOver, Turn
 from chain.modes.relay import RelayMode
 from unit.jobs.test_relay import _ended, _relay, _relay_chain, _run_runner_one
 
@@ -188,3 +191,68 @@ def test_a_runner_asks_accounting_for_its_own_end_once_then_the_scheduler(
     assert sum("101" in ids for ids in fake.accounted_ids) == 1
     assert fake.end_time_calls == scheduler_asks
     assert record.slurm_end == (4e9 if scheduler_asks == 0 else 3e9)
+
+
+class EagerAccounting(Accounting):
+    """Accounting whose ``accounted_later`` asks at once, as sacct started
+    in the background does: its answer is what accounting showed then."""
+
+    def accounted_later(self, job_ids: Sequence[str]) -> Callable[[], dict[str, JobInfo] | None]:
+        answer = self.accounted(job_ids)
+        return lambda: answer
+
+
+def _beside_app(tmp_path: Path, fake: EagerAccounting, *, looked: float, ended: float) -> Turn:
+    """Runner 1 (successor 102 queued) takes over; accounting is asked about
+    102 beside its app at ``looked``; the user's scancel of 102 comes after
+    that look; after_app runs at ``ended``."""
+    chain, _ = _relay_chain(tmp_path, fake)
+    now = [0.0]
+    relay = replace(_relay(tmp_path, chain, fake, "101", 1), clock=lambda: now[0])
+    take = relay.take_over()
+    due = relay.due_beside_app(take, stop_at=looked + LOOK_AHEAD)
+    assert due is not None and due.at == looked
+    fake.acct = {"102": JobInfo("102", JobState.PENDING)}
+    now[0] = looked
+    due.act(looked + LOOK_AHEAD)
+    fake.cancel("102")
+    fake.acct = {"102": JobInfo("102", JobState.CANCELLED)}
+    now[0] = ended
+    return relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step
+
+
+def test_the_successor_asked_about_beside_the_app_is_not_asked_about_again(tmp_path: Path) -> None:
+    """The check after the app takes the answer asked shortly before the
+    stop signal: the job does not wait for slurmdbd after its app. A cancel
+    after that look is the race a look at the app's end has too."""
+    fake = EagerAccounting()
+    assert _beside_app(tmp_path, fake, looked=100.0, ended=100.0 + LOOK_FRESH) is Turn.LEAVE
+    assert fake.accounted_ids.count(["102"]) == 1
+
+
+def test_an_answer_older_than_its_freshness_is_asked_again(tmp_path: Path) -> None:
+    fake = EagerAccounting()
+    assert _beside_app(tmp_path, fake, looked=100.0, ended=100.0 + LOOK_FRESH + 0.1) is Turn.END
+    assert fake.accounted_ids.count(["102"]) == 2
+
+
+def test_a_deferring_runner_queues_beside_its_app_and_looks_at_nothing(tmp_path: Path) -> None:
+    fake = EagerAccounting()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    take = relay.take_over()
+    deferred = relay.due_beside_app(replace(take, deferred_until=50.0), stop_at=100.0)
+    assert deferred is not None and deferred.at == 50.0 and deferred.act == relay.queue_deferred
+    assert relay.due_beside_app(TakeOver(Turn.RUN, None), stop_at=100.0) is None
+
+
+def test_a_successor_id_accounting_refuses_is_not_looked_at_beside_the_app(tmp_path: Path) -> None:
+    class Refusing(EagerAccounting):
+        def accounted_later(self, job_ids: Sequence[str]) -> Callable[[], dict[str, JobInfo] | None]:
+            raise SchedulerError(f"not a job id: {job_ids[0]!r}")
+
+    fake = Refusing()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.look_at_successor("1;rm")
+    assert relay.successor_look is None
