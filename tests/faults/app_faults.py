@@ -157,8 +157,11 @@ class AppFaults(SuiteBase):
     # -- 2: user scancel of the runner
     def scancel_runner(self) -> None:
         ch = self.chain
-        job, pid = ch.wait_app()
-        time.sleep(self.delay(0.5, 6))
+        delay = self.delay(0.5, 6)
+        # an app with time left: a runner about to stop on its own would have
+        # ended before the scancel, which then cancels nothing (CI-17's flake)
+        job, pid = self.early_app(delay)
+        time.sleep(delay)
         t = time.time()
         sh(["scancel", job], check=True)
         st = ch.wait_ended(90)
