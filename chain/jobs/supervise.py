@@ -64,7 +64,8 @@ Deliver = Callable[[int], None]
 class Due:
     """What the supervision does once at ``at`` if the app still runs and
     has not been signalled, given the stop time to be done by (a relay
-    runner that deferred its successor queues it: ``jobs.relay.Relay.queue_deferred``)."""
+    runner queues the successor it deferred, or asks about the one it
+    queued: ``jobs.relay.Relay.due_beside_app``)."""
 
     at: float
     act: Callable[[float], None]
