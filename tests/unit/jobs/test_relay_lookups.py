@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeBackend
 
+from chain import api
 from chain.backends.base import JobInfo
 from chain.core.model import ChainState, JobState
+from chain.core.names import runner_job_name
 from chain.core.runner_rules import LOOK_AHEAD, LOOK_FRESH
 from chain.errors import SchedulerError
 from chain.jobs.relay import Relay, TakeOver, Turn
@@ -195,17 +197,31 @@ def test_a_runner_asks_accounting_for_its_own_end_once_then_the_scheduler(
 
 class EagerAccounting(Accounting):
     """Accounting whose ``accounted_later`` asks at once, as sacct started
-    in the background does: its answer is what accounting showed then."""
+    in the background does: its answer is what accounting showed then
+    (``later_ids``: what was asked that way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later_ids: list[list[str]] = []
 
     def accounted_later(self, job_ids: Sequence[str]) -> Callable[[], dict[str, JobInfo] | None]:
+        self.later_ids.append(list(job_ids))
         answer = self.accounted(job_ids)
         return lambda: answer
 
 
-def _beside_app(tmp_path: Path, fake: EagerAccounting, *, looked: float, ended: float) -> Turn:
+def _cancel(fake: EagerAccounting, job: str) -> None:
+    """The user's scancel of ``job``, as slurmctld and accounting show it."""
+    fake.cancel(job)
+    fake.acct = {job: JobInfo(job, JobState.CANCELLED)}
+
+
+def _beside_app(
+    tmp_path: Path, fake: EagerAccounting, *, looked: float, ended: float, cancelled_before: bool = False
+) -> Turn:
     """Runner 1 (successor 102 queued) takes over; accounting is asked about
     102 beside its app at ``looked``; the user's scancel of 102 comes after
-    that look; after_app runs at ``ended``."""
+    that look (``cancelled_before``: before it); after_app runs at ``ended``."""
     chain, _ = _relay_chain(tmp_path, fake)
     now = [0.0]
     relay = replace(_relay(tmp_path, chain, fake, "101", 1), clock=lambda: now[0])
@@ -213,10 +229,11 @@ def _beside_app(tmp_path: Path, fake: EagerAccounting, *, looked: float, ended: 
     due = relay.due_beside_app(take, stop_at=looked + LOOK_AHEAD)
     assert due is not None and due.at == looked
     fake.acct = {"102": JobInfo("102", JobState.PENDING)}
+    if cancelled_before:
+        _cancel(fake, "102")
     now[0] = looked
     due.act(looked + LOOK_AHEAD)
-    fake.cancel("102")
-    fake.acct = {"102": JobInfo("102", JobState.CANCELLED)}
+    _cancel(fake, "102")
     now[0] = ended
     return relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step
 
@@ -227,6 +244,41 @@ def test_the_successor_asked_about_beside_the_app_is_not_asked_about_again(tmp_p
     after that look is the race a look at the app's end has too."""
     fake = EagerAccounting()
     assert _beside_app(tmp_path, fake, looked=100.0, ended=100.0 + LOOK_FRESH) is Turn.LEAVE
+    assert fake.accounted_ids.count(["102"]) == 1
+
+
+def test_a_cancel_before_the_look_ends_the_chain_cancelled_from_that_answer(tmp_path: Path) -> None:
+    fake = EagerAccounting()
+    assert _beside_app(tmp_path, fake, looked=100.0, ended=101.0, cancelled_before=True) is Turn.END
+    assert fake.accounted_ids.count(["102"]) == 1 and fake.queries == 0
+
+
+def test_a_look_at_another_job_is_not_taken_for_the_successor(tmp_path: Path) -> None:
+    """The queued successor is not the job looked at beside the app (queued
+    anew meanwhile): accounting is asked about it, not the scheduler."""
+    fake = EagerAccounting()
+    chain, _ = _relay_chain(tmp_path, fake)
+    relay = _relay(tmp_path, chain, fake, "101", 1)
+    relay.take_over()
+    relay.look_at_successor("99")
+    _cancel(fake, "102")
+    assert relay.after_app(_ended(chain, "101", 1, 99, 0, 4)).step is Turn.END
+    assert fake.accounted_ids.count(["102"]) == 1 and fake.queries == 0
+
+
+def test_a_handing_over_runner_asks_about_its_successor_while_its_app_runs(tmp_path: Path) -> None:
+    """Runner 1 as its job runs it (``jobs.runner.run``), its stop signal
+    within ``LOOK_AHEAD`` of its start: accounting is asked about runner 2
+    beside the app, and not again after it."""
+    from chain.jobs import runner
+
+    fake = EagerAccounting()
+    chain, _ = _relay_chain(tmp_path, fake, runner_time="0:10", runner_margin=6)
+    (tmp_path / "state_iter.txt").write_text("0\n")
+    fake.acct = {"102": JobInfo("102", JobState.PENDING)}
+    settings = replace(api.stored_settings(chain), app_cmd="sleep 0.3; echo 4 > state_iter.txt; exit 99")
+    code = runner.run(chain, settings, fake, job_id="101", job_name=runner_job_name("x", 1), workdir=tmp_path)
+    assert code == 99 and ["102"] in fake.later_ids
     assert fake.accounted_ids.count(["102"]) == 1
 
 
