@@ -425,8 +425,10 @@ class Relay:
         tells the chain has nothing queued), else one query; a scheduler
         that does not answer leaves the handoff as it is."""
         look = self.successor_look
-        fresh = look is not None and look.job == job and look_fresh(look.asked, self.clock())
-        known = look.answer() if look is not None and fresh else self.backend.accounted([job])
+        if look is not None and look.job == job and look_fresh(look.asked, self.clock()):
+            known = look.answer()
+        else:
+            known = self.backend.accounted([job])
         if known is not None and job in known:
             return known[job].state is JobState.CANCELLED
         try:

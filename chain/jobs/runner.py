@@ -105,26 +105,20 @@ def run(
 def run_promoted(job: RunnerJob) -> int:
     """Submitter mode: run the app once the submitter has made this job the
     chain's current runner (at once, unless lookahead queued it ahead)."""
-    status = _await_promotion(job.chain, job.settings, job.backend, job.record, job.clock, job.sleep)
+    status = _await_promotion(job)
     if status is None:
         return 0
     return _run_current(job, status, slurm_end=_slurm_end(job.backend, job.record.job_id))
 
 
-def _await_promotion(
-    chain: ChainDir,
-    settings: Settings,
-    backend: Backend,
-    record: RunnerRecord,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> ChainStatus | None:
+def _await_promotion(job: RunnerJob) -> ChainStatus | None:
     """The chain's status once this job is its current runner; None (its end
     recorded as superseded: no app ran) when it is not, or gave up waiting."""
+    chain, settings, record, clock, sleep = job.chain, job.settings, job.record, job.clock, job.sleep
     job_id = record.job_id
 
     def give_up_at(status: ChainStatus) -> float:
-        end = _job_end(settings, _slurm_end(backend, job_id), record.start or clock())
+        end = _job_end(job, _slurm_end(job.backend, job_id))
         return promotion_give_up(clock(), PROMOTION_PATIENCE, end, settings.stop_margin(status.margin))
 
     status, gave_up = wait_for_promotion(chain, job_id, record.seq, clock=clock, sleep=sleep, give_up_at=give_up_at)
@@ -167,8 +161,8 @@ def run_relay(job: RunnerJob) -> int:
         record.seq,
         clock,
         job.sleep,
-        job_end=_job_end(job.settings, slurm_end, record.start or clock()),
-        limit_end=(record.start or clock()) + job.settings.runner_seconds,
+        job_end=_job_end(job, slurm_end),
+        limit_end=job.limit_end(),
         known=known,
     )
     take = relay.take_over()
@@ -227,10 +221,10 @@ def _verify(chain: ChainDir, settings: Settings, record: RunnerRecord, workdir: 
     return verify_before_app(chain, settings, record, workdir, lambda line: say(record, line))
 
 
-def _job_end(settings: Settings, slurm_end: float | None, start: float) -> float:
+def _job_end(job: RunnerJob, slurm_end: float | None) -> float:
     """This job's end: the scheduler's (``_slurm_end``), else its configured
-    limit from its start."""
-    return slurm_end or start + settings.runner_seconds
+    limit from its start (``RunnerJob.limit_end``)."""
+    return slurm_end or job.limit_end()
 
 
 def _slurm_end(backend: Backend, job_id: str, *, scheduler_only: bool = False) -> float | None:

@@ -42,6 +42,11 @@ class RunnerJob:
     # accounting's answer started before the job's code loaded (``ModeDriver.runner_look``); None: none started
     look: Look | None = None
 
+    def limit_end(self) -> float:
+        """This job's start plus its configured limit: its end by its own
+        settings (Slurm's may be later: it rounds a limit up to minutes)."""
+        return (self.record.start or self.clock()) + self.settings.runner_seconds
+
 
 class ModeDriver(abc.ABC):
     """A mode. ``has_submitter``: a submitter job drives the chain (else its runners do)."""

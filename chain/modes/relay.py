@@ -87,10 +87,9 @@ class RelayMode(ModeDriver):
         successor queued now, to judge it (nothing when one is queued)."""
         from chain.jobs.relay import Relay
 
-        record, settings = job.record, job.settings
-        end = (record.start or job.clock()) + settings.runner_seconds  # the copy's own end: it gives up before
+        record, end = job.record, job.limit_end()  # the copy's own end: it gives up before
         relay = Relay(
-            job.chain, settings, job.backend, job.workdir, record.job_id, record.seq, job.clock, job.sleep, end
+            job.chain, job.settings, job.backend, job.workdir, record.job_id, record.seq, job.clock, job.sleep, end
         )
         relay.queue_deferred()
 
